@@ -1,0 +1,168 @@
+//===- Module.h - modules, functions, operations, values --------*- C++ -*-===//
+//
+// A module is a model: `let` parameters, functions, and SSA values of tensor
+// type. Before `expand`, functions may contain `call`, `repeat` (static loop
+// with carried values) and `if` (static conditional); after it, one flat
+// `@main` remains.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Expr.h"
+#include "ir/Type.h"
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::ir {
+
+/// Every operation kind: the registry ops of Ops.def, then structural ops.
+enum class OpKind : uint16_t {
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule) Id,
+#include "ir/Ops.def"
+  Call,   ///< %r = call @f(args)
+  Repeat, ///< %r = repeat i in lo..hi carry(%c = %init) { ... yield }
+  If,     ///< %r = if cond { ... yield } else { ... yield }
+  Return, ///< return %v, ...
+  Yield,  ///< yield %v, ... (ends a repeat or if body)
+};
+
+/// An SSA value: a function parameter, a block argument or an op result.
+struct Value {
+  std::string name; ///< without the '%'
+  Type type;
+  SourceLoc loc;
+};
+
+/// A reference to a GGUF tensor by name template, e.g.
+/// `weight("blk.{l}.attn_q.weight")`, optionally with an expected element
+/// type and shape: `weight<q4_k>("...", [N, K])` (IR order: last dim is the
+/// row, i.e. ggml's ne[0]).
+struct WeightRef {
+  ExprPtr name; ///< Str or Template
+  std::optional<ElemType> elem;
+  std::optional<std::vector<Dim>> shape;
+};
+
+/// An operand: a value, a weight, or (call arguments only) a scalar expr.
+struct Operand {
+  Value *value = nullptr;
+  std::shared_ptr<WeightRef> weight;
+  ExprPtr scalar;
+  SourceLoc loc;
+
+  bool isValue() const { return value != nullptr; }
+  bool isWeight() const { return weight != nullptr; }
+  bool isScalar() const { return scalar != nullptr; }
+  /// The tensor type of a value or (bound) weight; Unknown otherwise.
+  Type type() const;
+};
+
+/// `name = expr` in an op's attribute dictionary.
+struct Attr {
+  std::string name;
+  ExprPtr value;
+  SourceLoc loc;
+};
+
+struct Operation;
+
+/// A sequence of operations with arguments (repeat carries).
+struct Block {
+  std::vector<Value *> args;
+  std::vector<std::unique_ptr<Operation>> ops;
+};
+
+/// One operation.
+struct Operation {
+  OpKind kind = OpKind::Return;
+  SourceLoc loc;
+  std::vector<Operand> operands;
+  std::vector<Value *> results;
+  std::vector<Attr> attrs;
+  /// The `: type` annotation, one per result, if written.
+  std::vector<std::optional<Type>> declaredTypes;
+
+  std::string callee;  ///< Call: function name without '@'
+  std::string loopVar; ///< Repeat: induction variable
+  ExprPtr lo, hi;      ///< Repeat: bounds [lo, hi)
+  ExprPtr cond;        ///< If: condition
+  /// Repeat: one body; If: then and else.
+  std::vector<std::unique_ptr<Block>> regions;
+
+  const Attr *findAttr(const std::string &name) const;
+};
+
+/// A function parameter: a tensor value or a compile-time scalar.
+struct Param {
+  Value *value = nullptr; ///< tensor parameter
+  std::string name;       ///< scalar parameter name
+  Type::Kind scalarKind = Type::Kind::Int;
+  SourceLoc loc;
+  bool isScalar() const { return value == nullptr; }
+};
+
+/// A function.
+struct Func {
+  std::string name; ///< without '@'
+  SourceLoc loc;
+  std::vector<Param> params;
+  std::vector<Type> resultTypes;
+  Block body;
+
+  /// Creates a value owned by this function.
+  Value *newValue(std::string name, Type type, SourceLoc loc);
+
+private:
+  std::deque<Value> values_;
+};
+
+/// `let NAME = expr`.
+struct LetDecl {
+  std::string name;
+  ExprPtr value;
+  SourceLoc loc;
+};
+
+/// A model description.
+struct Module {
+  std::string name;
+  SourceLoc loc;
+  std::vector<LetDecl> lets;
+  std::vector<std::unique_ptr<Func>> funcs;
+
+  Func *findFunc(const std::string &name) const;
+};
+
+/// Facts about a registry op, from Ops.def.
+struct OpInfo {
+  OpKind kind;
+  const char *mnemonic;
+  int minOperands;
+  int maxOperands; ///< -1 = variadic
+  int numResults;
+  const char *attrs;
+};
+
+/// The registry entry for \p kind, or nullptr for structural ops.
+const OpInfo *opInfo(OpKind kind);
+/// The registry entry spelled \p mnemonic, or nullptr.
+const OpInfo *lookupOp(std::string_view mnemonic);
+/// Every registry op, in Ops.def order.
+const std::vector<OpInfo> &allOps();
+/// The spelling of any op kind ("matmul", "call", "repeat", ...).
+const char *opName(OpKind kind);
+
+/// One attribute of an op's signature.
+struct AttrSpec {
+  std::string name;
+  std::string kind; ///< int float bool str type ints floats
+  bool optional = false;
+};
+/// The parsed attribute signature of a registry op.
+const std::vector<AttrSpec> &attrSpecs(OpKind kind);
+
+} // namespace strata::ir

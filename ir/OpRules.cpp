@@ -1,0 +1,690 @@
+//===- OpRules.cpp - per-op verifiers and shape rules ---------------------===//
+//
+// One `infer<Rule>` per Rule column of Ops.def. Rules check operand ranks,
+// element types and dims where they are known and compute result types.
+// Dims compare as canonical polynomials; a mismatch is reported only when
+// it is provable (see Dim::provablyDifferent).
+//
+//===----------------------------------------------------------------------===//
+#include "ir/OpRules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace strata::ir {
+
+RuleCtx::RuleCtx(const Operation &op, DiagnosticEngine &diag)
+    : op(op), diag_(diag) {
+  for (const Operand &o : op.operands)
+    in.push_back(o.type());
+}
+
+bool RuleCtx::error(const std::string &msg, int operand) {
+  SourceLoc loc = operand >= 0 && operand < int(op.operands.size())
+                      ? op.operands[operand].loc
+                      : op.loc;
+  diag_.error(loc, fmt::format("'{}' {}", opName(op.kind), msg));
+  return false;
+}
+
+static const Expr *literal(const Operation &op, const char *name) {
+  const Attr *a = op.findAttr(name);
+  return a && a->value->isLiteral() ? a->value.get() : nullptr;
+}
+
+static std::optional<int64_t> literalInt(const Expr &e) {
+  if (e.kind == ExprKind::Int)
+    return e.i;
+  if (e.kind == ExprKind::Unary && e.s == "-" &&
+      e.args[0]->kind == ExprKind::Int && e.args[0]->i != INT64_MIN)
+    return -e.args[0]->i;
+  return std::nullopt;
+}
+
+static std::optional<double> literalFloat(const Expr &e) {
+  if (auto i = literalInt(e))
+    return static_cast<double>(*i);
+  if (e.kind == ExprKind::Float)
+    return e.f;
+  if (e.kind == ExprKind::Unary && e.s == "-" &&
+      e.args[0]->kind == ExprKind::Float)
+    return -e.args[0]->f;
+  return std::nullopt;
+}
+
+std::optional<int64_t> RuleCtx::intAttr(const char *name) const {
+  const Expr *e = literal(op, name);
+  return e ? literalInt(*e) : std::nullopt;
+}
+std::optional<double> RuleCtx::floatAttr(const char *name) const {
+  const Expr *e = literal(op, name);
+  return e ? literalFloat(*e) : std::nullopt;
+}
+std::optional<bool> RuleCtx::boolAttr(const char *name) const {
+  const Expr *e = literal(op, name);
+  if (e && e->kind == ExprKind::Bool)
+    return e->b;
+  return std::nullopt;
+}
+std::optional<std::string> RuleCtx::strAttr(const char *name) const {
+  const Expr *e = literal(op, name);
+  if (e && e->kind == ExprKind::Str)
+    return e->s;
+  return std::nullopt;
+}
+std::optional<std::vector<int64_t>> RuleCtx::intsAttr(const char *name) const {
+  const Expr *e = literal(op, name);
+  if (!e || e->kind != ExprKind::List)
+    return std::nullopt;
+  std::vector<int64_t> v;
+  for (const ExprPtr &a : e->args) {
+    auto x = literalInt(*a);
+    if (!x)
+      return std::nullopt;
+    v.push_back(*x);
+  }
+  return v;
+}
+std::optional<ElemType> RuleCtx::typeAttr(const char *name) const {
+  const Attr *a = op.findAttr(name);
+  if (!a || a->value->kind != ExprKind::Name)
+    return std::nullopt;
+  return ElemType::parse(a->value->s);
+}
+
+bool RuleCtx::allKnown() const {
+  for (const Type &t : in)
+    if (!t.isTensor())
+      return false;
+  return true;
+}
+
+namespace {
+
+ElemType f32() { return ElemType::of(DType::F32); }
+ElemType i32() { return ElemType::of(DType::I32); }
+
+/// Checks operand \p i has rank \p rank (if known).
+bool checkRank(RuleCtx &c, size_t i, size_t rank, const char *what) {
+  const Type &t = c.in[i];
+  if (!t.isTensor() || t.rank() == rank)
+    return true;
+  return c.error(fmt::format("expects {} of rank {}, got {}", what, rank,
+                             t.str()),
+                 int(i));
+}
+
+/// Checks operand \p i is an activation (not a block-quantised weight).
+bool checkActivation(RuleCtx &c, size_t i, const char *what) {
+  const Type &t = c.in[i];
+  if (!t.isTensor() || !t.elem.isBlock)
+    return true;
+  return c.error(fmt::format("expects {} to be an activation, got "
+                             "block-quantised {}",
+                             what, t.str()),
+                 int(i));
+}
+
+/// Checks operand \p i has an integer element type.
+bool checkIndices(RuleCtx &c, size_t i, const char *what) {
+  const Type &t = c.in[i];
+  if (!t.isTensor() || t.elem.isInt())
+    return true;
+  return c.error(fmt::format("expects {} to be i32 or i64, got {}", what,
+                             t.str()),
+                 int(i));
+}
+
+/// Checks dim \p da of operand \p a equals dim \p db of operand \p b.
+bool checkDim(RuleCtx &c, size_t a, size_t da, size_t b, size_t db,
+              const char *what) {
+  const Type &ta = c.in[a], &tb = c.in[b];
+  if (!ta.isTensor() || !tb.isTensor() || da >= ta.rank() || db >= tb.rank())
+    return true;
+  if (!Dim::provablyDifferent(ta.dims[da], tb.dims[db]))
+    return true;
+  return c.error(fmt::format("{} mismatch: {} (operand #{} {}) vs {} "
+                             "(operand #{} {})",
+                             what, ta.dims[da].str(), a, ta.str(),
+                             tb.dims[db].str(), b, tb.str()),
+                 int(b));
+}
+
+/// Checks a dim is divisible by another where both are constants.
+bool checkDivisible(RuleCtx &c, const Dim &n, const Dim &d, const char *what) {
+  auto x = n.constant(), y = d.constant();
+  if (!x || !y)
+    return true;
+  if (*y != 0 && *x % *y == 0)
+    return true;
+  return c.error(fmt::format("{}: {} is not a multiple of {}", what, *x, *y));
+}
+
+/// Normalises a possibly negative axis; reports out-of-range axes.
+std::optional<size_t> axisOf(RuleCtx &c, int64_t axis, size_t rank) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    c.error(fmt::format("axis {} is out of range for rank {}", axis, rank));
+    return std::nullopt;
+  }
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+
+bool inferUnary(RuleCtx &c) {
+  if (!checkActivation(c, 0, "its operand"))
+    return false;
+  if (c.in[0].isTensor())
+    c.out[0] = c.in[0];
+  return true;
+}
+
+bool inferCast(RuleCtx &c) {
+  const Attr *a = c.op.findAttr("to");
+  auto to = c.typeAttr("to");
+  if (a && !to)
+    return c.error(fmt::format("attribute 'to' must name an activation type "
+                               "(f32, f16, bf16, i32, i64, bool), got '{}'",
+                               printExpr(*a->value)));
+  if (to && to->isBlock)
+    return c.error("cannot cast to a block-quantised type");
+  if (!checkActivation(c, 0, "its operand"))
+    return false;
+  if (c.in[0].isTensor() && to)
+    c.out[0] = Type::tensor(*to, c.in[0].dims);
+  return true;
+}
+
+bool inferBinary(RuleCtx &c) {
+  if (!checkActivation(c, 0, "its operands") ||
+      !checkActivation(c, 1, "its operands"))
+    return false;
+  if (!c.allKnown())
+    return true;
+  const Type &a = c.in[0], &b = c.in[1];
+  if (!(a.elem == b.elem))
+    return c.error(fmt::format("operand element types differ: {} vs {}",
+                               a.str(), b.str()));
+  // numpy broadcasting over trailing dims; 1 broadcasts.
+  size_t rank = std::max(a.rank(), b.rank());
+  std::vector<Dim> dims(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    const Dim *da = k < rank - a.rank() ? nullptr : &a.dims[k - (rank - a.rank())];
+    const Dim *db = k < rank - b.rank() ? nullptr : &b.dims[k - (rank - b.rank())];
+    if (!da || (da->constant() == 1 && db)) {
+      dims[k] = *db;
+    } else if (!db || db->constant() == 1) {
+      dims[k] = *da;
+    } else {
+      if (Dim::provablyDifferent(*da, *db))
+        return c.error(fmt::format("cannot broadcast {} with {}", a.str(),
+                                   b.str()));
+      dims[k] = *da;
+    }
+  }
+  c.out[0] = Type::tensor(a.elem, dims);
+  return true;
+}
+
+bool inferReduce(RuleCtx &c) {
+  if (!checkActivation(c, 0, "its operand"))
+    return false;
+  auto axis = c.intAttr("axis");
+  if (!c.in[0].isTensor() || !axis)
+    return true;
+  auto ax = axisOf(c, *axis, c.in[0].rank());
+  if (!ax)
+    return false;
+  std::vector<Dim> dims = c.in[0].dims;
+  dims.erase(dims.begin() + *ax);
+  c.out[0] = Type::tensor(c.in[0].elem, dims);
+  return true;
+}
+
+bool inferRmsNorm(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input"))
+    return false;
+  const Type &x = c.in[0];
+  if (x.isTensor() && x.rank() == 0)
+    return c.error("expects an input of rank >= 1");
+  auto groups = c.intAttr("groups");
+  if (groups && *groups <= 0)
+    return c.error(fmt::format("attribute 'groups' must be positive, got {}",
+                               *groups));
+  if (x.isTensor() && groups &&
+      !checkDivisible(c, x.dims.back(), Dim::constant(*groups),
+                      "last dim must split into 'groups'"))
+    return false;
+  if (c.in.size() > 1) {
+    if (!checkRank(c, 1, 1, "a weight"))
+      return false;
+    if (!checkDim(c, 0, x.rank() - 1, 1, 0, "normalised dim and weight size"))
+      return false;
+  }
+  if (x.isTensor())
+    c.out[0] = Type::tensor(f32(), x.dims);
+  return true;
+}
+
+bool inferMatmul(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input"))
+    return false;
+  const Type &x = c.in[0], &w = c.in[1];
+  if (x.isTensor() && x.rank() == 0)
+    return c.error("expects an input of rank >= 1");
+  if (!checkRank(c, 1, 2, "a weight [N, K]"))
+    return false;
+  if (x.isTensor() &&
+      !checkDim(c, 0, x.rank() - 1, 1, 1, "contraction dim K"))
+    return false;
+  if (x.isTensor() && w.isTensor()) {
+    std::vector<Dim> dims = x.dims;
+    dims.back() = w.dims[0];
+    c.out[0] = Type::tensor(f32(), dims);
+  }
+  return true;
+}
+
+bool inferGetRows(RuleCtx &c) {
+  if (!checkRank(c, 0, 2, "a table [V, D]") ||
+      !checkIndices(c, 1, "the row ids"))
+    return false;
+  if (!c.allKnown())
+    return true;
+  std::vector<Dim> dims = c.in[1].dims;
+  dims.push_back(c.in[0].dims[1]);
+  c.out[0] = Type::tensor(f32(), dims);
+  return true;
+}
+
+bool inferArange(RuleCtx &c) {
+  const Type &x = c.in[0];
+  if (!x.isTensor())
+    return true;
+  if (x.rank() == 0)
+    return c.error("expects an operand of rank >= 1 (its first dim is the "
+                   "length)");
+  c.out[0] = Type::tensor(i32(), {x.dims[0]});
+  return true;
+}
+
+bool inferRope(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input") ||
+      !checkRank(c, 0, 3, "an input [T, H, D]") ||
+      !checkRank(c, 1, 1, "positions [T]") ||
+      !checkIndices(c, 1, "the positions"))
+    return false;
+  auto mode = c.strAttr("mode");
+  if (mode && *mode != "normal" && *mode != "neox")
+    return c.error(fmt::format("attribute 'mode' must be \"normal\" or "
+                               "\"neox\", got \"{}\"",
+                               *mode));
+  auto dims = c.intAttr("dims");
+  if (dims && (*dims <= 0 || *dims % 2 != 0))
+    return c.error(fmt::format("attribute 'dims' must be positive and even, "
+                               "got {}",
+                               *dims));
+  const Type &x = c.in[0];
+  if (dims && x.isTensor())
+    if (auto hd = x.dims[2].constant(); hd && *dims > *hd)
+      return c.error(fmt::format("rotates {} dims but the head has {}", *dims,
+                                 *hd));
+  if (auto s = c.intsAttr("sections")) {
+    int64_t sum = 0;
+    for (int64_t v : *s) {
+      if (v < 0)
+        return c.error("attribute 'sections' must be non-negative");
+      sum += v;
+    }
+    if (dims && sum * 2 != *dims)
+      return c.error(fmt::format("'sections' cover {} dims, 'dims' is {}",
+                                 sum * 2, *dims));
+  }
+  if (!checkDim(c, 0, 0, 1, 0, "token count"))
+    return false;
+  if (x.isTensor())
+    c.out[0] = Type::tensor(f32(), x.dims);
+  return true;
+}
+
+bool inferAttention(RuleCtx &c) {
+  bool gated = c.boolAttr("gated").value_or(false);
+  int64_t block = c.intAttr("block").value_or(0);
+  if (block < 0)
+    return c.error(fmt::format("attribute 'block' must be >= 0, got {}",
+                               block));
+  size_t want = 3 + (gated ? 1 : 0) + (block > 0 ? 1 : 0);
+  if (c.op.findAttr("gated") && c.op.findAttr("gated")->value->isLiteral() &&
+      c.in.size() != want)
+    return c.error(fmt::format("expects {} operands (q, k, v{}{}), got {}",
+                               want, gated ? ", gate" : "",
+                               block > 0 ? ", index" : "", c.in.size()));
+  for (size_t i = 0; i < 3; ++i)
+    if (!checkActivation(c, i, "q, k and v") ||
+        !checkRank(c, i, 3, "q, k and v of rank 3 [T, heads, dim]"))
+      return false;
+  if (!checkDim(c, 0, 0, 1, 0, "token count") ||
+      !checkDim(c, 1, 0, 2, 0, "token count") ||
+      !checkDim(c, 0, 2, 1, 2, "q/k head dim") ||
+      !checkDim(c, 1, 1, 2, 1, "k/v head count"))
+    return false;
+  if (c.in[0].isTensor() && c.in[1].isTensor() &&
+      !checkDivisible(c, c.in[0].dims[1], c.in[1].dims[1],
+                      "query heads must be a multiple of kv heads (GQA)"))
+    return false;
+  size_t next = 3;
+  if (gated && c.in.size() > next) {
+    if (!checkRank(c, next, 3, "a gate [T, H, Dv]") ||
+        !checkDim(c, 0, 1, next, 1, "gate head count") ||
+        !checkDim(c, 2, 2, next, 2, "gate dim"))
+      return false;
+    ++next;
+  }
+  if (block > 0 && c.in.size() > next)
+    if (!checkRank(c, next, 2, "an index [T, blocks]") ||
+        !checkIndices(c, next, "the block index"))
+      return false;
+  if (c.in[0].isTensor() && c.in[2].isTensor())
+    c.out[0] = Type::tensor(
+        f32(), {c.in[0].dims[0], c.in[0].dims[1], c.in[2].dims[2]});
+  return true;
+}
+
+bool inferConv1d(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input") ||
+      !checkRank(c, 0, 2, "an input [T, C]") ||
+      !checkRank(c, 1, 2, "a weight [C, K]") ||
+      !checkDim(c, 0, 1, 1, 0, "channel count"))
+    return false;
+  if (c.in[0].isTensor())
+    c.out[0] = Type::tensor(f32(), c.in[0].dims);
+  return true;
+}
+
+bool inferGatedDelta(RuleCtx &c) {
+  static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
+                                 "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
+  static const size_t kRanks[] = {3, 3, 3, 2, 2};
+  for (size_t i = 0; i < 5; ++i)
+    if (!checkActivation(c, i, kNames[i]) ||
+        !checkRank(c, i, kRanks[i], kNames[i]))
+      return false;
+  if (!checkDim(c, 0, 1, 1, 1, "q/k head count") ||
+      !checkDim(c, 0, 2, 1, 2, "q/k head dim") ||
+      !checkDim(c, 2, 1, 3, 1, "v/g head count") ||
+      !checkDim(c, 2, 1, 4, 1, "v/beta head count"))
+    return false;
+  for (size_t i = 1; i < 5; ++i)
+    if (!checkDim(c, 0, 0, i, 0, "token count"))
+      return false;
+  if (c.in[2].isTensor() && c.in[0].isTensor() &&
+      !checkDivisible(c, c.in[2].dims[1], c.in[0].dims[1],
+                      "value heads must be a multiple of key heads"))
+    return false;
+  if (c.in[2].isTensor())
+    c.out[0] = Type::tensor(f32(), c.in[2].dims);
+  return true;
+}
+
+bool inferMoeRoute(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the router logits") ||
+      !checkRank(c, 0, 2, "router logits [T, E]"))
+    return false;
+  auto func = c.strAttr("func");
+  if (func && *func != "softmax" && *func != "sigmoid")
+    return c.error(fmt::format("attribute 'func' must be \"softmax\" or "
+                               "\"sigmoid\", got \"{}\"",
+                               *func));
+  auto k = c.intAttr("k");
+  if (k && *k <= 0)
+    return c.error(fmt::format("attribute 'k' must be positive, got {}", *k));
+  if (!c.in[0].isTensor() || !k)
+    return true;
+  if (auto e = c.in[0].dims[1].constant(); e && *k > *e)
+    return c.error(fmt::format("selects k = {} of only {} experts", *k, *e));
+  const Dim &t = c.in[0].dims[0];
+  c.out[0] = Type::tensor(f32(), {t, Dim::constant(*k)});
+  c.out[1] = Type::tensor(i32(), {t, Dim::constant(*k)});
+  return true;
+}
+
+bool inferMoeExperts(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input") ||
+      !checkRank(c, 0, 2, "an input [T, D]") ||
+      !checkRank(c, 1, 2, "expert ids [T, k]") ||
+      !checkIndices(c, 1, "the expert ids") ||
+      !checkRank(c, 2, 3, "gate experts [E, F, D]") ||
+      !checkRank(c, 3, 3, "up experts [E, F, D]") ||
+      !checkRank(c, 4, 3, "down experts [E, D, F]"))
+    return false;
+  if (!checkDim(c, 0, 0, 1, 0, "token count") ||
+      !checkDim(c, 0, 1, 2, 2, "gate input dim") ||
+      !checkDim(c, 2, 0, 3, 0, "gate/up expert count") ||
+      !checkDim(c, 2, 1, 3, 1, "gate/up width") ||
+      !checkDim(c, 3, 2, 4, 2, "up/down expert count") ||
+      !checkDim(c, 2, 0, 4, 0, "gate/down expert count") ||
+      !checkDim(c, 2, 1, 4, 2, "expert width F") ||
+      !checkDim(c, 0, 1, 4, 1, "down output dim"))
+    return false;
+  if (c.in[0].isTensor() && c.in[1].isTensor())
+    c.out[0] = Type::tensor(f32(), {c.in[0].dims[0], c.in[1].dims[1],
+                                    c.in[0].dims[1]});
+  return true;
+}
+
+bool inferMoeCombine(RuleCtx &c) {
+  if (!checkActivation(c, 0, "expert outputs") ||
+      !checkRank(c, 0, 3, "expert outputs [T, k, D]") ||
+      !checkRank(c, 1, 2, "routing weights [T, k]") ||
+      !checkDim(c, 0, 0, 1, 0, "token count") ||
+      !checkDim(c, 0, 1, 1, 1, "slot count k"))
+    return false;
+  if (c.in.size() > 2 &&
+      (!checkRank(c, 2, 2, "a shared expert output [T, D]") ||
+       !checkDim(c, 0, 0, 2, 0, "token count") ||
+       !checkDim(c, 0, 2, 2, 1, "hidden dim")))
+    return false;
+  if (c.in.size() > 3 &&
+      (!checkRank(c, 3, 2, "a shared gate [T, 1]") ||
+       !checkDim(c, 0, 0, 3, 0, "token count")))
+    return false;
+  if (c.in.size() > 3 && c.in[3].isTensor() &&
+      c.in[3].dims[1].constant() != std::optional<int64_t>(1) &&
+      c.in[3].dims[1].isPolynomial())
+    return c.error(fmt::format("expects a shared gate [T, 1], got {}",
+                               c.in[3].str()),
+                   3);
+  if (c.in[0].isTensor())
+    c.out[0] = Type::tensor(f32(), {c.in[0].dims[0], c.in[0].dims[2]});
+  return true;
+}
+
+bool inferHcExpand(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input") ||
+      !checkRank(c, 0, 2, "an input [T, D]"))
+    return false;
+  auto n = c.intAttr("n");
+  if (n && *n <= 0)
+    return c.error(fmt::format("attribute 'n' must be positive, got {}", *n));
+  if (c.in[0].isTensor() && n)
+    c.out[0] = Type::tensor(c.in[0].elem, {c.in[0].dims[0], Dim::constant(*n),
+                                           c.in[0].dims[1]});
+  return true;
+}
+
+bool inferHcNorm(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the streams") ||
+      !checkRank(c, 0, 3, "streams [T, n, D]"))
+    return false;
+  if (c.in.size() > 1) {
+    if (!checkRank(c, 1, 1, "a weight [n*D]"))
+      return false;
+    const Type &r = c.in[0], &w = c.in[1];
+    if (r.isTensor() && w.isTensor() &&
+        Dim::provablyDifferent(r.dims[1] * r.dims[2], w.dims[0]))
+      return c.error(fmt::format("weight size {} is not n*D = {}",
+                                 w.dims[0].str(),
+                                 (r.dims[1] * r.dims[2]).str()),
+                     1);
+  }
+  if (c.in[0].isTensor())
+    c.out[0] = Type::tensor(f32(), c.in[0].dims);
+  return true;
+}
+
+bool inferHcRead(RuleCtx &c) {
+  if (!checkActivation(c, 0, "normalised streams") ||
+      !checkActivation(c, 1, "read gates") ||
+      !checkRank(c, 0, 3, "normalised streams [T, n, D]") ||
+      !checkRank(c, 1, 3, "read gates [T, n, D]"))
+    return false;
+  for (size_t d = 0; d < 3; ++d)
+    if (!checkDim(c, 0, d, 1, d, "stream/gate shape"))
+      return false;
+  if (c.in[0].isTensor())
+    c.out[0] = Type::tensor(f32(), {c.in[0].dims[0], c.in[0].dims[2]});
+  return true;
+}
+
+bool inferHcWrite(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the streams") ||
+      !checkRank(c, 0, 3, "streams [T, n, D]") ||
+      !checkRank(c, 1, 2, "a sublayer output [T, D]") ||
+      !checkRank(c, 2, 2, "injection gates [T, n]") ||
+      !checkDim(c, 0, 0, 1, 0, "token count") ||
+      !checkDim(c, 0, 2, 1, 1, "hidden dim") ||
+      !checkDim(c, 0, 0, 2, 0, "token count") ||
+      !checkDim(c, 0, 1, 2, 1, "stream count"))
+    return false;
+  if (c.in[0].isTensor())
+    c.out[0] = Type::tensor(f32(), c.in[0].dims);
+  return true;
+}
+
+bool inferSinkhorn(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input"))
+    return false;
+  auto iters = c.intAttr("iters");
+  if (iters && *iters <= 0)
+    return c.error(fmt::format("attribute 'iters' must be positive, got {}",
+                               *iters));
+  const Type &x = c.in[0];
+  if (!x.isTensor())
+    return true;
+  if (x.rank() < 2)
+    return c.error(fmt::format("expects [..., n, n], got {}", x.str()));
+  if (Dim::provablyDifferent(x.dims[x.rank() - 1], x.dims[x.rank() - 2]))
+    return c.error(fmt::format("expects square trailing dims, got {}",
+                               x.str()));
+  c.out[0] = x;
+  return true;
+}
+
+bool inferReshape(RuleCtx &c) {
+  if (!c.op.declaredTypes[0])
+    return c.error("needs its result type written (': f32[...]')");
+  const Type &to = *c.op.declaredTypes[0];
+  const Type &x = c.in[0];
+  if (x.isTensor()) {
+    if (!(x.elem == to.elem))
+      return c.error(fmt::format("cannot change the element type ({} to {}); "
+                                 "use cast",
+                                 x.str(), to.str()));
+    Dim a = Dim::constant(1), b = Dim::constant(1);
+    for (const Dim &d : x.dims)
+      a = a * d;
+    for (const Dim &d : to.dims)
+      b = b * d;
+    if (Dim::provablyDifferent(a, b))
+      return c.error(fmt::format("changes the element count: {} ({}) to {} "
+                                 "({})",
+                                 x.str(), a.str(), to.str(), b.str()));
+  }
+  c.out[0] = to;
+  return true;
+}
+
+bool inferPermute(RuleCtx &c) {
+  auto perm = c.intsAttr("perm");
+  const Type &x = c.in[0];
+  if (!perm)
+    return true;
+  std::vector<bool> seen(perm->size(), false);
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= int64_t(perm->size()) || seen[p])
+      return c.error("attribute 'perm' must be a permutation of 0..rank-1");
+    seen[p] = true;
+  }
+  if (!x.isTensor())
+    return true;
+  if (perm->size() != x.rank())
+    return c.error(fmt::format("'perm' has {} entries for rank {}",
+                               perm->size(), x.rank()));
+  std::vector<Dim> dims;
+  for (int64_t p : *perm)
+    dims.push_back(x.dims[p]);
+  c.out[0] = Type::tensor(x.elem, dims);
+  return true;
+}
+
+bool inferSlice(RuleCtx &c) {
+  auto axis = c.intAttr("axis");
+  auto start = c.intAttr("start"), end = c.intAttr("end");
+  if (start && end && (*start < 0 || *end < *start))
+    return c.error(fmt::format("needs 0 <= start <= end, got {}..{}", *start,
+                               *end));
+  const Type &x = c.in[0];
+  if (!x.isTensor() || !axis || !start || !end)
+    return true;
+  auto ax = axisOf(c, *axis, x.rank());
+  if (!ax)
+    return false;
+  if (auto n = x.dims[*ax].constant(); n && *end > *n)
+    return c.error(fmt::format("end {} is past the dim size {}", *end, *n));
+  std::vector<Dim> dims = x.dims;
+  dims[*ax] = Dim::constant(*end - *start);
+  c.out[0] = Type::tensor(x.elem, dims);
+  return true;
+}
+
+bool inferConcat(RuleCtx &c) {
+  auto axis = c.intAttr("axis");
+  if (!c.allKnown() || !axis)
+    return true;
+  const Type &first = c.in[0];
+  auto ax = axisOf(c, *axis, first.rank());
+  if (!ax)
+    return false;
+  Dim sum = Dim::constant(0);
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    const Type &t = c.in[i];
+    if (!(t.elem == first.elem) || t.rank() != first.rank())
+      return c.error(fmt::format("operands differ in element type or rank: "
+                                 "{} vs {}",
+                                 first.str(), t.str()),
+                     int(i));
+    for (size_t d = 0; d < t.rank(); ++d)
+      if (d != *ax && !checkDim(c, 0, d, i, d, "non-concatenated dim"))
+        return false;
+    sum = sum + t.dims[*ax];
+  }
+  std::vector<Dim> dims = first.dims;
+  dims[*ax] = sum;
+  c.out[0] = Type::tensor(first.elem, dims);
+  return true;
+}
+
+} // namespace
+
+bool runOpRule(RuleCtx &ctx) {
+  switch (ctx.op.kind) {
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule)    \
+  case OpKind::Id:                                                             \
+    return infer##Rule(ctx);
+#include "ir/Ops.def"
+  default:
+    return true;
+  }
+}
+
+} // namespace strata::ir

@@ -1,0 +1,69 @@
+//===- Pass.h - passes and the pass manager -----------------------*- C++ -*-===//
+#pragma once
+
+#include "ir/Diagnostics.h"
+#include "ir/Module.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::format {
+class ModelInfo;
+}
+
+namespace strata::passes {
+
+/// What a pass may use besides the module.
+struct PassContext {
+  ir::DiagnosticEngine &diag;
+  /// Metadata and tensor infos bound by `expand` (nullptr if none given).
+  const format::ModelInfo *model = nullptr;
+  /// Upper bound on the ops `expand` may produce, so a description cannot
+  /// blow up memory (nested repeats).
+  size_t maxExpandedOps = size_t(1) << 22;
+};
+
+/// A transformation of a module.
+class Pass {
+public:
+  virtual ~Pass() = default;
+  /// The pass's command-line name, e.g. "expand".
+  virtual const char *name() const = 0;
+  /// Transforms \p m in place. Returns false after reporting diagnostics;
+  /// the module may then be in any state and must not be used.
+  virtual bool run(std::unique_ptr<ir::Module> &m, PassContext &ctx) = 0;
+};
+
+/// Creates the pass named \p name, or nullptr if there is none.
+std::unique_ptr<Pass> createPass(const std::string &name);
+
+/// One registered pass: name and one-line summary (Passes.def).
+struct PassInfo {
+  const char *name;
+  const char *summary;
+};
+/// Every registered pass, in Passes.def order.
+const std::vector<PassInfo> &allPasses();
+
+/// Runs passes in order, verifying after each one.
+class PassManager {
+public:
+  /// Called after each pass with its name and the module.
+  using Hook = std::function<void(const std::string &, const ir::Module &)>;
+
+  void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  void setAfterPassHook(Hook h) { after_ = std::move(h); }
+  /// Runs every pass; stops at the first failure (pass or verifier).
+  bool run(std::unique_ptr<ir::Module> &m, PassContext &ctx);
+
+private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+  Hook after_;
+};
+
+/// The default compilation pipeline, as pass names in order.
+std::vector<std::string> defaultPipeline();
+
+} // namespace strata::passes

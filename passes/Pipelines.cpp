@@ -1,0 +1,13 @@
+//===- Pipelines.cpp - the one ordered compilation pipeline ---------------===//
+#include "passes/Pass.h"
+
+namespace strata::passes {
+
+std::vector<std::string> defaultPipeline() {
+  return {
+      // Bind the description to the model file and flatten it.
+      "expand",
+  };
+}
+
+} // namespace strata::passes

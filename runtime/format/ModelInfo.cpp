@@ -1,0 +1,202 @@
+//===- ModelInfo.cpp - metadata and tensor infos of a model ---------------===//
+#include "runtime/format/ModelInfo.h"
+
+#include <fmt/format.h>
+
+namespace strata::format {
+
+const char *valueTypeName(GgufValueType type) {
+  switch (type) {
+  case GgufValueType::UInt8:
+    return "u8";
+  case GgufValueType::Int8:
+    return "i8";
+  case GgufValueType::UInt16:
+    return "u16";
+  case GgufValueType::Int16:
+    return "i16";
+  case GgufValueType::UInt32:
+    return "u32";
+  case GgufValueType::Int32:
+    return "i32";
+  case GgufValueType::Float32:
+    return "f32";
+  case GgufValueType::Bool:
+    return "bool";
+  case GgufValueType::String:
+    return "string";
+  case GgufValueType::Array:
+    return "array";
+  case GgufValueType::UInt64:
+    return "u64";
+  case GgufValueType::Int64:
+    return "i64";
+  case GgufValueType::Float64:
+    return "f64";
+  }
+  return "?";
+}
+
+bool MetaValue::isInteger() const {
+  switch (type) {
+  case GgufValueType::UInt8:
+  case GgufValueType::Int8:
+  case GgufValueType::UInt16:
+  case GgufValueType::Int16:
+  case GgufValueType::UInt32:
+  case GgufValueType::Int32:
+  case GgufValueType::UInt64:
+  case GgufValueType::Int64:
+    return true;
+  default:
+    return false;
+  }
+}
+
+static bool isSigned(GgufValueType t) {
+  return t == GgufValueType::Int8 || t == GgufValueType::Int16 ||
+         t == GgufValueType::Int32 || t == GgufValueType::Int64;
+}
+
+std::optional<int64_t> MetaValue::asInt() const {
+  if (!isInteger())
+    return std::nullopt;
+  if (isSigned(type))
+    return i;
+  if (u > static_cast<uint64_t>(INT64_MAX))
+    return std::nullopt;
+  return static_cast<int64_t>(u);
+}
+
+std::optional<double> MetaValue::asDouble() const {
+  if (isFloat())
+    return f;
+  if (!isInteger())
+    return std::nullopt;
+  return isSigned(type) ? static_cast<double>(i) : static_cast<double>(u);
+}
+
+std::string MetaValue::toString(size_t maxElems) const {
+  switch (type) {
+  case GgufValueType::Bool:
+    return b ? "true" : "false";
+  case GgufValueType::String: {
+    std::string out = "\"";
+    for (char c : s) {
+      unsigned char uc = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\')
+        out += fmt::format("\\{}", c);
+      else if (uc < 0x20 || uc == 0x7f)
+        out += fmt::format("\\x{:02x}", uc);
+      else
+        out += c;
+    }
+    return out + "\"";
+  }
+  case GgufValueType::Float32:
+  case GgufValueType::Float64:
+    return fmt::format("{}", f);
+  case GgufValueType::Array: {
+    std::string out = "[";
+    for (size_t k = 0; k < array.size(); ++k) {
+      if (k == maxElems) {
+        out += fmt::format(", ... ({} elements)", array.size());
+        break;
+      }
+      if (k)
+        out += ", ";
+      out += array[k].toString(maxElems);
+    }
+    return out + "]";
+  }
+  default:
+    return isSigned(type) ? fmt::format("{}", i) : fmt::format("{}", u);
+  }
+}
+
+MetaValue MetaValue::makeUInt(uint64_t v, GgufValueType t) {
+  MetaValue m;
+  m.type = t;
+  m.u = v;
+  return m;
+}
+MetaValue MetaValue::makeInt(int64_t v, GgufValueType t) {
+  MetaValue m;
+  m.type = t;
+  m.i = v;
+  return m;
+}
+MetaValue MetaValue::makeFloat(double v, GgufValueType t) {
+  MetaValue m;
+  m.type = t;
+  m.f = v;
+  return m;
+}
+MetaValue MetaValue::makeBool(bool v) {
+  MetaValue m;
+  m.type = GgufValueType::Bool;
+  m.b = v;
+  return m;
+}
+MetaValue MetaValue::makeString(std::string v) {
+  MetaValue m;
+  m.type = GgufValueType::String;
+  m.s = std::move(v);
+  return m;
+}
+MetaValue MetaValue::makeArray(GgufValueType elemType,
+                               std::vector<MetaValue> elems) {
+  MetaValue m;
+  m.type = GgufValueType::Array;
+  m.elemType = elemType;
+  m.array = std::move(elems);
+  return m;
+}
+
+uint64_t TensorInfo::numElements() const {
+  uint64_t n = 1;
+  for (uint64_t d : dims)
+    n *= d;
+  return n;
+}
+
+uint64_t TensorInfo::numBytes() const {
+  GgmlTypeInfo ti = ggmlTypeInfo(type);
+  if (dims.empty())
+    return ti.typeSize;
+  uint64_t rows = numElements() / (dims[0] ? dims[0] : 1);
+  return dims[0] / ti.blockSize * ti.typeSize * rows;
+}
+
+bool ModelInfo::addMeta(std::string key, MetaValue value) {
+  if (metaIndex_.count(key))
+    return false;
+  metaIndex_.emplace(key, meta_.size());
+  meta_.emplace_back(std::move(key), std::move(value));
+  return true;
+}
+
+bool ModelInfo::addTensor(TensorInfo info) {
+  if (tensorIndex_.count(info.name))
+    return false;
+  tensorIndex_.emplace(info.name, tensors_.size());
+  tensors_.push_back(std::move(info));
+  return true;
+}
+
+const MetaValue *ModelInfo::findMeta(const std::string &key) const {
+  auto it = metaIndex_.find(key);
+  return it == metaIndex_.end() ? nullptr : &meta_[it->second].second;
+}
+
+const TensorInfo *ModelInfo::findTensor(const std::string &name) const {
+  auto it = tensorIndex_.find(name);
+  return it == tensorIndex_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::string ModelInfo::architecture() const {
+  const MetaValue *v = findMeta("general.architecture");
+  return v && v->type == GgufValueType::String ? v->s : std::string();
+}
+
+} // namespace strata::format
