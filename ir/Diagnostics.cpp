@@ -34,8 +34,9 @@ std::string_view SourceMgr::lineText(uint32_t id, uint32_t line) const {
   if (line == 0 || line > b.lineStarts.size())
     return {};
   uint32_t start = b.lineStarts[line - 1];
-  uint32_t end = line < b.lineStarts.size() ? b.lineStarts[line] - 1
-                                            : static_cast<uint32_t>(b.text.size());
+  uint32_t end = line < b.lineStarts.size()
+                     ? b.lineStarts[line] - 1
+                     : static_cast<uint32_t>(b.text.size());
   std::string_view s(b.text.data() + start, end - start);
   if (!s.empty() && s.back() == '\r')
     s.remove_suffix(1);
@@ -78,17 +79,13 @@ void DiagnosticEngine::emit(Severity sev, SourceLoc loc,
 }
 
 void DiagnosticEngine::error(SourceLoc loc, std::string_view message) {
-  if (errors_ > kMaxErrors)
+  if (errors_ >= kMaxErrors)
     return;
-  if (errors_ == kMaxErrors) {
-    ++errors_;
-    if (!capture_)
-      out_ << fmt::format("{}: error: too many errors ({}), stopping\n",
-                          sm_.name(loc.buffer), kMaxErrors);
-    return;
-  }
   ++errors_;
   emit(Severity::Error, loc, message);
+  if (errors_ == kMaxErrors && !capture_)
+    out_ << fmt::format("{}: error: too many errors ({}), stopping\n",
+                        sm_.name(loc.buffer), kMaxErrors);
 }
 
 void DiagnosticEngine::note(SourceLoc loc, std::string_view message) {

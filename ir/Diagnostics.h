@@ -1,4 +1,5 @@
-//===- Diagnostics.h - source buffers and error reporting --------*- C++ -*-===//
+//===- Diagnostics.h - source buffers and error reporting --------*- C++
+//-*-===//
 //
 // Every user error is `file:line:col: error: message`, the source line, and a
 // caret under the column. The engine counts errors, caps their number, and can
@@ -57,8 +58,8 @@ public:
   DiagnosticEngine(const SourceMgr &sm, std::ostream &out)
       : sm_(sm), out_(out) {}
 
-  /// Reports an error at \p loc. After kMaxErrors errors further errors are
-  /// dropped (one "too many errors" line says so).
+  /// Reports an error at \p loc. The kMaxErrors-th error is followed by a
+  /// "too many errors" line; later errors are dropped.
   void error(SourceLoc loc, std::string_view message);
   /// Attaches a note to the last error (dropped with it if over the cap).
   void note(SourceLoc loc, std::string_view message);

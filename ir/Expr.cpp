@@ -68,8 +68,8 @@ bool Expr::isLiteral() const {
     return true;
   case ExprKind::Unary:
     // A negative number prints as unary minus on a literal.
-    return s == "-" && (args[0]->kind == ExprKind::Int ||
-                        args[0]->kind == ExprKind::Float);
+    return s == "-" &&
+           (args[0]->kind == ExprKind::Int || args[0]->kind == ExprKind::Float);
   default:
     return false;
   }
@@ -342,7 +342,8 @@ public:
         return std::nullopt;
       if (e.s == "!") {
         if (v->kind != Const::Kind::Bool)
-          return fail(e, fmt::format("'!' needs a bool, not {}", v->kindName()));
+          return fail(e,
+                      fmt::format("'!' needs a bool, not {}", v->kindName()));
         return Const::ofBool(!v->b);
       }
       if (v->kind == Const::Kind::Int) {
@@ -442,12 +443,12 @@ private:
       if (!a)
         return std::nullopt;
       if (a->kind != Const::Kind::Int && a->kind != Const::Kind::Float)
-        return fail(e, fmt::format("{}() needs a number, not {}", e.s,
-                                   a->kindName()));
+        return fail(
+            e, fmt::format("{}() needs a number, not {}", e.s, a->kindName()));
       double x = a->kind == Const::Kind::Int ? static_cast<double>(a->i) : a->f;
       if (e.s == "sqrt" && x < 0)
-        return fail(e, fmt::format("sqrt() of a negative number ({})",
-                                   printFloat(x)));
+        return fail(
+            e, fmt::format("sqrt() of a negative number ({})", printFloat(x)));
       return Const::ofFloat(e.s == "sqrt" ? std::sqrt(x) : x);
     }
     // min / max
@@ -479,16 +480,16 @@ private:
     // Short-circuit so `has_weight(x) && meta(...)` reads meta only if needed.
     if (op == "&&" || op == "||") {
       if (a->kind != Const::Kind::Bool)
-        return fail(*e.args[0], fmt::format("'{}' needs bools, not {}", op,
-                                            a->kindName()));
+        return fail(*e.args[0],
+                    fmt::format("'{}' needs bools, not {}", op, a->kindName()));
       if ((op == "&&" && !a->b) || (op == "||" && a->b))
         return a;
       auto b = eval(*e.args[1], depth + 1);
       if (!b)
         return std::nullopt;
       if (b->kind != Const::Kind::Bool)
-        return fail(*e.args[1], fmt::format("'{}' needs bools, not {}", op,
-                                            b->kindName()));
+        return fail(*e.args[1],
+                    fmt::format("'{}' needs bools, not {}", op, b->kindName()));
       return b;
     }
     auto b = eval(*e.args[1], depth + 1);
@@ -543,8 +544,8 @@ private:
           return fail(e, "integer overflow");
       } else {
         if (y == 0)
-          return fail(e, fmt::format("{} by zero", op == "/" ? "division"
-                                                             : "remainder"));
+          return fail(e, fmt::format("{} by zero",
+                                     op == "/" ? "division" : "remainder"));
         if (x == INT64_MIN && y == -1)
           return fail(e, "integer overflow");
         r = op == "/" ? x / y : x % y;

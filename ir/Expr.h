@@ -1,4 +1,5 @@
-//===- Expr.h - compile-time expressions --------------------------*- C++ -*-===//
+//===- Expr.h - compile-time expressions --------------------------*- C++
+//-*-===//
 //
 // Expressions appear in `let` bindings, dims, attributes, repeat bounds, `if`
 // conditions, call arguments and weight name templates. They are evaluated
@@ -24,17 +25,17 @@ class ModelInfo;
 namespace strata::ir {
 
 enum class ExprKind {
-  Int,       ///< integer literal (i)
-  Float,     ///< float literal (f)
-  Bool,      ///< true / false (b)
-  Str,       ///< plain string literal (s)
-  Template,  ///< string with {expr} holes: args alternate Str pieces / exprs
-  List,      ///< [a, b, ...] (args)
-  Name,      ///< a let, parameter or loop variable (s)
-  Builtin,   ///< meta, has_weight, dim, min, max, sqrt, float (s, args)
-  Unary,     ///< -x, !x (s = operator, args[0])
-  Binary,    ///< a op b (s = operator, args[0..1])
-  Index,     ///< a[i] (args[0..1])
+  Int,      ///< integer literal (i)
+  Float,    ///< float literal (f)
+  Bool,     ///< true / false (b)
+  Str,      ///< plain string literal (s)
+  Template, ///< string with {expr} holes: args alternate Str pieces / exprs
+  List,     ///< [a, b, ...] (args)
+  Name,     ///< a let, parameter or loop variable (s)
+  Builtin,  ///< meta, has_weight, dim, min, max, sqrt, float (s, args)
+  Unary,    ///< -x, !x (s = operator, args[0])
+  Binary,   ///< a op b (s = operator, args[0..1])
+  Index,    ///< a[i] (args[0..1])
 };
 
 struct Expr;

@@ -239,7 +239,8 @@ Token Lexer::next() {
 }
 
 Token Lexer::lexNumber(size_t begin) {
-  while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_])))
+  while (pos_ < text_.size() &&
+         std::isdigit(static_cast<unsigned char>(text_[pos_])))
     ++pos_;
   bool isFloat = false;
   // `0..L` is a range, so a '.' makes a float only when a digit follows.
@@ -247,7 +248,8 @@ Token Lexer::lexNumber(size_t begin) {
       std::isdigit(static_cast<unsigned char>(text_[pos_ + 1]))) {
     isFloat = true;
     ++pos_;
-    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_])))
+    while (pos_ < text_.size() &&
+           std::isdigit(static_cast<unsigned char>(text_[pos_])))
       ++pos_;
   }
   if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
@@ -255,9 +257,11 @@ Token Lexer::lexNumber(size_t begin) {
     ++pos_;
     if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-'))
       ++pos_;
-    if (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+    if (pos_ < text_.size() &&
+        std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
       isFloat = true;
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_])))
+      while (pos_ < text_.size() &&
+             std::isdigit(static_cast<unsigned char>(text_[pos_])))
         ++pos_;
     } else {
       pos_ = save;
@@ -266,8 +270,8 @@ Token Lexer::lexNumber(size_t begin) {
   if (pos_ < text_.size() && isIdentChar(text_[pos_])) {
     while (pos_ < text_.size() && isIdentChar(text_[pos_]))
       ++pos_;
-    diag_.error(locAt(begin),
-                fmt::format("invalid number '{}'", text_.substr(begin, pos_ - begin)));
+    diag_.error(locAt(begin), fmt::format("invalid number '{}'",
+                                          text_.substr(begin, pos_ - begin)));
     return make(Tok::Error, begin);
   }
   Token t = make(isFloat ? Tok::Float : Tok::Int, begin);
@@ -276,11 +280,11 @@ Token Lexer::lexNumber(size_t begin) {
     t.floatValue = std::strtod(s.c_str(), nullptr);
     return t;
   }
-  auto [p, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(),
-                                 t.intValue);
+  auto [p, ec] =
+      std::from_chars(t.text.data(), t.text.data() + t.text.size(), t.intValue);
   if (ec != std::errc()) {
-    diag_.error(t.loc, fmt::format("integer '{}' does not fit in 64 bits",
-                                   t.text));
+    diag_.error(t.loc,
+                fmt::format("integer '{}' does not fit in 64 bits", t.text));
     t.kind = Tok::Error;
   }
   return t;
@@ -289,7 +293,8 @@ Token Lexer::lexNumber(size_t begin) {
 Token Lexer::lexString(size_t begin) {
   ++pos_; // opening quote
   while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\n') {
-    if (text_[pos_] == '\\' && pos_ + 1 < text_.size() && text_[pos_ + 1] != '\n')
+    if (text_[pos_] == '\\' && pos_ + 1 < text_.size() &&
+        text_[pos_ + 1] != '\n')
       ++pos_;
     ++pos_;
   }

@@ -1,4 +1,5 @@
-//===- Lexer.h - tokens of the strata text format -----------------*- C++ -*-===//
+//===- Lexer.h - tokens of the strata text format -----------------*- C++
+//-*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"
@@ -26,9 +27,9 @@ enum class Tok {
   RBracket,
   Comma,
   Colon,
-  Equal,    ///< =
-  Arrow,    ///< ->
-  DotDot,   ///< ..
+  Equal,  ///< =
+  Arrow,  ///< ->
+  DotDot, ///< ..
   Plus,
   Minus,
   Star,
@@ -69,8 +70,8 @@ public:
   /// first character as \p start so tokens carry buffer positions.
   Lexer(std::string_view text, uint32_t buffer, DiagnosticEngine &diag,
         SourceLoc start = {0, 1, 1})
-      : text_(text), buffer_(buffer), diag_(diag),
-        lineOffset_(start.line - 1), colOffset_(start.col - 1) {}
+      : text_(text), buffer_(buffer), diag_(diag), lineOffset_(start.line - 1),
+        colOffset_(start.col - 1) {}
   Token next();
 
 private:

@@ -110,9 +110,9 @@ bool checkRank(RuleCtx &c, size_t i, size_t rank, const char *what) {
   const Type &t = c.in[i];
   if (!t.isTensor() || t.rank() == rank)
     return true;
-  return c.error(fmt::format("expects {} of rank {}, got {}", what, rank,
-                             t.str()),
-                 int(i));
+  return c.error(
+      fmt::format("expects {} of rank {}, got {}", what, rank, t.str()),
+      int(i));
 }
 
 /// Checks operand \p i is an activation (not a block-quantised weight).
@@ -131,9 +131,9 @@ bool checkIndices(RuleCtx &c, size_t i, const char *what) {
   const Type &t = c.in[i];
   if (!t.isTensor() || t.elem.isInt())
     return true;
-  return c.error(fmt::format("expects {} to be i32 or i64, got {}", what,
-                             t.str()),
-                 int(i));
+  return c.error(
+      fmt::format("expects {} to be i32 or i64, got {}", what, t.str()),
+      int(i));
 }
 
 /// Checks dim \p da of operand \p a equals dim \p db of operand \p b.
@@ -209,16 +209,18 @@ bool inferBinary(RuleCtx &c) {
   size_t rank = std::max(a.rank(), b.rank());
   std::vector<Dim> dims(rank);
   for (size_t k = 0; k < rank; ++k) {
-    const Dim *da = k < rank - a.rank() ? nullptr : &a.dims[k - (rank - a.rank())];
-    const Dim *db = k < rank - b.rank() ? nullptr : &b.dims[k - (rank - b.rank())];
+    const Dim *da =
+        k < rank - a.rank() ? nullptr : &a.dims[k - (rank - a.rank())];
+    const Dim *db =
+        k < rank - b.rank() ? nullptr : &b.dims[k - (rank - b.rank())];
     if (!da || (da->constant() == 1 && db)) {
       dims[k] = *db;
     } else if (!db || db->constant() == 1) {
       dims[k] = *da;
     } else {
       if (Dim::provablyDifferent(*da, *db))
-        return c.error(fmt::format("cannot broadcast {} with {}", a.str(),
-                                   b.str()));
+        return c.error(
+            fmt::format("cannot broadcast {} with {}", a.str(), b.str()));
       dims[k] = *da;
     }
   }
@@ -249,8 +251,8 @@ bool inferRmsNorm(RuleCtx &c) {
     return c.error("expects an input of rank >= 1");
   auto groups = c.intAttr("groups");
   if (groups && *groups <= 0)
-    return c.error(fmt::format("attribute 'groups' must be positive, got {}",
-                               *groups));
+    return c.error(
+        fmt::format("attribute 'groups' must be positive, got {}", *groups));
   if (x.isTensor() && groups &&
       !checkDivisible(c, x.dims.back(), Dim::constant(*groups),
                       "last dim must split into 'groups'"))
@@ -274,8 +276,7 @@ bool inferMatmul(RuleCtx &c) {
     return c.error("expects an input of rank >= 1");
   if (!checkRank(c, 1, 2, "a weight [N, K]"))
     return false;
-  if (x.isTensor() &&
-      !checkDim(c, 0, x.rank() - 1, 1, 1, "contraction dim K"))
+  if (x.isTensor() && !checkDim(c, 0, x.rank() - 1, 1, 1, "contraction dim K"))
     return false;
   if (x.isTensor() && w.isTensor()) {
     std::vector<Dim> dims = x.dims;
@@ -327,8 +328,8 @@ bool inferRope(RuleCtx &c) {
   const Type &x = c.in[0];
   if (dims && x.isTensor())
     if (auto hd = x.dims[2].constant(); hd && *dims > *hd)
-      return c.error(fmt::format("rotates {} dims but the head has {}", *dims,
-                                 *hd));
+      return c.error(
+          fmt::format("rotates {} dims but the head has {}", *dims, *hd));
   if (auto s = c.intsAttr("sections")) {
     int64_t sum = 0;
     for (int64_t v : *s) {
@@ -351,8 +352,8 @@ bool inferAttention(RuleCtx &c) {
   bool gated = c.boolAttr("gated").value_or(false);
   int64_t block = c.intAttr("block").value_or(0);
   if (block < 0)
-    return c.error(fmt::format("attribute 'block' must be >= 0, got {}",
-                               block));
+    return c.error(
+        fmt::format("attribute 'block' must be >= 0, got {}", block));
   size_t want = 3 + (gated ? 1 : 0) + (block > 0 ? 1 : 0);
   if (c.op.findAttr("gated") && c.op.findAttr("gated")->value->isLiteral() &&
       c.in.size() != want)
@@ -467,8 +468,8 @@ bool inferMoeExperts(RuleCtx &c) {
       !checkDim(c, 0, 1, 4, 1, "down output dim"))
     return false;
   if (c.in[0].isTensor() && c.in[1].isTensor())
-    c.out[0] = Type::tensor(f32(), {c.in[0].dims[0], c.in[1].dims[1],
-                                    c.in[0].dims[1]});
+    c.out[0] = Type::tensor(
+        f32(), {c.in[0].dims[0], c.in[1].dims[1], c.in[0].dims[1]});
   return true;
 }
 
@@ -484,16 +485,14 @@ bool inferMoeCombine(RuleCtx &c) {
        !checkDim(c, 0, 0, 2, 0, "token count") ||
        !checkDim(c, 0, 2, 2, 1, "hidden dim")))
     return false;
-  if (c.in.size() > 3 &&
-      (!checkRank(c, 3, 2, "a shared gate [T, 1]") ||
-       !checkDim(c, 0, 0, 3, 0, "token count")))
+  if (c.in.size() > 3 && (!checkRank(c, 3, 2, "a shared gate [T, 1]") ||
+                          !checkDim(c, 0, 0, 3, 0, "token count")))
     return false;
   if (c.in.size() > 3 && c.in[3].isTensor() &&
       c.in[3].dims[1].constant() != std::optional<int64_t>(1) &&
       c.in[3].dims[1].isPolynomial())
-    return c.error(fmt::format("expects a shared gate [T, 1], got {}",
-                               c.in[3].str()),
-                   3);
+    return c.error(
+        fmt::format("expects a shared gate [T, 1], got {}", c.in[3].str()), 3);
   if (c.in[0].isTensor())
     c.out[0] = Type::tensor(f32(), {c.in[0].dims[0], c.in[0].dims[2]});
   return true;
@@ -507,8 +506,8 @@ bool inferHcExpand(RuleCtx &c) {
   if (n && *n <= 0)
     return c.error(fmt::format("attribute 'n' must be positive, got {}", *n));
   if (c.in[0].isTensor() && n)
-    c.out[0] = Type::tensor(c.in[0].elem, {c.in[0].dims[0], Dim::constant(*n),
-                                           c.in[0].dims[1]});
+    c.out[0] = Type::tensor(
+        c.in[0].elem, {c.in[0].dims[0], Dim::constant(*n), c.in[0].dims[1]});
   return true;
 }
 
@@ -566,16 +565,16 @@ bool inferSinkhorn(RuleCtx &c) {
     return false;
   auto iters = c.intAttr("iters");
   if (iters && *iters <= 0)
-    return c.error(fmt::format("attribute 'iters' must be positive, got {}",
-                               *iters));
+    return c.error(
+        fmt::format("attribute 'iters' must be positive, got {}", *iters));
   const Type &x = c.in[0];
   if (!x.isTensor())
     return true;
   if (x.rank() < 2)
     return c.error(fmt::format("expects [..., n, n], got {}", x.str()));
   if (Dim::provablyDifferent(x.dims[x.rank() - 1], x.dims[x.rank() - 2]))
-    return c.error(fmt::format("expects square trailing dims, got {}",
-                               x.str()));
+    return c.error(
+        fmt::format("expects square trailing dims, got {}", x.str()));
   c.out[0] = x;
   return true;
 }
@@ -631,8 +630,8 @@ bool inferSlice(RuleCtx &c) {
   auto axis = c.intAttr("axis");
   auto start = c.intAttr("start"), end = c.intAttr("end");
   if (start && end && (*start < 0 || *end < *start))
-    return c.error(fmt::format("needs 0 <= start <= end, got {}..{}", *start,
-                               *end));
+    return c.error(
+        fmt::format("needs 0 <= start <= end, got {}..{}", *start, *end));
   const Type &x = c.in[0];
   if (!x.isTensor() || !axis || !start || !end)
     return true;

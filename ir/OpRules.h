@@ -1,4 +1,5 @@
-//===- OpRules.h - per-op verifiers and shape rules ---------------*- C++ -*-===//
+//===- OpRules.h - per-op verifiers and shape rules ---------------*- C++
+//-*-===//
 #pragma once
 
 #include "ir/Module.h"

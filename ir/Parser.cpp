@@ -23,8 +23,7 @@ constexpr int kMaxExprDepth = 128;
 class Parser {
 public:
   Parser(const SourceMgr &sm, uint32_t buffer, DiagnosticEngine &diag)
-      : diag_(diag),
-        mainLexer_(sm.text(buffer), buffer, diag) {
+      : diag_(diag), mainLexer_(sm.text(buffer), buffer, diag) {
     advance();
   }
 
@@ -55,8 +54,8 @@ private:
       advance();
       return true;
     }
-    return errorHere(fmt::format("expected '{}' {}, found {}", word, what,
-                                 describe(tok_)));
+    return errorHere(
+        fmt::format("expected '{}' {}, found {}", word, what, describe(tok_)));
   }
   static std::string describe(const Token &t) {
     switch (t.kind) {
@@ -275,17 +274,18 @@ ExprPtr Parser::parsePrimary(int depth) {
       size_t minArgs, maxArgs;
     };
     static const Builtin kBuiltins[] = {
-        {"meta", 1, 2}, {"has_weight", 1, 1}, {"min", 2, 2},
-        {"max", 2, 2},  {"sqrt", 1, 1},       {"float", 1, 1},
-        {"dim", 2, 2}};
+        {"meta", 1, 2}, {"has_weight", 1, 1}, {"min", 2, 2}, {"max", 2, 2},
+        {"sqrt", 1, 1}, {"float", 1, 1},      {"dim", 2, 2}};
     const Builtin *b = nullptr;
     for (const Builtin &c : kBuiltins)
       if (t.text == c.name)
         b = &c;
     if (!b) {
-      errorAt(t.loc, fmt::format("unknown function '{}' in an expression "
-                                 "(known: meta, has_weight, dim, min, max, sqrt, float)",
-                                 t.text));
+      errorAt(
+          t.loc,
+          fmt::format("unknown function '{}' in an expression "
+                      "(known: meta, has_weight, dim, min, max, sqrt, float)",
+                      t.text));
       return nullptr;
     }
     advance();
@@ -306,13 +306,12 @@ ExprPtr Parser::parsePrimary(int depth) {
     if (!expect(Tok::RParen, fmt::format("to close {}(", b->name)))
       return nullptr;
     if (e->args.size() < b->minArgs || e->args.size() > b->maxArgs) {
-      errorAt(t.loc,
-              b->minArgs == b->maxArgs
-                  ? fmt::format("{}() takes {} argument(s), got {}", b->name,
-                                b->minArgs, e->args.size())
-                  : fmt::format("{}() takes {} to {} arguments, got {}",
-                                b->name, b->minArgs, b->maxArgs,
-                                e->args.size()));
+      errorAt(t.loc, b->minArgs == b->maxArgs
+                         ? fmt::format("{}() takes {} argument(s), got {}",
+                                       b->name, b->minArgs, e->args.size())
+                         : fmt::format("{}() takes {} to {} arguments, got {}",
+                                       b->name, b->minArgs, b->maxArgs,
+                                       e->args.size()));
       return nullptr;
     }
     if (e->s == "meta" && e->args[0]->kind != ExprKind::Str) {
@@ -418,8 +417,8 @@ ExprPtr Parser::parseStringExpr(const Token &t, bool allowHoles) {
       errorHere("unexpected text in a name template hole");
       hole = nullptr;
     }
-    if (!hole && tok_.is(Tok::Eof) && inner.find_first_not_of(" \t") ==
-                                          std::string_view::npos)
+    if (!hole && tok_.is(Tok::Eof) &&
+        inner.find_first_not_of(" \t") == std::string_view::npos)
       errorAt(here, "empty '{}' hole in a name template");
     lexer_ = saved;
     tok_ = savedTok;
@@ -527,7 +526,8 @@ bool Parser::parseTypeList(std::vector<std::optional<Type>> &out) {
   return true;
 }
 
-// --- module --------------------------------------------------------------------
+// --- module
+// --------------------------------------------------------------------
 
 std::unique_ptr<Module> Parser::parse() {
   auto m = std::make_unique<Module>();
@@ -550,8 +550,8 @@ std::unique_ptr<Module> Parser::parse() {
     } else if (tok_.isIdent("func")) {
       ok = parseFunc(*m);
     } else {
-      ok = errorHere(fmt::format("expected 'let' or 'func', found {}",
-                                 describe(tok_)));
+      ok = errorHere(
+          fmt::format("expected 'let' or 'func', found {}", describe(tok_)));
       advance();
     }
     if (!ok)
@@ -573,8 +573,8 @@ std::unique_ptr<Module> Parser::parse() {
 bool Parser::parseLet(Module &m) {
   advance(); // let
   if (!tok_.is(Tok::Ident))
-    return errorHere(fmt::format("expected a name after 'let', found {}",
-                                 describe(tok_)));
+    return errorHere(
+        fmt::format("expected a name after 'let', found {}", describe(tok_)));
   LetDecl let;
   let.name = std::string(tok_.text);
   let.loc = tok_.loc;
@@ -643,11 +643,11 @@ bool Parser::parseFunc(Module &m) {
         p.scalarKind = ty->kind;
         for (const Param &q : f->params)
           if (q.isScalar() && q.name == p.name)
-            return errorAt(p.loc, fmt::format("duplicate parameter '{}'",
-                                              p.name));
+            return errorAt(p.loc,
+                           fmt::format("duplicate parameter '{}'", p.name));
       } else {
-        return errorHere(fmt::format("expected a parameter, found {}",
-                                     describe(tok_)));
+        return errorHere(
+            fmt::format("expected a parameter, found {}", describe(tok_)));
       }
       f->params.push_back(std::move(p));
       if (consumeIf(Tok::Comma))
@@ -682,8 +682,8 @@ bool Parser::parseFunc(Module &m) {
 /// Parses statements up to and including the closing '}'.
 bool Parser::parseBlock(Block &block, int depth, bool isFuncBody) {
   if (depth > kMaxBlockDepth)
-    return errorHere(fmt::format("blocks nested deeper than {}",
-                                 kMaxBlockDepth));
+    return errorHere(
+        fmt::format("blocks nested deeper than {}", kMaxBlockDepth));
   while (!tok_.is(Tok::RBrace)) {
     if (tok_.is(Tok::Eof))
       return errorHere("expected '}' before end of file (unterminated block)");
@@ -795,8 +795,8 @@ bool Parser::parseAttrs(Operation &op) {
     return true;
   while (true) {
     if (!tok_.is(Tok::Ident))
-      return errorHere(fmt::format("expected an attribute name, found {}",
-                                   describe(tok_)));
+      return errorHere(
+          fmt::format("expected an attribute name, found {}", describe(tok_)));
     Attr a;
     a.name = std::string(tok_.text);
     a.loc = tok_.loc;
@@ -843,8 +843,8 @@ bool Parser::parseStatement(Block &block, int depth) {
   std::vector<Token> names;
   while (true) {
     if (!tok_.is(Tok::ValueName))
-      return errorHere(fmt::format("expected a result name, found {}",
-                                   describe(tok_)));
+      return errorHere(
+          fmt::format("expected a result name, found {}", describe(tok_)));
     names.push_back(tok_);
     advance();
     if (!consumeIf(Tok::Comma))
@@ -853,8 +853,8 @@ bool Parser::parseStatement(Block &block, int depth) {
   if (!expect(Tok::Equal, "after the result names"))
     return false;
   if (!tok_.is(Tok::Ident))
-    return errorHere(fmt::format("expected an op name, found {}",
-                                 describe(tok_)));
+    return errorHere(
+        fmt::format("expected an op name, found {}", describe(tok_)));
   Token opTok = tok_;
   op->loc = opTok.loc;
   advance();
@@ -983,10 +983,10 @@ bool Parser::parseStatement(Block &block, int depth) {
     if (!parseTypeList(op->declaredTypes))
       return false;
     if (op->declaredTypes.size() != names.size())
-      return errorAt(op->loc, fmt::format("{} result type(s) given for {} "
-                                          "result(s)",
-                                          op->declaredTypes.size(),
-                                          names.size()));
+      return errorAt(op->loc,
+                     fmt::format("{} result type(s) given for {} "
+                                 "result(s)",
+                                 op->declaredTypes.size(), names.size()));
   }
   op->declaredTypes.resize(names.size());
   for (size_t k = 0; k < names.size(); ++k) {

@@ -1,4 +1,5 @@
-//===- Parser.h - the strata text format -------------------------*- C++ -*-===//
+//===- Parser.h - the strata text format -------------------------*- C++
+//-*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

@@ -90,9 +90,9 @@ private:
       out_ += fmt::format("repeat {} in {}..{} carry(", op.loopVar,
                           printExpr(*op.lo), printExpr(*op.hi));
       for (size_t k = 0; k < op.operands.size(); ++k)
-        out_ += fmt::format("{}%{} = {}", k ? ", " : "",
-                            op.regions[0]->args[k]->name,
-                            operand(op.operands[k]));
+        out_ +=
+            fmt::format("{}%{} = {}", k ? ", " : "",
+                        op.regions[0]->args[k]->name, operand(op.operands[k]));
       out_ += ") {\n";
       printBlock(*op.regions[0], level + 1);
       indent(level);

@@ -1,4 +1,5 @@
-//===- Printer.h - deterministic text output ----------------------*- C++ -*-===//
+//===- Printer.h - deterministic text output ----------------------*- C++
+//-*-===//
 #pragma once
 
 #include "ir/Module.h"

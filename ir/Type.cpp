@@ -125,7 +125,8 @@ Dim Dim::fromExpr(const ExprPtr &e) {
 }
 
 bool Dim::isConstant() const {
-  return terms_.empty() || (terms_.size() == 1 && terms_.begin()->first.empty());
+  return terms_.empty() ||
+         (terms_.size() == 1 && terms_.begin()->first.empty());
 }
 
 std::optional<int64_t> Dim::constant() const {

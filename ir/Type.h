@@ -40,7 +40,8 @@ struct ElemType {
     return !isBlock && (dtype == DType::I32 || dtype == DType::I64);
   }
   bool operator==(const ElemType &o) const {
-    return isBlock == o.isBlock && (isBlock ? block == o.block : dtype == o.dtype);
+    return isBlock == o.isBlock &&
+           (isBlock ? block == o.block : dtype == o.dtype);
   }
 };
 
@@ -85,9 +86,9 @@ public:
   /// Replaces symbols by values: \p lookup returns the value of a symbol or
   /// nullopt to keep it. Atoms are re-evaluated through \p evalAtom.
   /// Returns nullopt (after a diagnostic) if evaluation fails.
-  std::optional<Dim>
-  substitute(const std::map<std::string, Const> &names, const EvalEnv &env,
-             DiagnosticEngine &diag, SourceLoc loc) const;
+  std::optional<Dim> substitute(const std::map<std::string, Const> &names,
+                                const EvalEnv &env, DiagnosticEngine &diag,
+                                SourceLoc loc) const;
 
 private:
   using Monomial = std::vector<std::string>; // sorted symbol names

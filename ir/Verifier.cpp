@@ -28,8 +28,8 @@ public:
     for (auto &f : m_.funcs)
       verifyFunc(*f);
     if (!m_.findFunc("main"))
-      diag_.error(m_.loc, fmt::format("model '{}' has no @main function",
-                                      m_.name));
+      diag_.error(m_.loc,
+                  fmt::format("model '{}' has no @main function", m_.name));
     return diag_.errorCount() == before;
   }
 
@@ -133,8 +133,8 @@ private:
       verifyOp(op, scope);
     }
     if (b.ops.empty() || b.ops.back()->kind != terminator)
-      error(ownerLoc, fmt::format("block must end with '{}'",
-                                  opName(terminator)));
+      error(ownerLoc,
+            fmt::format("block must end with '{}'", opName(terminator)));
   }
 
   void checkTypeMatch(SourceLoc loc, const Type &got, const Type &want,
@@ -202,10 +202,10 @@ private:
       return;
     }
     if (op.results.size() != g->resultTypes.size()) {
-      error(op.loc, fmt::format("@{} returns {} value(s), but {} result(s) "
-                                "are named",
-                                g->name, g->resultTypes.size(),
-                                op.results.size()));
+      error(op.loc,
+            fmt::format("@{} returns {} value(s), but {} result(s) "
+                        "are named",
+                        g->name, g->resultTypes.size(), op.results.size()));
       return;
     }
     std::set<std::string> calleeScalars;
@@ -349,8 +349,7 @@ private:
         continue;
       }
       if (spec->kind == "type") {
-        if (a.value->kind != ExprKind::Name ||
-            !ElemType::parse(a.value->s))
+        if (a.value->kind != ExprKind::Name || !ElemType::parse(a.value->s))
           error(a.loc, fmt::format("attribute '{}' must be an element type "
                                    "name, got '{}'",
                                    a.name, printExpr(*a.value)));
@@ -368,8 +367,7 @@ private:
       if (!s.optional && !op.findAttr(s.name))
         error(op.loc, fmt::format("'{}' is missing required attribute '{}' "
                                   "({})",
-                                  opName(op.kind), s.name,
-                                  kindPhrase(s.kind)));
+                                  opName(op.kind), s.name, kindPhrase(s.kind)));
   }
 
 public:
@@ -434,10 +432,10 @@ private:
                                 info->mnemonic, want, n));
     }
     if (static_cast<int>(op.results.size()) != info->numResults) {
-      error(op.loc, fmt::format("'{}' produces {} result(s), but {} are "
-                                "named",
-                                info->mnemonic, info->numResults,
-                                op.results.size()));
+      error(op.loc,
+            fmt::format("'{}' produces {} result(s), but {} are "
+                        "named",
+                        info->mnemonic, info->numResults, op.results.size()));
       return;
     }
     verifyAttrs(op, scope);

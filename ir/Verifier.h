@@ -1,4 +1,5 @@
-//===- Verifier.h - structural and type checks --------------------*- C++ -*-===//
+//===- Verifier.h - structural and type checks --------------------*- C++
+//-*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

@@ -1,4 +1,5 @@
-//===- Expand.cpp - bind, unroll, resolve, inline ---------------------------===//
+//===- Expand.cpp - bind, unroll, resolve, inline
+//---------------------------===//
 //
 // `expand` turns a model description into one flat function:
 //   1. evaluates every `let` against the model's metadata (meta(), defaults);
@@ -121,8 +122,8 @@ private:
       if (!s)
         abort();
       if (auto c = s->constant(); c && *c < 0) {
-        diag_.error(loc, fmt::format("dimension evaluates to {} (negative)",
-                                     *c));
+        diag_.error(loc,
+                    fmt::format("dimension evaluates to {} (negative)", *c));
         abort();
       }
       dims.push_back(*s);
@@ -307,8 +308,7 @@ private:
   }
 
   void emitCall(const Operation &op, const Scalars &names,
-                std::map<const Value *, Value *> &vmap, Block &out,
-                int depth) {
+                std::map<const Value *, Value *> &vmap, Block &out, int depth) {
     const Func *g = m_.findFunc(op.callee);
     if (depth > 64) {
       diag_.error(op.loc, "calls nested deeper than 64");
@@ -321,18 +321,18 @@ private:
       const Operand &a = op.operands[k];
       if (p.isScalar()) {
         Const v = eval(*a.scalar, &names);
-        bool ok = p.scalarKind == Type::Kind::Int
-                      ? v.kind == Const::Kind::Int
-                      : (v.kind == Const::Kind::Float ||
-                         v.kind == Const::Kind::Int);
+        bool ok =
+            p.scalarKind == Type::Kind::Int
+                ? v.kind == Const::Kind::Int
+                : (v.kind == Const::Kind::Float || v.kind == Const::Kind::Int);
         if (!ok) {
-          diag_.error(a.loc, fmt::format("argument '{}' of @{} must be {}, "
-                                         "got {}",
-                                         p.name, g->name,
-                                         p.scalarKind == Type::Kind::Int
-                                             ? "an int"
-                                             : "a float",
-                                         v.kindName()));
+          diag_.error(a.loc,
+                      fmt::format("argument '{}' of @{} must be {}, "
+                                  "got {}",
+                                  p.name, g->name,
+                                  p.scalarKind == Type::Kind::Int ? "an int"
+                                                                  : "a float",
+                                  v.kindName()));
           abort();
         }
         if (p.scalarKind == Type::Kind::Float && v.kind == Const::Kind::Int)
@@ -342,8 +342,8 @@ private:
         innerMap[p.value] = mapOperand(a, names, vmap).value;
       }
     }
-    std::vector<Operand> rets = emitBlock(g->body, inner, innerMap, out,
-                                          depth + 1);
+    std::vector<Operand> rets =
+        emitBlock(g->body, inner, innerMap, out, depth + 1);
     bindResults(op, rets, vmap);
   }
 

@@ -1,4 +1,5 @@
-//===- Pass.h - passes and the pass manager -----------------------*- C++ -*-===//
+//===- Pass.h - passes and the pass manager -----------------------*- C++
+//-*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

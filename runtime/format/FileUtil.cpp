@@ -24,8 +24,8 @@ bool readWholeFile(const std::string &path, size_t maxBytes, std::string &out,
   bool ok = true;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
     if (out.size() + n > maxBytes) {
-      error = fmt::format("{}: input is larger than {} MiB", path,
-                          maxBytes >> 20);
+      error =
+          fmt::format("{}: input is larger than {} MiB", path, maxBytes >> 20);
       ok = false;
       break;
     }

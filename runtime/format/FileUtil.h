@@ -1,4 +1,5 @@
-//===- FileUtil.h - whole-file reads and atomic writes ------------*- C++ -*-===//
+//===- FileUtil.h - whole-file reads and atomic writes ------------*- C++
+//-*-===//
 #pragma once
 
 #include <cstddef>

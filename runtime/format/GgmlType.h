@@ -1,4 +1,5 @@
-//===- GgmlType.h - ggml tensor element types --------------------*- C++ -*-===//
+//===- GgmlType.h - ggml tensor element types --------------------*- C++
+//-*-===//
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,8 @@ std::optional<GgmlTypeInfo> ggmlTypeFromId(uint32_t id);
 GgmlTypeInfo ggmlTypeInfo(GgmlType type);
 /// The type spelled \p irName in the IR ("q4_k"), or nullopt.
 std::optional<GgmlTypeInfo> ggmlTypeFromIrName(std::string_view irName);
-/// The type named \p name in ggml's upper-case spelling ("Q4_K"), case-insensitive.
+/// The type named \p name in ggml's upper-case spelling ("Q4_K"),
+/// case-insensitive.
 std::optional<GgmlTypeInfo> ggmlTypeFromName(std::string_view name);
 
 } // namespace strata::format

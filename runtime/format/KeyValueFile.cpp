@@ -6,8 +6,8 @@
 
 #include <cctype>
 #include <cfloat>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 
 namespace strata::format {
 
@@ -53,8 +53,8 @@ private:
     return false;
   }
   void skipSpace() {
-    while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t' ||
-                                   line_[pos_] == '\r'))
+    while (pos_ < line_.size() &&
+           (line_[pos_] == ' ' || line_[pos_] == '\t' || line_[pos_] == '\r'))
       ++pos_;
   }
   bool atEnd() {
@@ -161,9 +161,9 @@ private:
         for (const MetaValue &e : elems)
           anyNeg |= isSigned(e);
         for (const MetaValue &e : elems)
-          needs64 |= isSigned(e) ? e.i < INT32_MIN
-                                 : e.u > (anyNeg ? uint64_t(INT32_MAX)
-                                                 : uint64_t(UINT32_MAX));
+          needs64 |=
+              isSigned(e) ? e.i<INT32_MIN : e.u>(anyNeg ? uint64_t(INT32_MAX)
+                                                        : uint64_t(UINT32_MAX));
         if (anyNeg)
           et = needs64 ? GgufValueType::Int64 : GgufValueType::Int32;
         else
@@ -191,6 +191,10 @@ private:
     }
     if (w.empty())
       return fail(fmt::format("unexpected character '{}' in value", c));
+    if (std::isalpha(static_cast<unsigned char>(w[0])) || w[0] == '_')
+      return fail(fmt::format("'{}' is not a value (strings are quoted, bools "
+                              "are true or false)",
+                              w));
     return parseNumber(w, v);
   }
 

@@ -1,4 +1,5 @@
-//===- KeyValueFile.h - model metadata as text --------------------*- C++ -*-===//
+//===- KeyValueFile.h - model metadata as text --------------------*- C++
+//-*-===//
 //
 // A text stand-in for a GGUF header, used by tests and examples:
 //

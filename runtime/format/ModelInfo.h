@@ -1,4 +1,5 @@
-//===- ModelInfo.h - metadata and tensor infos of a model --------*- C++ -*-===//
+//===- ModelInfo.h - metadata and tensor infos of a model --------*- C++
+//-*-===//
 //
 // What the compiler needs to know about a weight file without its tensor
 // data: GGUF metadata key/values and tensor infos. Produced by the GGUF reader
@@ -42,11 +43,11 @@ const char *valueTypeName(GgufValueType type);
 /// `type`; the payload lives in the member that matches it.
 struct MetaValue {
   GgufValueType type = GgufValueType::UInt32;
-  uint64_t u = 0;    ///< UInt8..UInt64
-  int64_t i = 0;     ///< Int8..Int64
-  double f = 0;      ///< Float32, Float64
-  bool b = false;    ///< Bool
-  std::string s;     ///< String
+  uint64_t u = 0;                                ///< UInt8..UInt64
+  int64_t i = 0;                                 ///< Int8..Int64
+  double f = 0;                                  ///< Float32, Float64
+  bool b = false;                                ///< Bool
+  std::string s;                                 ///< String
   GgufValueType elemType = GgufValueType::UInt8; ///< Array element type
   std::vector<MetaValue> array;                  ///< Array elements
 
@@ -62,12 +63,15 @@ struct MetaValue {
   /// elided after \p maxElems elements).
   std::string toString(size_t maxElems = 8) const;
 
-  static MetaValue makeUInt(uint64_t v, GgufValueType t = GgufValueType::UInt32);
+  static MetaValue makeUInt(uint64_t v,
+                            GgufValueType t = GgufValueType::UInt32);
   static MetaValue makeInt(int64_t v, GgufValueType t = GgufValueType::Int32);
-  static MetaValue makeFloat(double v, GgufValueType t = GgufValueType::Float32);
+  static MetaValue makeFloat(double v,
+                             GgufValueType t = GgufValueType::Float32);
   static MetaValue makeBool(bool v);
   static MetaValue makeString(std::string v);
-  static MetaValue makeArray(GgufValueType elemType, std::vector<MetaValue> elems);
+  static MetaValue makeArray(GgufValueType elemType,
+                             std::vector<MetaValue> elems);
 };
 
 /// One tensor info record.

@@ -74,8 +74,7 @@ int parseArgs(int argc, char **argv, Options &o) {
       return arg.substr(flag.size() + 1);
     if (arg == flag) {
       if (i + 1 >= argc) {
-        std::cerr << fmt::format("strata-opt: error: {} needs a value\n",
-                                 flag);
+        std::cerr << fmt::format("strata-opt: error: {} needs a value\n", flag);
         return std::nullopt;
       }
       return std::string(argv[++i]);
@@ -281,12 +280,11 @@ bool processChunk(const Options &o, const std::string &name,
   for (const Expected &e : expected)
     if (!e.matched) {
       match = false;
-      std::cerr << fmt::format("{}:{}: error: expected {} \"{}\" was not "
-                               "produced\n",
-                               name, e.markerLine,
-                               e.severity == ir::Severity::Error ? "error"
-                                                                 : "note",
-                               e.text);
+      std::cerr << fmt::format(
+          "{}:{}: error: expected {} \"{}\" was not "
+          "produced\n",
+          name, e.markerLine,
+          e.severity == ir::Severity::Error ? "error" : "note", e.text);
     }
   if (ok)
     output += printed;

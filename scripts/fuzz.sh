@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang-19, ASan+UBSan) and runs each for a
+# bounded time. Fails on any crash, leak, timeout or out-of-memory.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -G Ninja \
+  -DSTRATA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+run() { # name corpus-dir extra-args...
+  local name=$1 seeds=$2; shift 2
+  mkdir -p "$work/$name"
+  echo "fuzz: $name for ${secs}s (seeds: $seeds)"
+  build-fuzz/bin/$name "$work/$name" "$seeds" -max_total_time="$secs" \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
+    >"$work/$name.log" 2>&1 || { tail -60 "$work/$name.log"; echo "fuzz: $name FAILED"; exit 1; }
+  grep -E 'stat::number_of_executed_units|Done' "$work/$name.log" | tail -2
+}
+
+# Parser: every .strata file in the repo is a seed.
+mkdir -p "$work/parser-seeds"
+for f in $(git ls-files '*.strata' 2>/dev/null || find models test -name '*.strata'); do
+  cp "$f" "$work/parser-seeds/$(echo "$f" | tr / _)"
+done
+run strata-parser-fuzzer "$work/parser-seeds" -max_len=65536 \
+  -dict=test/fuzz/strata.dict
+if [ -x build-fuzz/bin/strata-gguf-fuzzer ]; then
+  run strata-gguf-fuzzer test/fuzz/corpus/gguf -max_len=8192
+fi
+echo "fuzz: ok"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs every test:
+#   1. the main build's ctest suite: gtest units, lit (IR, passes, models),
+#      oracle checks against the PyPI gguf package, layering, clang-format;
+#   2. the unit and lit suites again under AddressSanitizer + UBSan;
+#   3. each libFuzzer target for a bounded time (FUZZ_SECONDS, default 60).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+export CC=clang-19 CXX=clang++-19
+jobs=$(nproc)
+passed=0
+
+echo "== build (RelWithDebInfo) =="
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+echo "== tests =="
+ctest --test-dir build --output-on-failure -j "$jobs"
+passed=$((passed + 1))
+
+echo "== build and tests under ASan + UBSan =="
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+# Formatting and layering are source checks, already run above.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(clang_format|layering)$'
+passed=$((passed + 1))
+
+echo "== fuzzing =="
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+passed=$((passed + 1))
+
+echo "test.sh: all suites green"
+echo "suites: $passed passed, 0 failed"

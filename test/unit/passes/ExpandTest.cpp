@@ -1,0 +1,113 @@
+//===- ExpandTest.cpp - expand against in-memory metadata -----------------===//
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+#include "runtime/format/KeyValueFile.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace strata;
+
+namespace {
+
+/// Parses, verifies and expands; returns the printed result or "" on error.
+std::string expand(const std::string &text, const std::string &kv,
+                   std::string *diagsOut = nullptr,
+                   size_t maxOps = size_t(1) << 22) {
+  ir::SourceMgr sm;
+  std::ostringstream os;
+  ir::DiagnosticEngine diag(sm, os);
+  std::string err;
+  auto model = format::parseKeyValueText(kv, "meta.kv", err);
+  EXPECT_TRUE(model) << err;
+  auto m = ir::parseModule(sm, sm.addBuffer("t.strata", text), diag);
+  std::string out;
+  if (m && ir::verifyModule(*m, diag)) {
+    passes::PassManager pm;
+    pm.add(passes::createPass("expand"));
+    passes::PassContext ctx{diag};
+    ctx.model = model.get();
+    ctx.maxExpandedOps = maxOps;
+    if (pm.run(m, ctx))
+      out = ir::printModule(*m);
+  }
+  if (diagsOut)
+    *diagsOut = os.str();
+  return out;
+}
+
+const char *kLayers = R"(model m {
+  let L = meta("block_count")
+  let D = meta("embedding_length")
+  func @main(%x: f32[T, D]) -> f32[T, D] {
+    %h = repeat l in 0..L carry(%c = %x) {
+      %y = if l % 2 == 1 {
+        %n = rms_norm(%c, weight("blk.{l}.norm.weight")) {eps = 0.00001}
+        yield %n
+      } else {
+        %s = silu(%c)
+        yield %s
+      }
+      yield %y
+    }
+    return %h
+  }
+}
+)";
+
+const char *kMeta = R"(general.architecture = "toy"
+toy.block_count = 3
+toy.embedding_length = 32
+tensor blk.1.norm.weight f32 [32]
+)";
+
+} // namespace
+
+TEST(Expand, UnrollsRepeatResolvesIfBindsWeights) {
+  std::string diags;
+  std::string out = expand(kLayers, kMeta, &diags);
+  ASSERT_FALSE(out.empty()) << diags;
+  EXPECT_NE(out.find("%s = silu(%x) : f32[T, 32]"), std::string::npos) << out;
+  EXPECT_NE(out.find("weight<f32>(\"blk.1.norm.weight\", [32])"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("%s.1 = silu(%n)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("repeat"), std::string::npos);
+  EXPECT_EQ(out.find("blk.0."), std::string::npos);
+}
+
+TEST(Expand, MissingMetaKeyIsADiagnostic) {
+  std::string diags;
+  std::string out = expand(kLayers, "general.architecture = \"toy\"\n", &diags);
+  EXPECT_TRUE(out.empty());
+  EXPECT_NE(diags.find("missing metadata key 'toy.block_count'"),
+            std::string::npos)
+      << diags;
+}
+
+TEST(Expand, OpBudgetStopsRunawayRepeats) {
+  std::string text = R"(model m {
+  func @main(%x: f32[4]) -> f32[4] {
+    %h = repeat i in 0..1000000 carry(%c = %x) {
+      %n = neg(%c)
+      yield %n
+    }
+    return %h
+  }
+}
+)";
+  std::string diags;
+  std::string out =
+      expand(text, "general.architecture = \"toy\"\n", &diags, 1000);
+  EXPECT_TRUE(out.empty());
+  EXPECT_NE(diags.find("more than 1000 ops"), std::string::npos) << diags;
+}
+
+TEST(Expand, OutputIsAFixedPoint) {
+  std::string once = expand(kLayers, kMeta);
+  ASSERT_FALSE(once.empty());
+  EXPECT_EQ(expand(once, kMeta), once);
+}
