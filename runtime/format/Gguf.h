@@ -1,4 +1,4 @@
-//===- Gguf.h - GGUF v3 reader and writer ------------------------*- C++ -*-===//
+//===- Gguf.h - GGUF v3 reader and writer -----------------------*- C++ -*-===//
 //
 // Reader: memory-maps a GGUF file and validates every field; any defect is a
 // one-line error naming the byte offset and the field. Writer: emits GGUF v3.
@@ -20,9 +20,11 @@ namespace strata::format {
 /// Only little-endian GGUF version 3 is accepted. Every count, length, offset
 /// and size is checked against the bytes that remain before it is used, so a
 /// malformed or hostile file gives an error, never a crash, an out-of-bounds
-/// read or an allocation larger than a small multiple of the file size.
-/// Limits beyond the format's own: metadata arrays nest at most
-/// kMaxArrayDepth deep and hold at most kMaxMetaElements elements in total.
+/// read or an unbounded allocation. Limits beyond the format's own: metadata
+/// arrays nest at most kMaxArrayDepth deep and hold at most kMaxMetaElements
+/// elements in total (each costs about 100 bytes of memory, so metadata never
+/// takes more than about 1 GiB). A mapped file must not be truncated while
+/// it is open (reading its data would then raise SIGBUS).
 class GgufFile {
 public:
   /// Deepest nesting of metadata arrays accepted (an array of arrays is 2).
@@ -32,7 +34,8 @@ public:
   static constexpr uint64_t kMaxMetaElements = uint64_t(1) << 23;
 
   /// Opens and validates \p path. On failure returns nullptr and sets
-  /// \p error to "<path>: offset N: <field>: <what is wrong>".
+  /// \p error to "<path>: offset N: <field>: <what is wrong>", or to
+  /// "<path>: cannot open: <reason>" (likewise stat, map) if it cannot be read.
   static std::unique_ptr<GgufFile> open(const std::string &path,
                                         std::string &error);
   /// Validates an in-memory image (used by the fuzzer and tests); the bytes
@@ -51,7 +54,8 @@ public:
   uint64_t alignment() const { return alignment_; }
   /// Absolute offset of the tensor data section.
   uint64_t dataOffset() const { return dataOffset_; }
-  /// Pointer to the bytes of tensor \p t (validated to lie inside the file).
+  /// Pointer to the bytes of tensor \p t, one of info().tensors() (validated
+  /// to lie inside the file).
   const uint8_t *tensorData(const TensorInfo &t) const {
     return base_ + dataOffset_ + t.offset;
   }
