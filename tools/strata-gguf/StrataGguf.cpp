@@ -3,6 +3,8 @@
 //   strata-gguf inspect [--full] FILE   metadata and tensor table
 //   strata-gguf rewrite IN OUT          read IN, write it back canonically
 //   strata-gguf types                   the ggml types strata knows
+//   strata-gguf dequant FILE TENSOR -o OUT.f32
+//                                       a tensor as raw little-endian f32
 //
 // `rewrite` re-emits a file with strata's writer: metadata in file order,
 // tensors in file order at consecutive aligned offsets. A file written by
@@ -11,11 +13,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Gguf.h"
+#include "runtime/format/Quants.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -30,6 +34,7 @@ constexpr const char *kUsage =
     "usage: strata-gguf inspect [--full] FILE\n"
     "       strata-gguf rewrite IN OUT\n"
     "       strata-gguf types\n"
+    "       strata-gguf dequant FILE TENSOR -o OUT.f32\n"
     "\n"
     "inspect  print the header, every metadata key (type and value; arrays\n"
     "         are cut after 8 elements unless --full) and the tensor table\n"
@@ -37,7 +42,9 @@ constexpr const char *kUsage =
     "         section, bytes)\n"
     "rewrite  read IN and write it to OUT with strata's writer: same\n"
     "         metadata and tensors, canonical layout\n"
-    "types    list the ggml tensor types strata knows\n";
+    "types    list the ggml tensor types strata knows\n"
+    "dequant  write TENSOR of FILE dequantised to raw little-endian float32\n"
+    "         in ggml element order (ne[0] fastest)\n";
 
 int usage() {
   std::fputs(kUsage, stderr);
@@ -139,6 +146,45 @@ int types() {
   return 0;
 }
 
+int dequant(const std::string &path, const std::string &name,
+            const std::string &out) {
+  std::string err;
+  std::unique_ptr<GgufFile> file = GgufFile::open(path, err);
+  if (!file)
+    return error(err);
+  const TensorInfo *t = file->info().findTensor(name);
+  if (!t)
+    return error(fmt::format("{}: no tensor named '{}'", path, name));
+  if (!canDequantize(t->type))
+    return error(fmt::format("{}: tensor '{}' is {}, which strata cannot "
+                             "dequantise",
+                             path, name, ggmlTypeInfo(t->type).name));
+  // Rows are converted one at a time and streamed to a temporary file that
+  // is renamed at the end, so a failure never leaves a partial OUT.
+  std::string tmp = out + ".tmp";
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f)
+    return error(
+        fmt::format("{}: cannot create: {}", out, std::strerror(errno)));
+  const int64_t rowLen = static_cast<int64_t>(t->dims[0]);
+  const int64_t rows = static_cast<int64_t>(t->numElements()) / rowLen;
+  const int64_t rowBytes = rowSizeInBytes(t->type, rowLen);
+  std::vector<float> row(static_cast<size_t>(rowLen));
+  const uint8_t *src = file->tensorData(*t);
+  bool ok = true;
+  for (int64_t r = 0; r < rows && ok; ++r) {
+    ok = dequantizeRow(t->type, src + r * rowBytes, row.data(), rowLen) &&
+         std::fwrite(row.data(), sizeof(float), row.size(), f) == row.size();
+  }
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), out.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return error(
+        fmt::format("{}: cannot write: {}", out, std::strerror(errno)));
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -163,6 +209,11 @@ int main(int argc, char **argv) {
     if (args.size() != 1)
       return usage();
     return types();
+  }
+  if (cmd == "dequant") {
+    if (args.size() != 5 || args[3] != "-o")
+      return usage();
+    return dequant(args[1], args[2], args[4]);
   }
   fmt::print(stderr, "strata-gguf: error: unknown command '{}'\n", cmd);
   return usage();
