@@ -33,9 +33,11 @@ private:
   // --- tokens ---------------------------------------------------------------
   void advance() {
     prevLine_ = tok_.loc.line;
-    do {
-      tok_ = lexer_->next();
-    } while (tok_.is(Tok::Error) && !diag_.tooMany());
+    tok_ = lexer_->next();
+    // The lexer has reported the bad token; errors the parser would raise
+    // because of it are noise until the next statement starts.
+    if (tok_.is(Tok::Error))
+      suppress_ = true;
   }
   bool consumeIf(Tok k) {
     if (!tok_.is(k))
@@ -76,7 +78,8 @@ private:
     }
   }
   bool errorAt(SourceLoc loc, const std::string &msg) {
-    diag_.error(loc, msg);
+    if (!suppress_ && !tok_.is(Tok::Error))
+      diag_.error(loc, msg);
     return false;
   }
   bool errorHere(const std::string &msg) { return errorAt(tok_.loc, msg); }
@@ -119,6 +122,7 @@ private:
   bool parseOperand(Operand &out, bool allowScalar);
   std::shared_ptr<WeightRef> parseWeight();
   bool parseAttrs(Operation &op);
+  bool parseAttrList(Operation &op);
   Value *lookupValue(const Token &t);
   bool defineValue(Value *v);
 
@@ -127,6 +131,7 @@ private:
   Lexer *lexer_ = &mainLexer_; ///< switched to a sub-lexer for template holes
   Token tok_;
   uint32_t prevLine_ = 0;
+  bool suppress_ = false; ///< a lexer error is pending in this statement
   Func *func_ = nullptr;
   std::vector<std::map<std::string, Value *>> scopes_;
 };
@@ -463,7 +468,9 @@ std::optional<std::vector<Dim>> Parser::parseDimList() {
       errorAt(e->loc, "a dimension must be an integer expression");
       return std::nullopt;
     }
-    if (e->kind == ExprKind::Int && e->i < 0) {
+    if ((e->kind == ExprKind::Int && e->i < 0) ||
+        (e->kind == ExprKind::Unary && e->s == "-" &&
+         e->args[0]->kind == ExprKind::Int && e->args[0]->i > 0)) {
       errorAt(e->loc, "a dimension cannot be negative");
       return std::nullopt;
     }
@@ -544,6 +551,7 @@ std::unique_ptr<Module> Parser::parse() {
     return nullptr;
   while (!tok_.is(Tok::RBrace) && !tok_.is(Tok::Eof) && !diag_.tooMany()) {
     uint32_t line = tok_.loc.line;
+    suppress_ = false;
     bool ok;
     if (tok_.isIdent("let")) {
       ok = parseLet(*m);
@@ -690,6 +698,7 @@ bool Parser::parseBlock(Block &block, int depth, bool isFuncBody) {
     if (diag_.tooMany())
       return false;
     uint32_t line = tok_.loc.line;
+    suppress_ = false;
     if (!parseStatement(block, depth)) {
       if (tok_.is(Tok::Eof))
         return false;
@@ -790,6 +799,18 @@ bool Parser::parseOperand(Operand &out, bool allowScalar) {
 }
 
 bool Parser::parseAttrs(Operation &op) {
+  uint32_t line = tok_.loc.line;
+  if (parseAttrList(op))
+    return true;
+  // Skip the rest of the dictionary so its '}' is not taken for the end of
+  // the enclosing block by recovery (attribute values contain no braces).
+  while (!tok_.is(Tok::Eof) && !tok_.is(Tok::RBrace) && tok_.loc.line == line)
+    advance();
+  consumeIf(Tok::RBrace);
+  return false;
+}
+
+bool Parser::parseAttrList(Operation &op) {
   advance(); // {
   if (consumeIf(Tok::RBrace))
     return true;

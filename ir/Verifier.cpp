@@ -273,6 +273,10 @@ private:
       error(op.loc, fmt::format("loop variable '{}' shadows a name in scope",
                                 op.loopVar));
     Block &body = *op.regions[0];
+    for (const Operand &o : op.operands)
+      if (o.isWeight())
+        error(o.loc, "a carried value must start from a value, not a weight; "
+                     "name the weight inside the repeat body");
     for (size_t k = 0; k < body.args.size(); ++k)
       body.args[k]->type = op.operands[k].type();
     std::set<std::string> inner = scope;

@@ -57,6 +57,86 @@ def qwen3(name, tied=False):
     write(name, "qwen3", meta, t)
 
 
+def moe_tensors(l, D, E, FE):
+    """Router and routed expert stacks (ggml order: [K, N, n_expert])."""
+    return [
+        (f"blk.{l}.ffn_gate_inp.weight", "f32", [D, E]),
+        (f"blk.{l}.ffn_gate_exps.weight", "q4_k", [D, FE, E]),
+        (f"blk.{l}.ffn_up_exps.weight", "q4_k", [D, FE, E]),
+        (f"blk.{l}.ffn_down_exps.weight", "q6_k", [FE, D, E]),
+    ]
+
+
+def qwen3moe(name):
+    # 16 experts, top-4; the expert width FE differs from D so that a swapped
+    # gate/down stack cannot go unnoticed.
+    L, D, H, HKV, HD, V = 2, 256, 4, 2, 64, 1000
+    E, K, FE = 16, 4, 512
+    meta = {"block_count": L, "embedding_length": D, "attention.head_count": H,
+            "attention.head_count_kv": HKV, "attention.key_length": HD,
+            "attention.value_length": HD, "feed_forward_length": 2048,
+            "expert_count": E, "expert_used_count": K,
+            "expert_feed_forward_length": FE,
+            "attention.layer_norm_rms_epsilon": 1e-6, "rope.freq_base": 1000000.0}
+    t = [("token_embd.weight", "q8_0", [D, V]), ("output_norm.weight", "f32", [D]),
+         ("output.weight", "q6_k", [D, V])]
+    for l in range(L):
+        t += attn_tensors(l, D, H, HKV, HD, "q4_k")
+        t.append((f"blk.{l}.ffn_norm.weight", "f32", [D]))
+        t += moe_tensors(l, D, E, FE)
+    write(name, "qwen3moe", meta, t)
+
+
+def qwen3next(name):
+    # Four layers with full_attention_interval 4: blk.3 is gated attention,
+    # blk.0..2 are gated delta nets. Partial RoPE (16 of 64 dims).
+    L, D, H, HKV, HD, V, FAI = 4, 256, 4, 2, 64, 1000, 4
+    E, K, FE, FS = 8, 2, 256, 768  # FE = D: see qwen3moe() above
+    # Gated delta net: key heads HK of dim DK, value heads HV of dim DV.
+    DK, HK, HV, DV, CONV = 64, 2, 4, 64, 4
+    key_dim, value_dim = HK * DK, HV * DV
+    conv_dim = 2 * key_dim + value_dim
+    meta = {"block_count": L, "embedding_length": D, "attention.head_count": H,
+            "attention.head_count_kv": HKV, "attention.key_length": HD,
+            "attention.value_length": HD, "feed_forward_length": FE,
+            "expert_count": E, "expert_used_count": K,
+            "expert_feed_forward_length": FE,
+            "expert_shared_feed_forward_length": FS,
+            "full_attention_interval": FAI, "rope.dimension_count": 16,
+            "ssm.conv_kernel": CONV, "ssm.state_size": DK, "ssm.group_count": HK,
+            "ssm.time_step_rank": HV, "ssm.inner_size": value_dim,
+            "attention.layer_norm_rms_epsilon": 1e-6, "rope.freq_base": 10000000.0}
+    t = [("token_embd.weight", "q8_0", [D, V]), ("output_norm.weight", "f32", [D]),
+         ("output.weight", "q6_k", [D, V])]
+    for l in range(L):
+        t.append((f"blk.{l}.attn_norm.weight", "f32", [D]))
+        t.append((f"blk.{l}.post_attention_norm.weight", "f32", [D]))
+        if (l + 1) % FAI == 0:
+            t += [(f"blk.{l}.attn_q.weight", "q4_k", [D, 2 * H * HD]),
+                  (f"blk.{l}.attn_q_norm.weight", "f32", [HD]),
+                  (f"blk.{l}.attn_k.weight", "q4_k", [D, HKV * HD]),
+                  (f"blk.{l}.attn_k_norm.weight", "f32", [HD]),
+                  (f"blk.{l}.attn_v.weight", "q4_k", [D, HKV * HD]),
+                  (f"blk.{l}.attn_output.weight", "q4_k", [H * HD, D])]
+        else:
+            t += [(f"blk.{l}.attn_qkv.weight", "q4_k", [D, conv_dim]),
+                  (f"blk.{l}.attn_gate.weight", "q4_k", [D, value_dim]),
+                  (f"blk.{l}.ssm_conv1d.weight", "f32", [CONV, conv_dim]),
+                  (f"blk.{l}.ssm_dt.bias", "f32", [HV]),
+                  (f"blk.{l}.ssm_a", "f32", [HV]),
+                  (f"blk.{l}.ssm_ba.weight", "f32", [D, 2 * HV]),
+                  (f"blk.{l}.ssm_norm.weight", "f32", [DV]),
+                  (f"blk.{l}.ssm_out.weight", "q4_k", [value_dim, D])]
+        t += moe_tensors(l, D, E, FE)
+        t += [(f"blk.{l}.ffn_gate_inp_shexp.weight", "f32", [D]),
+              (f"blk.{l}.ffn_gate_shexp.weight", "q4_k", [D, FS]),
+              (f"blk.{l}.ffn_up_shexp.weight", "q4_k", [D, FS]),
+              (f"blk.{l}.ffn_down_shexp.weight", "q6_k", [FS, D])]
+    write(name, "qwen3next", meta, t)
+
+
 if __name__ == "__main__":
     qwen3("qwen3-tiny.kv")
     qwen3("qwen3-tiny-tied.kv", tied=True)
+    qwen3moe("qwen3moe-tiny.kv")
+    qwen3next("qwen3next-tiny.kv")
