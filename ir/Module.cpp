@@ -21,7 +21,7 @@ const Attr *Operation::findAttr(const std::string &name) const {
 }
 
 Value *Func::newValue(std::string name, Type type, SourceLoc loc) {
-  values_.push_back(Value{std::move(name), std::move(type), loc});
+  values_.push_back(Value{std::move(name), std::move(type), loc, {}});
   return &values_.back();
 }
 
@@ -68,6 +68,8 @@ const char *opName(OpKind kind) {
     return "return";
   case OpKind::Yield:
     return "yield";
+  case OpKind::Kernel:
+    return "kernel";
   default:
     return "?";
   }

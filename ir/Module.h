@@ -28,6 +28,7 @@ enum class OpKind : uint16_t {
   If,     ///< %r = if cond { ... yield } else { ... yield }
   Return, ///< return %v, ...
   Yield,  ///< yield %v, ... (ends a repeat or if body)
+  Kernel, ///< %r = kernel<recipe>(...) {attrs} : types (after lowering)
 };
 
 /// An SSA value: a function parameter, a block argument or an op result.
@@ -35,6 +36,8 @@ struct Value {
   std::string name; ///< without the '%'
   Type type;
   SourceLoc loc;
+  /// Byte offset in the activation arena, once plan-memory has run.
+  std::optional<uint64_t> offset;
 };
 
 /// A reference to a GGUF tensor by name template, e.g.
@@ -86,7 +89,7 @@ struct Operation {
   /// The `: type` annotation, one per result, if written.
   std::vector<std::optional<Type>> declaredTypes;
 
-  std::string callee;  ///< Call: function name without '@'
+  std::string callee;  ///< Call: function name without '@'; Kernel: recipe
   std::string loopVar; ///< Repeat: induction variable
   ExprPtr lo, hi;      ///< Repeat: bounds [lo, hi)
   ExprPtr cond;        ///< If: condition

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <map>
 
 namespace strata::ir {
@@ -123,6 +124,8 @@ private:
   std::shared_ptr<WeightRef> parseWeight();
   bool parseAttrs(Operation &op);
   bool parseAttrList(Operation &op);
+  bool parseOffsets(std::vector<std::optional<uint64_t>> &out,
+                    bool many = true);
   Value *lookupValue(const Token &t);
   bool defineValue(Value *v);
 
@@ -634,6 +637,12 @@ bool Parser::parseFunc(Module &m) {
         if (!ty)
           return false;
         p.value = f->newValue(std::string(name.text), *ty, name.loc);
+        std::vector<std::optional<uint64_t>> offsets;
+        if (tok_.is(Tok::FuncName)) {
+          if (!parseOffsets(offsets, /*many=*/false))
+            return false;
+          p.value->offset = offsets[0];
+        }
         if (!defineValue(p.value))
           return false;
       } else if (tok_.is(Tok::Ident)) {
@@ -880,7 +889,33 @@ bool Parser::parseStatement(Block &block, int depth) {
   op->loc = opTok.loc;
   advance();
   std::vector<std::unique_ptr<Block>> regions;
-  if (opTok.text == "call") {
+  if (opTok.text == "kernel") {
+    op->kind = OpKind::Kernel;
+    if (!expect(Tok::Less, "after 'kernel'"))
+      return false;
+    if (!tok_.is(Tok::Ident))
+      return errorHere(fmt::format("expected a recipe name in kernel<...>, "
+                                   "found {}",
+                                   describe(tok_)));
+    op->callee = std::string(tok_.text);
+    advance();
+    if (!expect(Tok::Greater, "to close kernel<...>") ||
+        !expect(Tok::LParen, "after kernel<...>"))
+      return false;
+    if (!tok_.is(Tok::RParen))
+      while (true) {
+        Operand o;
+        if (!parseOperand(o, false))
+          return false;
+        op->operands.push_back(std::move(o));
+        if (!consumeIf(Tok::Comma))
+          break;
+      }
+    if (!expect(Tok::RParen, "to close the operands"))
+      return false;
+    if (tok_.is(Tok::LBrace) && !parseAttrs(*op))
+      return false;
+  } else if (opTok.text == "call") {
     op->kind = OpKind::Call;
     if (!tok_.is(Tok::FuncName))
       return errorHere(fmt::format("expected a function name after 'call', "
@@ -1010,14 +1045,44 @@ bool Parser::parseStatement(Block &block, int depth) {
                                  op->declaredTypes.size(), names.size()));
   }
   op->declaredTypes.resize(names.size());
+  std::vector<std::optional<uint64_t>> offsets;
+  if (!parseOffsets(offsets))
+    return false;
+  if (!offsets.empty() && offsets.size() != names.size())
+    return errorAt(op->loc, fmt::format("{} arena offset(s) given for {} "
+                                        "result(s)",
+                                        offsets.size(), names.size()));
   for (size_t k = 0; k < names.size(); ++k) {
     Type t = op->declaredTypes[k] ? *op->declaredTypes[k] : Type::unknown();
     Value *v = func_->newValue(std::string(names[k].text), t, names[k].loc);
+    if (!offsets.empty())
+      v->offset = offsets[k];
     if (!defineValue(v))
       return true; // diagnosed; the statement itself parsed fine
     op->results.push_back(v);
   }
   block.ops.push_back(std::move(op));
+  return true;
+}
+
+/// Parses an optional `@N, @N` list of arena offsets (from plan-memory).
+bool Parser::parseOffsets(std::vector<std::optional<uint64_t>> &out,
+                          bool many) {
+  while (tok_.is(Tok::FuncName)) {
+    std::string_view digits = tok_.text;
+    uint64_t v = 0;
+    auto [p, ec] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || p != digits.data() + digits.size())
+      return errorHere(fmt::format("expected an arena offset like @1024, "
+                                   "found '@{}'",
+                                   digits));
+    out.push_back(v);
+    advance();
+    if (!many || !tok_.is(Tok::Comma))
+      break;
+    advance();
+  }
   return true;
 }
 

@@ -44,7 +44,9 @@ private:
         out_ += fmt::format("{}: {}", p.name,
                             p.scalarKind == Type::Kind::Int ? "int" : "float");
       else
-        out_ += fmt::format("%{}: {}", p.value->name, p.value->type.str());
+        out_ += fmt::format(
+            "%{}: {}{}", p.value->name, p.value->type.str(),
+            p.value->offset ? fmt::format(" @{}", *p.value->offset) : "");
     }
     out_ += fmt::format(") -> {} {{\n", typeList(f.resultTypes));
     printBlock(f.body, 2);
@@ -110,6 +112,9 @@ private:
     case OpKind::Call:
       out_ += fmt::format("call @{}(", op.callee);
       break;
+    case OpKind::Kernel:
+      out_ += fmt::format("kernel<{}>(", op.callee);
+      break;
     default:
       out_ += fmt::format("{}(", opName(op.kind));
       break;
@@ -131,6 +136,10 @@ private:
         types.push_back(r->type);
     if (!types.empty() && types.size() == op.results.size())
       out_ += " : " + typeList(types);
+    // Arena placement from plan-memory: `@ offset` per result, in order.
+    for (size_t k = 0; k < op.results.size(); ++k)
+      if (op.results[k]->offset)
+        out_ += fmt::format("{}@{}", k ? ", " : " ", *op.results[k]->offset);
     out_ += "\n";
   }
 

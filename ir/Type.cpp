@@ -85,6 +85,20 @@ bool Dim::isPolynomial() const {
   return true;
 }
 
+std::optional<std::pair<int64_t, int64_t>>
+Dim::linearIn(const std::string &sym) const {
+  int64_t coef = 0, c = 0;
+  for (const auto &[m, k] : terms_) {
+    if (m.empty())
+      c = k;
+    else if (m.size() == 1 && m[0] == sym)
+      coef = k;
+    else
+      return std::nullopt;
+  }
+  return std::make_pair(coef, c);
+}
+
 bool Dim::overflowed() const { return terms_.count({kOverflowAtom}) != 0; }
 
 static Dim atomOf(const ExprPtr &e) {

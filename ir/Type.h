@@ -62,6 +62,9 @@ public:
   std::optional<int64_t> constant() const;
   /// True if only the symbol T (or nothing) occurs: fully bound.
   bool isBound() const;
+  /// If the dim is `coef*sym + constant`, returns {coef, constant}.
+  std::optional<std::pair<int64_t, int64_t>>
+  linearIn(const std::string &sym) const;
   /// True if arithmetic overflowed 64 bits somewhere.
   bool overflowed() const;
   /// True if no opaque atom occurs, so equality is decided exactly.

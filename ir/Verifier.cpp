@@ -2,6 +2,7 @@
 #include "ir/Verifier.h"
 
 #include "ir/OpRules.h"
+#include "runtime/format/Plan.h"
 
 #include <fmt/format.h>
 
@@ -181,6 +182,8 @@ private:
       return; // checked by the owning repeat / if
     case OpKind::Call:
       return verifyCall(op, scope);
+    case OpKind::Kernel:
+      return verifyKernel(op);
     case OpKind::Repeat:
       return verifyRepeat(op, scope);
     case OpKind::If:
@@ -255,6 +258,35 @@ private:
                      fmt::format("declared type of %{}", v->name));
     v->type = inferred.isKnown() ? inferred
                                  : (declared ? *declared : Type::unknown());
+  }
+
+  /// A lowered op: the recipe must exist with this arity, and every result
+  /// carries its type (kernels are not re-inferred).
+  void verifyKernel(Operation &op) {
+    const format::RecipeInfo *r = format::lookupRecipe(op.callee);
+    if (!r) {
+      error(op.loc, fmt::format("unknown kernel recipe '{}'", op.callee));
+      return;
+    }
+    int n = static_cast<int>(op.operands.size());
+    if (n < r->minInputs || n > r->maxInputs)
+      error(op.loc, fmt::format("kernel<{}> takes {} to {} input(s), got {}",
+                                r->name, r->minInputs, r->maxInputs, n));
+    if (static_cast<int>(op.results.size()) != r->numOutputs) {
+      error(op.loc, fmt::format("kernel<{}> produces {} result(s), but {} "
+                                "are named",
+                                r->name, r->numOutputs, op.results.size()));
+      return;
+    }
+    for (size_t k = 0; k < op.results.size(); ++k) {
+      if (!op.declaredTypes[k] || !op.declaredTypes[k]->isTensor()) {
+        error(op.results[k]->loc, fmt::format("kernel<{}> result %{} needs "
+                                              "its type written",
+                                              r->name, op.results[k]->name));
+        continue;
+      }
+      op.results[k]->type = *op.declaredTypes[k];
+    }
   }
 
   void verifyRepeat(Operation &op, std::set<std::string> &scope) {

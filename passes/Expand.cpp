@@ -282,6 +282,7 @@ private:
     auto n = std::make_unique<Operation>();
     n->kind = op.kind;
     n->loc = op.loc;
+    n->callee = op.callee;
     for (const Operand &o : op.operands)
       n->operands.push_back(mapOperand(o, names, vmap));
     for (const Attr &a : op.attrs) {

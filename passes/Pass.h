@@ -24,6 +24,8 @@ struct PassContext {
   /// Upper bound on the ops `expand` may produce, so a description cannot
   /// blow up memory (nested repeats).
   size_t maxExpandedOps = size_t(1) << 22;
+  /// The token count T is planned for (plan-memory sizes buffers at it).
+  int64_t maxTokens = 0;
 };
 
 /// A transformation of a module.

@@ -44,9 +44,9 @@ struct DTypeRow {
   size_t size;
 };
 constexpr DTypeRow kDTypes[] = {
-    {PlanDType::F32, "f32", 4}, {PlanDType::F16, "f16", 2},
+    {PlanDType::F32, "f32", 4},   {PlanDType::F16, "f16", 2},
     {PlanDType::BF16, "bf16", 2}, {PlanDType::I32, "i32", 4},
-    {PlanDType::I64, "i64", 8}, {PlanDType::Bool, "bool", 1}};
+    {PlanDType::I64, "i64", 8},   {PlanDType::Bool, "bool", 1}};
 } // namespace
 
 const char *planDTypeName(PlanDType t) {
@@ -170,8 +170,7 @@ public:
   }
   bool ok() const { return ok_; }
 
-  const json *field(const json &obj, const std::string &path,
-                    const char *key) {
+  const json *field(const json &obj, const std::string &path, const char *key) {
     if (!obj.is_object()) {
       fail(path, "expected an object");
       return nullptr;
@@ -213,8 +212,7 @@ public:
     out = v->get<std::string>();
     return true;
   }
-  const json *array(const json &obj, const std::string &path,
-                    const char *key) {
+  const json *array(const json &obj, const std::string &path, const char *key) {
     const json *v = field(obj, path, key);
     if (v && !v->is_array()) {
       fail(path + "." + key, "expected an array");
@@ -349,8 +347,7 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
       }
       if (dim.coef < 0 || dim.coef > (1 << 20) || dim.constant < 0 ||
           dim.constant > (int64_t(1) << 40) || dim.at(p.maxTokens) <= 0)
-        return r.fail(fmt::format("{}.shape[{}]", path, d),
-                      "dim out of range");
+        return r.fail(fmt::format("{}.shape[{}]", path, d), "dim out of range");
       pb.shape.push_back(dim);
     }
     // Size at maxTokens must match, and the buffer must lie in the arena.
@@ -362,14 +359,14 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
     }
     uint64_t want = static_cast<uint64_t>(elems) * planDTypeSize(pb.dtype);
     if (pb.bytes != want)
-      return r.fail(path + ".bytes",
-                    fmt::format("{} bytes, but shape and dtype need {}",
-                                pb.bytes, want));
+      return r.fail(
+          path + ".bytes",
+          fmt::format("{} bytes, but shape and dtype need {}", pb.bytes, want));
     if (pb.offset > p.arenaBytes || pb.bytes > p.arenaBytes - pb.offset)
-      return r.fail(path, fmt::format("bytes [{}, {}) lie outside the arena "
-                                      "of {} bytes",
-                                      pb.offset, pb.offset + pb.bytes,
-                                      p.arenaBytes));
+      return r.fail(path,
+                    fmt::format("bytes [{}, {}) lie outside the arena "
+                                "of {} bytes",
+                                pb.offset, pb.offset + pb.bytes, p.arenaBytes));
     p.buffers.push_back(std::move(pb));
   }
 
@@ -434,15 +431,15 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
           e["buffer"].is_number_unsigned()) {
         op.index = e["buffer"].get<uint32_t>();
         if (op.index >= p.buffers.size())
-          return r.fail(opath, fmt::format("buffer {} does not exist",
-                                           op.index));
+          return r.fail(opath,
+                        fmt::format("buffer {} does not exist", op.index));
       } else if (e.is_object() && e.size() == 1 && e.contains("weight") &&
                  e["weight"].is_number_unsigned()) {
         op.isWeight = true;
         op.index = e["weight"].get<uint32_t>();
         if (op.index >= p.weights.size())
-          return r.fail(opath, fmt::format("weight {} does not exist",
-                                           op.index));
+          return r.fail(opath,
+                        fmt::format("weight {} does not exist", op.index));
       } else {
         return r.fail(opath, "expected {\"buffer\": N} or {\"weight\": N}");
       }
@@ -512,11 +509,11 @@ bool checkPlanWeights(const Plan &plan, const ModelInfo &model,
       auto dims = [](const std::vector<uint64_t> &d) {
         return fmt::format("[{}]", fmt::join(d, ", "));
       };
-      error = fmt::format("weight '{}' is {} {} in {}, the plan was compiled "
-                          "for {} {}; recompile the plan",
-                          w.name, ggmlTypeInfo(t->type).name, dims(t->dims),
-                          model.source, ggmlTypeInfo(w.type).name,
-                          dims(w.dims));
+      error =
+          fmt::format("weight '{}' is {} {} in {}, the plan was compiled "
+                      "for {} {}; recompile the plan",
+                      w.name, ggmlTypeInfo(t->type).name, dims(t->dims),
+                      model.source, ggmlTypeInfo(w.type).name, dims(w.dims));
       return false;
     }
   }

@@ -1,4 +1,5 @@
-//===- Plan.h - the compiled plan: the compiler/runtime contract -*- C++ -*-===//
+//===- Plan.h - the compiled plan: the compiler/runtime contract -*- C++
+//-*-===//
 //
 // A plan directory holds `plan.json` (this structure, versioned) and, for
 // GPU targets, kernel files. The runtime reads it, maps the GGUF, allocates

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <regex>
 #include <sstream>
@@ -33,6 +34,7 @@ options:
                             "default" names the compilation pipeline
   --meta FILE               GGUF file or key/value text that binds meta(),
                             has_weight() and weights (needed by expand)
+  --max-tokens N            the token count T to plan for (plan-memory)
   --print-ir-after-all      print the IR after every pass (to stderr)
   --print-ir-after=NAME     print the IR after pass NAME (to stderr)
   --split-input-file        treat '// -----' lines as separate inputs
@@ -49,6 +51,7 @@ struct Options {
   std::string input;
   std::string output = "-";
   std::string metaPath;
+  int64_t maxTokens = 0;
   std::vector<std::string> pipeline;
   bool printAfterAll = false;
   std::vector<std::string> printAfter;
@@ -115,6 +118,19 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (!v)
         return 2;
       o.printAfter.push_back(*v);
+    } else if (a.rfind("--max-tokens", 0) == 0) {
+      auto v = valueOf(i, a, "--max-tokens");
+      if (!v)
+        return 2;
+      char *end = nullptr;
+      long long n = std::strtoll(v->c_str(), &end, 10);
+      if (v->empty() || *end || n <= 0 || n > (1 << 24)) {
+        std::cerr << fmt::format("strata-opt: error: --max-tokens needs an "
+                                 "integer in 1..{}, got '{}'\n",
+                                 1 << 24, *v);
+        return 2;
+      }
+      o.maxTokens = n;
     } else if (a.rfind("--meta", 0) == 0) {
       auto v = valueOf(i, a, "--meta");
       if (!v)
@@ -246,6 +262,7 @@ bool processChunk(const Options &o, const std::string &name,
     });
     passes::PassContext ctx{diag};
     ctx.model = model;
+    ctx.maxTokens = o.maxTokens;
     ok = pm.run(m, ctx);
   }
   if (ok)
