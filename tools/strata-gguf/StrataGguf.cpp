@@ -5,6 +5,8 @@
 //   strata-gguf types                   the ggml types strata knows
 //   strata-gguf dequant FILE TENSOR -o OUT.f32
 //                                       a tensor as raw little-endian f32
+//   strata-gguf synth --arch A --preset P --seed N [--types S] -o OUT
+//                                       a small random model (Synth.cpp)
 //
 // `rewrite` re-emits a file with strata's writer: metadata in file order,
 // tensors in file order at consecutive aligned offsets. A file written by
@@ -14,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Gguf.h"
 #include "runtime/format/Quants.h"
+#include "tools/strata-gguf/Synth.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,6 +38,8 @@ constexpr const char *kUsage =
     "       strata-gguf rewrite IN OUT\n"
     "       strata-gguf types\n"
     "       strata-gguf dequant FILE TENSOR -o OUT.f32\n"
+    "       strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
+    "                         [--types SPEC] -o FILE\n"
     "\n"
     "inspect  print the header, every metadata key (type and value; arrays\n"
     "         are cut after 8 elements unless --full) and the tensor table\n"
@@ -44,7 +49,9 @@ constexpr const char *kUsage =
     "         metadata and tensors, canonical layout\n"
     "types    list the ggml tensor types strata knows\n"
     "dequant  write TENSOR of FILE dequantised to raw little-endian float32\n"
-    "         in ggml element order (ne[0] fastest)\n";
+    "         in ggml element order (ne[0] fastest)\n"
+    "synth    write a small random qwen3/qwen3moe/qwen3next model that\n"
+    "         llama.cpp loads (details: strata-gguf synth --help)\n";
 
 int usage() {
   std::fputs(kUsage, stderr);
@@ -215,6 +222,8 @@ int main(int argc, char **argv) {
       return usage();
     return dequant(args[1], args[2], args[4]);
   }
+  if (cmd == "synth")
+    return strata::tools::synthMain({args.begin() + 1, args.end()});
   fmt::print(stderr, "strata-gguf: error: unknown command '{}'\n", cmd);
   return usage();
 }

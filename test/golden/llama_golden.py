@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""strata's CPU plan against llama.cpp, on synthetic models of each arch.
+
+For each arch (qwen3, qwen3moe, qwen3next), each seed, and each weight set
+(all F32; a quantised mix with Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS and IQ3_S):
+  strata-gguf synth -> strata-compile -> strata-run --dump-logits
+  llama.cpp (llama-cpp-python) logits for the same tokens
+and compares all T x vocab logits:
+  F32:  NMSE <= 1e-5
+  mix:  NMSE <= 5e-3 and top-1 agreement >= 95 %
+(llama.cpp quantises activations to 8 bits for quantised matmuls, so the mix
+cannot match exactly). Prints every measurement; exit 1 if any bar fails,
+77 if llama_cpp or numpy is missing.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+try:
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print(f"SKIPPED: {e}")
+    sys.exit(77)
+
+ARCHS = ["qwen3", "qwen3moe", "qwen3next"]
+# First matching rule wins; the default (q8_0) covers the rest.
+MIX = ("q8_0,*ffn_down_exps.*=iq4_nl,*_exps.*=iq3_s,*ffn_gate.*=q4_k,"
+       "*ffn_up.*=q4_k,*ffn_down.*=q6_k,*attn_v.*=iq4_nl,"
+       "*attn_output.*=iq4_xs,*shexp.*=q4_k,*attn_qkv.*=q6_k,"
+       "*attn_gate.*=iq4_nl,*ssm_out.*=iq4_xs,output.*=q6_k")
+BARS = {"f32": (1e-5, 0.0), "mix": (5e-3, 0.95)}
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with strata tools")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--seeds", default="1,2")
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--archs", default=",".join(ARCHS))
+    a = ap.parse_args()
+    try:
+        from llama_logits import llama_logits
+        import llama_cpp  # noqa: F401
+    except ImportError as e:
+        print(f"SKIPPED: llama_cpp not importable ({e}); run scripts/install-deps.sh")
+        return 77
+    os.makedirs(a.workdir, exist_ok=True)
+    tool = lambda n: os.path.join(a.bin, n)
+    results, failed = [], 0
+    for arch in a.archs.split(","):
+        for seed in [int(s) for s in a.seeds.split(",")]:
+            for kind in ("f32", "mix"):
+                tag = f"{arch}-s{seed}-{kind}"
+                gguf = os.path.join(a.workdir, tag + ".gguf")
+                plan = os.path.join(a.workdir, tag + ".plan")
+                types = "f32" if kind == "f32" else MIX
+                run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
+                     "--seed", str(seed), "--types", types, "-o", gguf])
+                run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
+                     "--gguf", gguf, "--max-tokens", str(a.tokens), "--target", "host",
+                     "-o", plan])
+                # A prompt of random ids from the model's vocabulary, the
+                # vocabulary size as llama.cpp reads it.
+                vocab = llama_logits(gguf, [0]).shape[1]
+                rng = np.random.default_rng(seed)
+                tokens = rng.integers(0, vocab, size=a.tokens).tolist()
+                theirs = llama_logits(gguf, tokens)
+                ours_path = os.path.join(a.workdir, tag + ".f32")
+                run([tool("strata-run"), plan, "--gguf", gguf, "--tokens",
+                     ",".join(map(str, tokens)), "--dump-logits", ours_path])
+                ours = np.fromfile(ours_path, dtype="<f4").reshape(theirs.shape)
+                diff = ours.astype(np.float64) - theirs.astype(np.float64)
+                nmse = float((diff ** 2).sum() / (theirs.astype(np.float64) ** 2).sum())
+                top1 = float((ours.argmax(1) == theirs.argmax(1)).mean())
+                bar_nmse, bar_top1 = BARS[kind]
+                ok = nmse <= bar_nmse and top1 >= bar_top1 and np.isfinite(ours).all()
+                failed += not ok
+                line = (f"{tag:24s} T={len(tokens)} vocab={theirs.shape[1]} "
+                        f"NMSE={nmse:.3e} (bar {bar_nmse:g}) top1={top1 * 100:.1f}% "
+                        f"{'ok' if ok else 'FAIL'}")
+                print(line, flush=True)
+                results.append(line)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1048 @@
+//===- Synth.cpp - random GGUF models for tests ---------------------------===//
+//
+// strata-gguf synth --arch ARCH --preset PRESET --seed N [--types SPEC] -o F
+//
+// What llama.cpp needs to load the result (its src/models/<arch>.cpp loaders
+// and src/llama-vocab.cpp, see shared/reference/gguf-and-quants.md §1.6, §3):
+//  - exactly the tensors the arch's loader creates (an extra tensor is a
+//    "wrong number of tensors" error), with its ggml shapes;
+//  - the hparams keys of §1.6, incl. the ssm.* keys and the expert keys;
+//  - a tokenizer: tokenizer.ggml.model "gpt2" needs tokenizer.ggml.tokens and
+//    tokenizer.ggml.merges, and every normal token must be spelled in GPT-2's
+//    byte-to-unicode alphabet (detokenising maps each character back to a
+//    byte). We write the 256 byte tokens, two-letter merges, and three
+//    control tokens; token_embd's second dim is the token count.
+// What the strata models need: the same names and keys (models/*.strata).
+//
+//===----------------------------------------------------------------------===//
+#include "tools/strata-gguf/Synth.h"
+
+#include "runtime/format/Gguf.h"
+#include "runtime/format/Quants.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numbers>
+
+using namespace strata::format;
+
+namespace strata::tools {
+
+const char *const kSynthUsage =
+    "usage: strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
+    "                         [--types SPEC] -o FILE\n"
+    "\n"
+    "Writes a small model with random weights that llama.cpp loads and that\n"
+    "models/ARCH.strata binds: llama.cpp's tensor names, ggml shapes, block\n"
+    "types and metadata keys, and a synthetic byte-level BPE vocabulary.\n"
+    "\n"
+    "  --arch ARCH     qwen3 | qwen3moe | qwen3next\n"
+    "  --preset NAME   tiny (every matmul row length is a multiple of 256,\n"
+    "                  so every block type fits)\n"
+    "  --seed N        decimal integer in [0, 2^64); the same seed gives the\n"
+    "                  same file byte for byte\n"
+    "  --types SPEC    DEFAULT[,GLOB=TYPE...]: DEFAULT is the type of the 2-D\n"
+    "                  and 3-D weights (default f32); each GLOB=TYPE\n"
+    "                  overrides it for the weights whose name matches GLOB\n"
+    "                  (fnmatch syntax: * ? [a-z] [!x] \\c), the first\n"
+    "                  matching rule winning. 1-D tensors (norms, biases,\n"
+    "                  ssm_a, ffn_gate_inp_shexp) are always f32; ssm_conv1d\n"
+    "                  stays f32 unless a rule names it. Types: f32 f16 bf16\n"
+    "                  q8_0 q4_0 q4_k q5_k q6_k iq4_nl iq4_xs iq3_s.\n"
+    "                  Example: q8_0,*_exps*=iq3_s,token_embd*=q6_k\n"
+    "  -o FILE         output path (written atomically, only on success)\n"
+    "\n"
+    "Values: each tensor draws from its own xoshiro256** stream seeded with\n"
+    "seed ^ fnv1a64(name) through SplitMix64, normals by Box-Muller, so a\n"
+    "tensor's values do not depend on --types or on the other tensors.\n"
+    "Matrices, embeddings, routers and conv taps are N(0, 1/sqrt(ne0));\n"
+    "norm weights 1 + 0.1 N(0,1); ssm_a = -exp(U(0,1)); ssm_dt.bias\n"
+    "0.1 N(0,1).\n";
+
+//===----------------------------------------------------------------------===//
+// Random numbers
+//===----------------------------------------------------------------------===//
+
+uint64_t splitMix64(uint64_t &state) {
+  state += 0x9e3779b97f4a7c15ull;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+SynthRng::SynthRng(uint64_t seed) {
+  uint64_t sm = seed;
+  for (uint64_t &w : s_)
+    w = splitMix64(sm);
+}
+
+SynthRng SynthRng::fromState(const std::array<uint64_t, 4> &state) {
+  SynthRng rng(0);
+  for (int i = 0; i < 4; ++i)
+    rng.s_[i] = state[i];
+  return rng;
+}
+
+SynthRng SynthRng::forTensor(uint64_t seed, std::string_view name) {
+  return SynthRng(seed ^ fnv1a64(name));
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t SynthRng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double SynthRng::uniform() {
+  return static_cast<double>(next() >> 11) * 0x1.0p-53;
+}
+
+double SynthRng::normal() {
+  if (haveSpare_) {
+    haveSpare_ = false;
+    return spare_;
+  }
+  // 1 - u1 lies in (0, 1], so the logarithm is finite.
+  const double r = std::sqrt(-2.0 * std::log(1.0 - uniform()));
+  const double theta = 2.0 * std::numbers::pi * uniform();
+  spare_ = r * std::sin(theta);
+  haveSpare_ = true;
+  return r * std::cos(theta);
+}
+
+//===----------------------------------------------------------------------===//
+// Globs and --types
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Parses the set starting after '[' at \p i. Sets \p end to the index after
+/// the closing ']' and reports whether \p c is in the set; returns false if
+/// the set is malformed (with \p error set when non-null).
+bool parseSet(std::string_view p, size_t i, char c, bool &in, size_t &end,
+              std::string *error) {
+  bool negate = false;
+  if (i < p.size() && (p[i] == '!' || p[i] == '^')) {
+    negate = true;
+    ++i;
+  }
+  bool match = false;
+  bool first = true;
+  while (i < p.size() && (p[i] != ']' || first)) {
+    first = false;
+    char lo = p[i];
+    if (lo == '\\') {
+      if (++i == p.size())
+        break;
+      lo = p[i];
+    }
+    ++i;
+    char hi = lo;
+    if (i + 1 < p.size() && p[i] == '-' && p[i + 1] != ']') {
+      hi = p[i + 1];
+      i += 2;
+      if (hi == '\\') {
+        if (i == p.size())
+          break;
+        hi = p[i++];
+      }
+      if (hi < lo) {
+        if (error)
+          *error = fmt::format("range '{}-{}' is reversed", lo, hi);
+        return false;
+      }
+    }
+    if (c >= lo && c <= hi)
+      match = true;
+  }
+  if (i >= p.size()) {
+    if (error)
+      *error = "'[' has no closing ']'";
+    return false;
+  }
+  end = i + 1;
+  in = match != negate;
+  return true;
+}
+
+} // namespace
+
+std::string globSyntaxError(std::string_view pattern) {
+  if (pattern.empty())
+    return "the glob is empty";
+  for (size_t i = 0; i < pattern.size();) {
+    if (pattern[i] == '\\') {
+      if (i + 1 == pattern.size())
+        return "the glob ends in a lone '\\'";
+      i += 2;
+    } else if (pattern[i] == '[') {
+      bool in;
+      size_t end;
+      std::string error;
+      if (!parseSet(pattern, i + 1, 'a', in, end, &error))
+        return error;
+      i = end;
+    } else {
+      ++i;
+    }
+  }
+  return {};
+}
+
+bool globMatch(std::string_view p, std::string_view s) {
+  // Greedy matching with one backtrack point: the most recent '*' (enough
+  // for globs, since a later '*' subsumes every earlier choice).
+  size_t pi = 0, si = 0;
+  size_t starP = std::string_view::npos, starS = 0;
+  while (si < s.size()) {
+    bool step = false;
+    size_t nextP = pi + 1;
+    if (pi < p.size()) {
+      switch (p[pi]) {
+      case '*':
+        starP = pi++;
+        starS = si;
+        continue;
+      case '?':
+        step = true;
+        break;
+      case '[': {
+        bool in = false;
+        size_t end = 0;
+        step = parseSet(p, pi + 1, s[si], in, end, nullptr) && in;
+        nextP = end;
+        break;
+      }
+      case '\\':
+        step = pi + 1 < p.size() && p[pi + 1] == s[si];
+        nextP = pi + 2;
+        break;
+      default:
+        step = p[pi] == s[si];
+      }
+    }
+    if (step) {
+      pi = nextP;
+      ++si;
+    } else if (starP != std::string_view::npos) {
+      pi = starP + 1;
+      si = ++starS;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*')
+    ++pi;
+  return pi == p.size();
+}
+
+namespace {
+
+/// The types quantizeRow() produces, in the order the help text lists them.
+std::string quantisableTypeList() {
+  std::string out;
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+        GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+        GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_S})
+    out += fmt::format("{}{}", out.empty() ? "" : " ", ggmlTypeInfo(t).irName);
+  return out;
+}
+
+/// " in rule 'ITEM'" unless the item is the type name alone.
+std::string inItem(std::string_view name, std::string_view item) {
+  return name == item ? "" : fmt::format(" in rule '{}'", item);
+}
+
+std::optional<GgmlType> parseType(std::string_view name, std::string_view item,
+                                  std::string &error) {
+  std::optional<GgmlTypeInfo> info = ggmlTypeFromIrName(name);
+  if (!info)
+    info = ggmlTypeFromName(name);
+  if (!info) {
+    error = fmt::format("--types: unknown type '{}'{} (known: {})", name,
+                        inItem(name, item), quantisableTypeList());
+    return std::nullopt;
+  }
+  if (!canQuantize(info->type)) {
+    error =
+        fmt::format("--types: strata cannot quantise to {}{} (it can "
+                    "write: {})",
+                    info->irName, inItem(name, item), quantisableTypeList());
+    return std::nullopt;
+  }
+  return info->type;
+}
+
+} // namespace
+
+std::optional<TypeSpec> parseTypeSpec(std::string_view spec,
+                                      std::string &error) {
+  TypeSpec out;
+  if (spec.empty()) {
+    error = "--types: the value is empty (expected DEFAULT[,GLOB=TYPE...])";
+    return std::nullopt;
+  }
+  size_t index = 0;
+  for (size_t start = 0; start <= spec.size(); ++index) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string_view::npos)
+      comma = spec.size();
+    std::string_view item = spec.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) {
+      error = fmt::format("--types: item {} of '{}' is empty", index + 1, spec);
+      return std::nullopt;
+    }
+    size_t eq = item.rfind('=');
+    if (eq == std::string_view::npos) {
+      if (index != 0) {
+        error = fmt::format("--types: '{}' is not GLOB=TYPE (only the first "
+                            "item may be a bare default type)",
+                            item);
+        return std::nullopt;
+      }
+      std::optional<GgmlType> t = parseType(item, item, error);
+      if (!t)
+        return std::nullopt;
+      out.defaultType = *t;
+      continue;
+    }
+    std::string_view glob = item.substr(0, eq);
+    std::string_view type = item.substr(eq + 1);
+    if (type.empty()) {
+      error = fmt::format("--types: rule '{}' has no type after '='", item);
+      return std::nullopt;
+    }
+    std::string globError = globSyntaxError(glob);
+    if (!globError.empty()) {
+      error =
+          fmt::format("--types: bad glob in rule '{}': {}", item, globError);
+      return std::nullopt;
+    }
+    std::optional<GgmlType> t = parseType(type, item, error);
+    if (!t)
+      return std::nullopt;
+    out.rules.push_back({std::string(glob), *t, std::string(item)});
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Architectures and presets
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+enum class Arch { Qwen3, Qwen3Moe, Qwen3Next };
+
+struct ArchInfo {
+  const char *name = nullptr;
+  Arch arch;
+};
+
+constexpr ArchInfo kArchs[] = {
+    {"qwen3", Arch::Qwen3},
+    {"qwen3moe", Arch::Qwen3Moe},
+    {"qwen3next", Arch::Qwen3Next},
+};
+
+/// Dimensions of one preset; the GGUF key each field becomes is noted. A
+/// field an arch does not use is 0.
+struct Preset {
+  const char *arch = nullptr;
+  const char *name = nullptr;
+  uint32_t layers = 0;     ///< block_count
+  uint32_t embd = 0;       ///< embedding_length (D)
+  uint32_t heads = 0;      ///< attention.head_count
+  uint32_t headsKv = 0;    ///< attention.head_count_kv
+  uint32_t headDim = 0;    ///< attention.key_length = value_length
+  uint32_t ropeDims = 0;   ///< rope.dimension_count (partial RoPE if < headDim)
+  uint32_t ffn = 0;        ///< feed_forward_length
+  uint32_t vocab = 0;      ///< token count (token_embd's second dim)
+  uint32_t context = 0;    ///< context_length
+  float ropeBase = 0;      ///< rope.freq_base
+  float rmsEps = 0;        ///< attention.layer_norm_rms_epsilon
+  uint32_t experts = 0;    ///< expert_count
+  uint32_t expertUsed = 0; ///< expert_used_count
+  uint32_t expertFfn = 0;  ///< expert_feed_forward_length
+  uint32_t sharedFfn = 0;  ///< expert_shared_feed_forward_length
+  uint32_t fullAttnInterval = 0; ///< full_attention_interval
+  uint32_t ssmConv = 0;          ///< ssm.conv_kernel
+  uint32_t ssmState = 0;  ///< ssm.state_size (key head dim = value head dim)
+  uint32_t ssmGroups = 0; ///< ssm.group_count (key heads)
+  uint32_t ssmVHeads = 0; ///< ssm.time_step_rank (value heads)
+  uint32_t ssmInner = 0;  ///< ssm.inner_size = ssmState * ssmVHeads
+};
+
+// The presets. Widths that are a matmul's row length (D, H*HD, F, FE, FS,
+// value heads * head dim) are multiples of 256 so every block type fits.
+// qwen3moe's expert width differs from D so a swapped gate/down stack shows.
+constexpr Preset kPresets[] = {
+    {.arch = "qwen3",
+     .name = "tiny",
+     .layers = 2,
+     .embd = 256,
+     .heads = 4,
+     .headsKv = 2,
+     .headDim = 64,
+     .ropeDims = 64,
+     .ffn = 512,
+     .vocab = 1000,
+     .context = 4096,
+     .ropeBase = 1000000.0f,
+     .rmsEps = 1e-6f},
+    {.arch = "qwen3moe",
+     .name = "tiny",
+     .layers = 2,
+     .embd = 256,
+     .heads = 4,
+     .headsKv = 2,
+     .headDim = 64,
+     .ropeDims = 64,
+     .ffn = 1024,
+     .vocab = 1000,
+     .context = 4096,
+     .ropeBase = 1000000.0f,
+     .rmsEps = 1e-6f,
+     .experts = 8,
+     .expertUsed = 2,
+     .expertFfn = 512},
+    // Four layers with full_attention_interval 4: blk.0..2 are gated delta
+    // nets, blk.3 is gated full attention. Partial RoPE (16 of 64 dims).
+    {.arch = "qwen3next",
+     .name = "tiny",
+     .layers = 4,
+     .embd = 256,
+     .heads = 4,
+     .headsKv = 2,
+     .headDim = 64,
+     .ropeDims = 16,
+     .ffn = 256,
+     .vocab = 1000,
+     .context = 4096,
+     .ropeBase = 10000000.0f,
+     .rmsEps = 1e-6f,
+     .experts = 8,
+     .expertUsed = 2,
+     .expertFfn = 256,
+     .sharedFfn = 768,
+     .fullAttnInterval = 4,
+     .ssmConv = 4,
+     .ssmState = 64,
+     .ssmGroups = 2,
+     .ssmVHeads = 4,
+     .ssmInner = 256},
+};
+
+/// What llama.cpp's loaders and the vocabulary builder rely on: qwen3next's
+/// value head dim is both ssm.state_size and inner_size / time_step_rank,
+/// value heads are a multiple of key heads, and the vocabulary holds the 256
+/// byte tokens, the control tokens and at most 62 * 62 two-letter tokens.
+constexpr bool presetsAreConsistent() {
+  for (const Preset &p : kPresets) {
+    if (p.vocab < 256 + 3 || p.vocab > 256 + 3 + 62 * 62)
+      return false;
+    if (p.ssmVHeads && (p.ssmInner != p.ssmState * p.ssmVHeads ||
+                        p.ssmVHeads % p.ssmGroups != 0))
+      return false;
+    if (p.experts && p.expertUsed > p.experts)
+      return false;
+  }
+  return true;
+}
+static_assert(presetsAreConsistent(), "inconsistent synth preset");
+
+const ArchInfo *findArch(std::string_view name) {
+  for (const ArchInfo &a : kArchs)
+    if (name == a.name)
+      return &a;
+  return nullptr;
+}
+
+const Preset *findPreset(std::string_view arch, std::string_view name) {
+  for (const Preset &p : kPresets)
+    if (arch == p.arch && name == p.name)
+      return &p;
+  return nullptr;
+}
+
+/// qwen3next layer \p l is full attention (else a gated delta net), as in
+/// llama.cpp's loader: recurrent iff (l + 1) % full_attention_interval != 0.
+bool isFullAttention(const Preset &p, uint32_t l) {
+  return (l + 1) % p.fullAttnInterval == 0;
+}
+
+std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
+  std::vector<SynthTensor> t;
+  auto add = [&](std::string name, std::vector<uint64_t> dims,
+                 SynthInit init = SynthInit::FanIn, bool defaultF32 = false) {
+    t.push_back({std::move(name), std::move(dims), init, defaultF32});
+  };
+  const uint64_t D = p.embd, H = p.heads, HKV = p.headsKv, HD = p.headDim;
+  const uint64_t E = p.experts, FE = p.expertFfn;
+
+  add("token_embd.weight", {D, p.vocab});
+  add("output_norm.weight", {D}, SynthInit::Norm);
+  add("output.weight", {D, p.vocab});
+
+  for (uint32_t l = 0; l < p.layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    auto attention = [&](uint64_t qWidth) {
+      add(b + "attn_q.weight", {D, qWidth});
+      add(b + "attn_q_norm.weight", {HD}, SynthInit::Norm);
+      add(b + "attn_k.weight", {D, HKV * HD});
+      add(b + "attn_k_norm.weight", {HD}, SynthInit::Norm);
+      add(b + "attn_v.weight", {D, HKV * HD});
+      add(b + "attn_output.weight", {H * HD, D});
+    };
+    auto routedExperts = [&] {
+      add(b + "ffn_gate_inp.weight", {D, E});
+      add(b + "ffn_gate_exps.weight", {D, FE, E});
+      add(b + "ffn_up_exps.weight", {D, FE, E});
+      add(b + "ffn_down_exps.weight", {FE, D, E});
+    };
+    switch (arch) {
+    case Arch::Qwen3:
+      add(b + "attn_norm.weight", {D}, SynthInit::Norm);
+      attention(H * HD);
+      add(b + "ffn_norm.weight", {D}, SynthInit::Norm);
+      add(b + "ffn_gate.weight", {D, p.ffn});
+      add(b + "ffn_up.weight", {D, p.ffn});
+      add(b + "ffn_down.weight", {p.ffn, D});
+      break;
+    case Arch::Qwen3Moe:
+      add(b + "attn_norm.weight", {D}, SynthInit::Norm);
+      attention(H * HD);
+      add(b + "ffn_norm.weight", {D}, SynthInit::Norm);
+      routedExperts();
+      break;
+    case Arch::Qwen3Next: {
+      add(b + "attn_norm.weight", {D}, SynthInit::Norm);
+      add(b + "post_attention_norm.weight", {D}, SynthInit::Norm);
+      if (isFullAttention(p, l)) {
+        // Per head: HD query values, then HD gate values.
+        attention(2 * H * HD);
+      } else {
+        const uint64_t keyDim = uint64_t(p.ssmState) * p.ssmGroups;
+        const uint64_t valueDim = uint64_t(p.ssmState) * p.ssmVHeads;
+        const uint64_t convDim = 2 * keyDim + valueDim;
+        add(b + "attn_qkv.weight", {D, convDim});
+        add(b + "attn_gate.weight", {D, valueDim});
+        add(b + "ssm_conv1d.weight", {p.ssmConv, convDim}, SynthInit::FanIn,
+            /*defaultF32=*/true);
+        add(b + "ssm_dt.bias", {p.ssmVHeads}, SynthInit::DtBias);
+        add(b + "ssm_a", {p.ssmVHeads}, SynthInit::SsmA);
+        add(b + "ssm_ba.weight", {D, 2 * uint64_t(p.ssmVHeads)});
+        add(b + "ssm_norm.weight", {p.ssmState}, SynthInit::Norm);
+        add(b + "ssm_out.weight", {valueDim, D});
+      }
+      routedExperts();
+      add(b + "ffn_gate_inp_shexp.weight", {D});
+      add(b + "ffn_gate_shexp.weight", {D, p.sharedFfn});
+      add(b + "ffn_up_shexp.weight", {D, p.sharedFfn});
+      add(b + "ffn_down_shexp.weight", {p.sharedFfn, D});
+      break;
+    }
+    }
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Tokenizer
+//===----------------------------------------------------------------------===//
+
+/// The three control tokens, last in the vocabulary; the first is BOS, EOS
+/// and padding (Qwen's convention for base models).
+constexpr const char *kControlTokens[] = {"<|endoftext|>", "<|im_start|>",
+                                          "<|im_end|>"};
+/// Letters of the two-letter merged tokens.
+constexpr std::string_view kMergeAlphabet =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+std::string utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return out;
+}
+
+/// GPT-2's byte-level alphabet: the printable Latin-1 bytes (0x21-0x7e,
+/// 0xa1-0xac, 0xae-0xff) stand for themselves; the other 68 bytes take the
+/// code points U+0100, U+0101, ... in increasing byte order.
+std::string byteToken(uint8_t byte) {
+  uint32_t next = 0x100;
+  for (uint32_t b = 0; b < 256; ++b) {
+    bool printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) ||
+                     (b >= 0xae && b <= 0xff);
+    uint32_t cp = printable ? b : next++;
+    if (b == byte)
+      return utf8(cp);
+  }
+  return {};
+}
+
+struct Vocab {
+  std::vector<MetaValue> tokens, types, merges;
+  uint32_t endOfText = 0;
+};
+
+/// \p size tokens: 256 byte tokens, two-letter tokens (each with the merge
+/// that builds it), then the control tokens.
+Vocab buildVocab(uint32_t size) {
+  constexpr int32_t kNormal = 1, kControl = 3; // gguf-py TokenType
+  constexpr uint32_t kControlCount = std::size(kControlTokens);
+  Vocab v;
+  for (uint32_t b = 0; b < 256; ++b) {
+    v.tokens.push_back(MetaValue::makeString(byteToken(uint8_t(b))));
+    v.types.push_back(MetaValue::makeInt(kNormal));
+  }
+  const uint32_t pairs = size - 256 - kControlCount;
+  for (uint32_t i = 0; i < pairs; ++i) {
+    char a = kMergeAlphabet[i / kMergeAlphabet.size()];
+    char b = kMergeAlphabet[i % kMergeAlphabet.size()];
+    v.tokens.push_back(MetaValue::makeString(std::string{a, b}));
+    v.types.push_back(MetaValue::makeInt(kNormal));
+    v.merges.push_back(MetaValue::makeString(std::string{a, ' ', b}));
+  }
+  v.endOfText = static_cast<uint32_t>(v.tokens.size());
+  for (const char *c : kControlTokens) {
+    v.tokens.push_back(MetaValue::makeString(c));
+    v.types.push_back(MetaValue::makeInt(kControl));
+  }
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// Metadata
+//===----------------------------------------------------------------------===//
+
+/// llama.cpp's llama_ftype for a file whose weights are mostly \p t (what
+/// its loader guesses when general.file_type is absent).
+uint32_t fileTypeOf(GgmlType t) {
+  struct Entry {
+    GgmlType type;
+    uint32_t ftype;
+  };
+  static constexpr Entry kFileTypes[] = {
+      {GgmlType::F32, 0},     {GgmlType::F16, 1},     {GgmlType::Q4_0, 2},
+      {GgmlType::Q8_0, 7},    {GgmlType::Q4_K, 15},   {GgmlType::Q5_K, 17},
+      {GgmlType::Q6_K, 18},   {GgmlType::IQ4_NL, 25}, {GgmlType::IQ3_S, 26},
+      {GgmlType::IQ4_XS, 30}, {GgmlType::BF16, 32},
+  };
+  for (const Entry &e : kFileTypes)
+    if (e.type == t)
+      return e.ftype;
+  return 0;
+}
+
+ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
+                        std::string_view typesText,
+                        const std::vector<SynthTensor> &tensors,
+                        const std::vector<GgmlType> &types) {
+  ModelInfo info;
+  auto put = [&](std::string key, MetaValue v) {
+    bool added = info.addMeta(std::move(key), std::move(v));
+    (void)added;
+    assert(added && "duplicate metadata key");
+  };
+  auto u32 = [](uint64_t v) { return MetaValue::makeUInt(v); };
+  auto f32 = [](double v) { return MetaValue::makeFloat(v); };
+  const std::string a = p.arch;
+
+  // The file type names the type that holds the most weight elements.
+  std::map<GgmlType, uint64_t> elements;
+  bool quantised = false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].dims.size() < 2)
+      continue;
+    uint64_t n = 1;
+    for (uint64_t d : tensors[i].dims)
+      n *= d;
+    elements[types[i]] += n;
+    quantised |= ggmlTypeInfo(types[i]).blockSize > 1;
+  }
+  // Ties go to the type with the lower ggml id (the map's order).
+  GgmlType mostly = GgmlType::F32;
+  uint64_t most = 0;
+  for (const auto &[type, n] : elements)
+    if (n > most) {
+      mostly = type;
+      most = n;
+    }
+
+  put("general.architecture", MetaValue::makeString(a));
+  put("general.name",
+      MetaValue::makeString(fmt::format("strata synth {} {}", a, p.name)));
+  put("general.description",
+      MetaValue::makeString(fmt::format(
+          "random weights: strata-gguf synth --arch {} --preset {} --seed {} "
+          "--types {}",
+          a, p.name, seed, typesText)));
+  put("general.file_type", u32(fileTypeOf(mostly)));
+  if (quantised)
+    put("general.quantization_version", u32(2));
+
+  put(a + ".context_length", u32(p.context));
+  put(a + ".embedding_length", u32(p.embd));
+  put(a + ".block_count", u32(p.layers));
+  put(a + ".feed_forward_length", u32(p.ffn));
+  put(a + ".attention.head_count", u32(p.heads));
+  put(a + ".attention.head_count_kv", u32(p.headsKv));
+  put(a + ".attention.key_length", u32(p.headDim));
+  put(a + ".attention.value_length", u32(p.headDim));
+  put(a + ".attention.layer_norm_rms_epsilon", f32(p.rmsEps));
+  put(a + ".rope.freq_base", f32(p.ropeBase));
+  put(a + ".rope.dimension_count", u32(p.ropeDims));
+  if (arch != Arch::Qwen3) {
+    put(a + ".expert_count", u32(p.experts));
+    put(a + ".expert_used_count", u32(p.expertUsed));
+    put(a + ".expert_feed_forward_length", u32(p.expertFfn));
+  }
+  if (arch == Arch::Qwen3Next) {
+    put(a + ".expert_shared_feed_forward_length", u32(p.sharedFfn));
+    put(a + ".full_attention_interval", u32(p.fullAttnInterval));
+    put(a + ".ssm.conv_kernel", u32(p.ssmConv));
+    put(a + ".ssm.state_size", u32(p.ssmState));
+    put(a + ".ssm.group_count", u32(p.ssmGroups));
+    put(a + ".ssm.time_step_rank", u32(p.ssmVHeads));
+    put(a + ".ssm.inner_size", u32(p.ssmInner));
+  }
+
+  Vocab v = buildVocab(p.vocab);
+  put("tokenizer.ggml.model", MetaValue::makeString("gpt2"));
+  put("tokenizer.ggml.pre", MetaValue::makeString("qwen2"));
+  put("tokenizer.ggml.tokens",
+      MetaValue::makeArray(GgufValueType::String, std::move(v.tokens)));
+  put("tokenizer.ggml.token_type",
+      MetaValue::makeArray(GgufValueType::Int32, std::move(v.types)));
+  put("tokenizer.ggml.merges",
+      MetaValue::makeArray(GgufValueType::String, std::move(v.merges)));
+  put("tokenizer.ggml.bos_token_id", u32(v.endOfText));
+  put("tokenizer.ggml.eos_token_id", u32(v.endOfText));
+  put("tokenizer.ggml.padding_token_id", u32(v.endOfText));
+  put("tokenizer.ggml.add_bos_token", MetaValue::makeBool(false));
+  return info;
+}
+
+//===----------------------------------------------------------------------===//
+// Types per tensor, values, output
+//===----------------------------------------------------------------------===//
+
+std::string dimsString(const std::vector<uint64_t> &dims) {
+  std::string s;
+  for (uint64_t d : dims)
+    s += fmt::format("{}{}", s.empty() ? "" : ", ", d);
+  return "[" + s + "]";
+}
+
+/// Chooses each tensor's type. Returns false after printing one error per
+/// tensor that its type cannot hold; warns about rules that pick nothing.
+bool resolveTypes(const std::vector<SynthTensor> &tensors, const TypeSpec &spec,
+                  std::string_view what, std::vector<GgmlType> &types) {
+  // Per rule: did it choose a type, match a 1-D tensor, lose to an earlier
+  // rule? (The last two explain a rule that chose nothing.)
+  const size_t n = spec.rules.size();
+  std::vector<bool> used(n, false), matched1D(n, false), shadowed(n, false);
+  bool ok = true;
+  types.clear();
+  for (const SynthTensor &t : tensors) {
+    if (t.dims.size() < 2) {
+      // llama.cpp reads norms, biases, ssm_a and the shared-expert gate as
+      // f32 (llama-quantize never converts 1-D tensors).
+      for (size_t r = 0; r < n; ++r)
+        if (globMatch(spec.rules[r].glob, t.name))
+          matched1D[r] = true;
+      types.push_back(GgmlType::F32);
+      continue;
+    }
+    GgmlType type = t.defaultF32 ? GgmlType::F32 : spec.defaultType;
+    std::string source =
+        t.defaultF32 ? "kept f32 unless a rule names it" : "the default type";
+    bool chosen = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (!globMatch(spec.rules[r].glob, t.name))
+        continue;
+      if (chosen) {
+        shadowed[r] = true;
+        continue;
+      }
+      chosen = used[r] = true;
+      type = spec.rules[r].type;
+      source = fmt::format("rule '{}'", spec.rules[r].text);
+    }
+    GgmlTypeInfo info = ggmlTypeInfo(type);
+    if (t.dims[0] % info.blockSize != 0) {
+      fmt::print(stderr,
+                 "strata-gguf: error: synth: tensor '{}' {} cannot be {} "
+                 "({}): its rows have {} elements, not a multiple of {}'s "
+                 "block size {}\n",
+                 t.name, dimsString(t.dims), info.irName, source, t.dims[0],
+                 info.irName, info.blockSize);
+      ok = false;
+    }
+    types.push_back(type);
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (used[r])
+      continue;
+    std::string why = "no tensor name matches it";
+    if (shadowed[r] && matched1D[r])
+      why = "earlier rules take the weights it matches, and 1-D tensors stay "
+            "f32";
+    else if (shadowed[r])
+      why = "earlier rules take every weight it matches";
+    else if (matched1D[r])
+      why = "it matches only 1-D tensors, which stay f32";
+    fmt::print(stderr,
+               "strata-gguf: warning: synth: --types rule '{}' selects no "
+               "tensor of {}: {}\n",
+               spec.rules[r].text, what, why);
+  }
+  return ok;
+}
+
+/// Draws the values of \p t (ggml element order, ne0 fastest).
+std::vector<float> drawValues(const SynthTensor &t, uint64_t seed) {
+  uint64_t n = 1;
+  for (uint64_t d : t.dims)
+    n *= d;
+  std::vector<float> v(n);
+  SynthRng rng = SynthRng::forTensor(seed, t.name);
+  const double sigma = 1.0 / std::sqrt(static_cast<double>(t.dims[0]));
+  for (float &x : v) {
+    switch (t.init) {
+    case SynthInit::FanIn:
+      x = static_cast<float>(sigma * rng.normal());
+      break;
+    case SynthInit::Norm:
+      x = static_cast<float>(1.0 + 0.1 * rng.normal());
+      break;
+    case SynthInit::SsmA:
+      x = static_cast<float>(-std::exp(rng.uniform()));
+      break;
+    case SynthInit::DtBias:
+      x = static_cast<float>(0.1 * rng.normal());
+      break;
+    }
+  }
+  return v;
+}
+
+bool parseSeed(std::string_view text, uint64_t &seed) {
+  if (text.empty() || text.find_first_not_of("0123456789") != text.npos)
+    return false;
+  auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), seed);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+template <typename T> std::string joined(const std::vector<T> &items) {
+  std::string s;
+  for (const T &i : items)
+    s += fmt::format("{}{}", s.empty() ? "" : ", ", i);
+  return s;
+}
+
+} // namespace
+
+std::vector<std::string> synthArchNames() {
+  std::vector<std::string> out;
+  for (const ArchInfo &a : kArchs)
+    out.push_back(a.name);
+  return out;
+}
+
+std::vector<std::string> synthPresetNames(std::string_view arch) {
+  std::vector<std::string> out;
+  for (const Preset &p : kPresets)
+    if (arch == p.arch)
+      out.push_back(p.name);
+  return out;
+}
+
+std::vector<SynthTensor> synthTensors(std::string_view arch,
+                                      std::string_view preset) {
+  const ArchInfo *a = findArch(arch);
+  const Preset *p = findPreset(arch, preset);
+  if (!a || !p)
+    return {};
+  return buildTensors(a->arch, *p);
+}
+
+//===----------------------------------------------------------------------===//
+// The command
+//===----------------------------------------------------------------------===//
+
+int synthMain(const std::vector<std::string> &args) {
+  constexpr const char *kOptions[] = {"--arch", "--preset", "--seed", "--types",
+                                      "-o"};
+  auto isOption = [&](std::string_view s) {
+    return std::find(std::begin(kOptions), std::end(kOptions), s) !=
+           std::end(kOptions);
+  };
+  std::map<std::string, std::string> opts;
+  std::vector<std::string> errors;
+  // Options given without a value (already reported, not "missing").
+  std::vector<std::string> valueless;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kSynthUsage, stdout);
+      return 0;
+    }
+    std::string name = arg, value;
+    bool haveValue = false;
+    if (size_t eq = arg.find('='); arg.starts_with("--") && eq != arg.npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      haveValue = true;
+    }
+    if (!isOption(name)) {
+      errors.push_back(arg.starts_with("-")
+                           ? fmt::format("unknown option '{}'", arg)
+                           : fmt::format("unexpected argument '{}'", arg));
+      continue;
+    }
+    if (!haveValue) {
+      if (i + 1 == args.size() || isOption(args[i + 1])) {
+        errors.push_back(fmt::format("{} needs a value", name));
+        valueless.push_back(name);
+        continue;
+      }
+      value = args[++i];
+    }
+    if (!opts.emplace(name, value).second)
+      errors.push_back(fmt::format("{} is given more than once", name));
+  }
+
+  auto get = [&](const char *name) -> const std::string * {
+    auto it = opts.find(name);
+    return it == opts.end() ? nullptr : &it->second;
+  };
+  auto missing = [&](const char *name) {
+    return !get(name) && std::find(valueless.begin(), valueless.end(), name) ==
+                             valueless.end();
+  };
+  const ArchInfo *arch = nullptr;
+  const Preset *preset = nullptr;
+  uint64_t seed = 0;
+  std::optional<TypeSpec> spec = TypeSpec{};
+  if (missing("--arch"))
+    errors.push_back(
+        fmt::format("missing --arch (one of: {})", joined(synthArchNames())));
+  else if (const std::string *name = get("--arch");
+           name && !(arch = findArch(*name)))
+    errors.push_back(fmt::format("unknown --arch '{}' (known: {})", *name,
+                                 joined(synthArchNames())));
+  if (missing("--preset"))
+    errors.push_back("missing --preset (e.g. --preset tiny)");
+  else if (const std::string *name = get("--preset");
+           name && arch && !(preset = findPreset(arch->name, *name)))
+    errors.push_back(fmt::format("unknown --preset '{}' for {} (known: {})",
+                                 *name, arch->name,
+                                 joined(synthPresetNames(arch->name))));
+  if (missing("--seed"))
+    errors.push_back("missing --seed N");
+  else if (const std::string *text = get("--seed");
+           text && !parseSeed(*text, seed))
+    errors.push_back(fmt::format("--seed '{}' is not a decimal integer in "
+                                 "[0, 18446744073709551615]",
+                                 *text));
+  std::string typesText = "f32";
+  if (const std::string *text = get("--types")) {
+    typesText = *text;
+    std::string error;
+    spec = parseTypeSpec(*text, error);
+    if (!spec)
+      errors.push_back(error);
+  }
+  const std::string *out = get("-o");
+  if (missing("-o"))
+    errors.push_back("missing -o FILE");
+  else if (out && out->empty())
+    errors.push_back("-o needs a file name");
+
+  if (!errors.empty()) {
+    for (const std::string &e : errors)
+      fmt::print(stderr, "strata-gguf: error: synth: {}\n", e);
+    fmt::print(stderr, "(see strata-gguf synth --help)\n");
+    return 1;
+  }
+
+  std::vector<SynthTensor> tensors = buildTensors(arch->arch, *preset);
+  std::vector<GgmlType> types;
+  if (!resolveTypes(tensors, *spec,
+                    fmt::format("{} {}", arch->name, preset->name), types))
+    return 1;
+
+  ModelInfo info =
+      buildMetadata(*preset, arch->arch, seed, typesText, tensors, types);
+  std::vector<GgufTensorData> data;
+  data.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SynthTensor &t = tensors[i];
+    GgufTensorData td;
+    td.info.name = t.name;
+    td.info.type = types[i];
+    td.info.dims = t.dims;
+    td.bytes.resize(td.info.numBytes());
+    std::vector<float> values = drawValues(t, seed);
+    const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
+    const int64_t rowBytes = rowSizeInBytes(types[i], rowLen);
+    const int64_t rows = static_cast<int64_t>(values.size()) / rowLen;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!quantizeRow(types[i], values.data() + r * rowLen,
+                       td.bytes.data() + r * rowBytes, rowLen)) {
+        fmt::print(stderr,
+                   "strata-gguf: error: synth: cannot quantise tensor '{}' "
+                   "to {}\n",
+                   t.name, ggmlTypeInfo(types[i]).irName);
+        return 1;
+      }
+    }
+    data.push_back(std::move(td));
+  }
+  std::string err;
+  if (!writeGguf(*out, info, data, err)) {
+    fmt::print(stderr, "strata-gguf: error: synth: {}\n", err);
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace strata::tools

@@ -1,0 +1,135 @@
+//===- Synth.h - random GGUF models for tests -------------------*- C++ -*-===//
+//
+// `strata-gguf synth` writes a small model with random weights and the
+// tensor names, ggml shapes, metadata keys and tokenizer that llama.cpp's
+// loader expects for qwen3, qwen3moe and qwen3next, and that
+// models/<arch>.strata binds. The pieces tests want to reach (the PRNG, the
+// glob matcher, the --types rules, the tensor tables) are declared here.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/format/GgmlType.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::tools {
+
+/// The usage text of the subcommand (part of `strata-gguf --help`).
+extern const char *const kSynthUsage;
+
+/// Runs `strata-gguf synth ARGS...` (\p args excludes "synth"). Prints
+/// diagnostics to stderr; returns the process exit status (0, or 1 for any
+/// error, in which case no output file is written).
+int synthMain(const std::vector<std::string> &args);
+
+//===----------------------------------------------------------------------===//
+// Random numbers
+//===----------------------------------------------------------------------===//
+
+/// One step of SplitMix64 (Steele, Lea, Flood 2014): advances \p state by the
+/// golden-ratio increment and returns the mixed value.
+uint64_t splitMix64(uint64_t &state);
+
+/// 64-bit FNV-1a hash of \p s (offset basis 0xcbf29ce484222325, prime
+/// 0x100000001b3); names a tensor's random stream.
+uint64_t fnv1a64(std::string_view s);
+
+/// xoshiro256** (Blackman, Vigna 2018) seeded through SplitMix64, with
+/// Box-Muller normals. Each tensor draws from its own stream, seeded by
+/// `seed ^ fnv1a64(name)`, so a tensor's values depend only on the seed and
+/// its name, not on the other tensors or on the chosen block types.
+class SynthRng {
+public:
+  /// Fills the four state words with SplitMix64 outputs started at \p seed.
+  explicit SynthRng(uint64_t seed);
+  /// A generator in the given xoshiro256** state (for tests; not all zero).
+  static SynthRng fromState(const std::array<uint64_t, 4> &state);
+  /// Stream for tensor \p name under \p seed.
+  static SynthRng forTensor(uint64_t seed, std::string_view name);
+
+  /// Next 64 random bits.
+  uint64_t next();
+  /// Uniform double in [0, 1) from the top 53 bits of next().
+  double uniform();
+  /// Standard normal from the Box-Muller transform of two uniforms
+  /// (r = sqrt(-2 ln(1 - u1)), cos then sin of 2*pi*u2 on alternate calls).
+  double normal();
+
+private:
+  uint64_t s_[4];
+  bool haveSpare_ = false;
+  double spare_ = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// --types
+//===----------------------------------------------------------------------===//
+
+/// Checks fnmatch-style glob syntax: `*`, `?`, `[set]` (ranges `a-z`, `!` or
+/// `^` negates, a `]` first in the set is literal) and `\` escapes. Returns
+/// an empty string if \p pattern is valid, else what is wrong with it.
+std::string globSyntaxError(std::string_view pattern);
+
+/// True if \p text matches the whole of \p pattern (a glob that passed
+/// globSyntaxError; `*` and `?` match any character, '.' included).
+bool globMatch(std::string_view pattern, std::string_view text);
+
+/// One GLOB=TYPE override.
+struct TypeRule {
+  std::string glob;
+  format::GgmlType type;
+  std::string text; ///< the rule as written, for diagnostics
+};
+
+/// A parsed --types value: DEFAULT[,GLOB=TYPE...].
+struct TypeSpec {
+  format::GgmlType defaultType = format::GgmlType::F32;
+  std::vector<TypeRule> rules; ///< in order; the first match wins
+};
+
+/// Parses \p spec. The first item is the default type unless it contains
+/// '='; every other item is GLOB=TYPE (split at the last '='). Types are
+/// spelled as in the IR ("q4_k") or as ggml names ("Q4_K") and must be ones
+/// strata can quantise to. On error returns nullopt and sets \p error.
+std::optional<TypeSpec> parseTypeSpec(std::string_view spec,
+                                      std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Architectures and presets
+//===----------------------------------------------------------------------===//
+
+/// How a tensor's values are drawn.
+enum class SynthInit {
+  FanIn,  ///< N(0, 1/sqrt(ne0)): weights, embeddings, routers, conv taps
+  Norm,   ///< 1 + 0.1 N(0, 1): RMSNorm weights
+  SsmA,   ///< -exp(U(0, 1)): qwen3next's A = -exp(A_log), always < 0
+  DtBias, ///< 0.1 N(0, 1): qwen3next's ssm_dt.bias
+};
+
+/// One tensor of a synthetic model.
+struct SynthTensor {
+  std::string name;
+  std::vector<uint64_t> dims; ///< ggml order (dims[0] = row length)
+  SynthInit init = SynthInit::FanIn;
+  /// The default type does not apply (llama-quantize keeps it f32, e.g.
+  /// ssm_conv1d); an explicit GLOB=TYPE rule still does.
+  bool defaultF32 = false;
+};
+
+/// The architecture names synth knows, in order.
+std::vector<std::string> synthArchNames();
+/// The preset names known for \p arch (empty if the arch is unknown).
+std::vector<std::string> synthPresetNames(std::string_view arch);
+
+/// The tensors of \p arch at \p preset, in file order, or an empty vector if
+/// either is unknown.
+std::vector<SynthTensor> synthTensors(std::string_view arch,
+                                      std::string_view preset);
+
+} // namespace strata::tools
