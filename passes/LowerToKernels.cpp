@@ -3,9 +3,9 @@
 // Replaces every registry op of the flat @main by `kernel<recipe>` with the
 // same operands and attributes and its inferred result types written out.
 // The recipe is the catalog entry (runtime/format/Recipes.def) named like the
-// op; `reshape` stays an op because it is a view that plan-memory aliases,
-// not a launch. Fusion passes run before this one and leave fused ops that
-// map to fused recipes.
+// op; `reshape` of a value stays an op because it is a view that plan-memory
+// aliases, not a launch (a reshape of a weight becomes kernel<copy>). Fusion
+// passes run before this one and leave fused ops that map to fused recipes.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Pass.h"
@@ -33,9 +33,18 @@ public:
     }
     bool ok = true;
     for (auto &op : main->body.ops) {
-      if (op->kind == OpKind::Return || op->kind == OpKind::Kernel ||
-          op->kind == OpKind::Reshape)
+      if (op->kind == OpKind::Return || op->kind == OpKind::Kernel)
         continue;
+      // A reshape of a value is a view; a reshape of a weight must bring the
+      // weight into the arena, which is a copy.
+      if (op->kind == OpKind::Reshape) {
+        if (op->operands[0].isWeight()) {
+          op->declaredTypes[0] = op->results[0]->type;
+          op->callee = "copy";
+          op->kind = OpKind::Kernel;
+        }
+        continue;
+      }
       if (!opInfo(op->kind)) {
         ctx.diag.error(op->loc, fmt::format("lower-to-kernels: '{}' must be "
                                             "expanded first",

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: parse and verify the bundled qwen3
-# description, bind it to a tiny qwen3 header (key/value stand-in for a GGUF
-# file), expand it into one flat function, and print it.
+# The main job on the embedded default: synthesise a tiny qwen3 model (real
+# GGUF names, metadata and a quantised weight mix), compile the bundled
+# description for it, run the plan on the CPU backend, and print the top
+# tokens of the last position and the kernel report.
+#   scripts/demo.sh [ARCH]     ARCH: qwen3 (default), qwen3moe, qwen3next
 set -euo pipefail
 cd "$(dirname "$0")/.."
+arch=${1:-qwen3}
 bash scripts/install-deps.sh >/dev/null
 export CC=clang-19 CXX=clang++-19
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --target strata-opt >/dev/null
-model=${1:-models/qwen3.strata}
-meta=${2:-test/Inputs/qwen3-tiny.kv}
-echo "# strata-opt $model --meta $meta --pass-pipeline=expand" >&2
-build/bin/strata-opt "$model" --meta "$meta" --pass-pipeline=expand
+cmake --build build --target strata-gguf strata-compile strata-run >/dev/null
+work=build/demo
+mkdir -p "$work"
+set -x
+build/bin/strata-gguf synth --arch "$arch" --preset tiny --seed 1 \
+  --types 'q8_0,*ffn_down*=q6_k,*_exps*=iq3_s,*attn_v*=iq4_nl,*attn_output*=iq4_xs' \
+  -o "$work/$arch-tiny.gguf"
+build/bin/strata-compile "models/$arch.strata" --gguf "$work/$arch-tiny.gguf" \
+  --max-tokens 64 --target host -o "$work/$arch.plan" --report
+build/bin/strata-run "$work/$arch.plan" --gguf "$work/$arch-tiny.gguf" \
+  --tokens 11,42,7,300,5,99,123,8 --backend cpu --top 5

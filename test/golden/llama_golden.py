@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--archs", default=",".join(ARCHS))
+    ap.add_argument("--kinds", default="f32,mix",
+                    help="weight sets to compare: f32, mix")
     a = ap.parse_args()
     try:
         from llama_logits import llama_logits
@@ -62,7 +64,7 @@ def main():
     results, failed = [], 0
     for arch in a.archs.split(","):
         for seed in [int(s) for s in a.seeds.split(",")]:
-            for kind in ("f32", "mix"):
+            for kind in a.kinds.split(","):
                 tag = f"{arch}-s{seed}-{kind}"
                 gguf = os.path.join(a.workdir, tag + ".gguf")
                 plan = os.path.join(a.workdir, tag + ".plan")

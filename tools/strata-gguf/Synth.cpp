@@ -62,7 +62,8 @@ const char *const kSynthUsage =
     "Values: each tensor draws from its own xoshiro256** stream seeded with\n"
     "seed ^ fnv1a64(name) through SplitMix64, normals by Box-Muller, so a\n"
     "tensor's values do not depend on --types or on the other tensors.\n"
-    "Matrices, embeddings, routers and conv taps are N(0, 1/sqrt(ne0));\n"
+    "Matrices, embeddings and conv taps are N(0, 1/sqrt(ne0)), routers 8x\n"
+    "that (decisive routing) and f32 unless a rule names them;\n"
     "norm weights 1 + 0.1 N(0,1); ssm_a = -exp(U(0,1)); ssm_dt.bias\n"
     "0.1 N(0,1).\n";
 
@@ -509,7 +510,7 @@ std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
 
   add("token_embd.weight", {D, p.vocab});
   add("output_norm.weight", {D}, SynthInit::Norm);
-  add("output.weight", {D, p.vocab});
+  add("output.weight", {D, p.vocab}, SynthInit::Head);
 
   for (uint32_t l = 0; l < p.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
@@ -519,13 +520,14 @@ std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
       add(b + "attn_k.weight", {D, HKV * HD});
       add(b + "attn_k_norm.weight", {HD}, SynthInit::Norm);
       add(b + "attn_v.weight", {D, HKV * HD});
-      add(b + "attn_output.weight", {H * HD, D});
+      add(b + "attn_output.weight", {H * HD, D}, SynthInit::Residual);
     };
     auto routedExperts = [&] {
-      add(b + "ffn_gate_inp.weight", {D, E});
+      // llama-quantize keeps routers f32, and so does the default type here.
+      add(b + "ffn_gate_inp.weight", {D, E}, SynthInit::Router, true);
       add(b + "ffn_gate_exps.weight", {D, FE, E});
       add(b + "ffn_up_exps.weight", {D, FE, E});
-      add(b + "ffn_down_exps.weight", {FE, D, E});
+      add(b + "ffn_down_exps.weight", {FE, D, E}, SynthInit::Residual);
     };
     switch (arch) {
     case Arch::Qwen3:
@@ -534,7 +536,7 @@ std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
       add(b + "ffn_norm.weight", {D}, SynthInit::Norm);
       add(b + "ffn_gate.weight", {D, p.ffn});
       add(b + "ffn_up.weight", {D, p.ffn});
-      add(b + "ffn_down.weight", {p.ffn, D});
+      add(b + "ffn_down.weight", {p.ffn, D}, SynthInit::Residual);
       break;
     case Arch::Qwen3Moe:
       add(b + "attn_norm.weight", {D}, SynthInit::Norm);
@@ -560,13 +562,13 @@ std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
         add(b + "ssm_a", {p.ssmVHeads}, SynthInit::SsmA);
         add(b + "ssm_ba.weight", {D, 2 * uint64_t(p.ssmVHeads)});
         add(b + "ssm_norm.weight", {p.ssmState}, SynthInit::Norm);
-        add(b + "ssm_out.weight", {valueDim, D});
+        add(b + "ssm_out.weight", {valueDim, D}, SynthInit::Residual);
       }
       routedExperts();
       add(b + "ffn_gate_inp_shexp.weight", {D});
       add(b + "ffn_gate_shexp.weight", {D, p.sharedFfn});
       add(b + "ffn_up_shexp.weight", {D, p.sharedFfn});
-      add(b + "ffn_down_shexp.weight", {p.sharedFfn, D});
+      add(b + "ffn_down_shexp.weight", {p.sharedFfn, D}, SynthInit::Residual);
       break;
     }
     }
@@ -844,11 +846,31 @@ std::vector<float> drawValues(const SynthTensor &t, uint64_t seed) {
   std::vector<float> v(n);
   SynthRng rng = SynthRng::forTensor(seed, t.name);
   const double sigma = 1.0 / std::sqrt(static_cast<double>(t.dims[0]));
-  for (float &x : v) {
+  // Head rows get a log-normal scale each (token frequency in a trained
+  // model), so the top logits stand apart instead of being near-ties.
+  std::vector<double> rowScale;
+  if (t.init == SynthInit::Head) {
+    SynthRng rows = SynthRng::forTensor(seed, t.name + "#rows");
+    rowScale.resize(n / t.dims[0]);
+    for (double &r : rowScale)
+      r = std::exp(0.75 * rows.normal());
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    float &x = v[i];
     switch (t.init) {
+    case SynthInit::Head:
+      x = static_cast<float>(rowScale[i / t.dims[0]] * sigma * rng.normal());
+      break;
     case SynthInit::FanIn:
       x = static_cast<float>(sigma * rng.normal());
       break;
+    case SynthInit::Router:
+      x = static_cast<float>(8.0 * sigma * rng.normal());
+      break;
+    case SynthInit::Residual:
+      x = static_cast<float>(0.25 * sigma * rng.normal());
+      break;
+
     case SynthInit::Norm:
       x = static_cast<float>(1.0 + 0.1 * rng.normal());
       break;

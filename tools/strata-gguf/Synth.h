@@ -106,7 +106,17 @@ std::optional<TypeSpec> parseTypeSpec(std::string_view spec,
 
 /// How a tensor's values are drawn.
 enum class SynthInit {
-  FanIn,  ///< N(0, 1/sqrt(ne0)): weights, embeddings, routers, conv taps
+  FanIn, ///< N(0, 1/sqrt(ne0)): weights, embeddings, conv taps
+  /// 8 N(0, 1/sqrt(ne0)): expert routers. Trained routers are decisive; a
+  /// flat random router makes top-k selection flip on rounding noise.
+  Router,
+  /// 0.25 N(0, 1/sqrt(ne0)): projections that write the residual stream
+  /// (attn_output, ffn_down*, ssm_out), so each layer nudges the stream as
+  /// in trained models instead of replacing it.
+  Residual,
+  /// N(0, 1/sqrt(ne0)) times a log-normal scale per row: the LM head.
+  Head,
+
   Norm,   ///< 1 + 0.1 N(0, 1): RMSNorm weights
   SsmA,   ///< -exp(U(0, 1)): qwen3next's A = -exp(A_log), always < 0
   DtBias, ///< 0.1 N(0, 1): qwen3next's ssm_dt.bias

@@ -1,0 +1,105 @@
+//===- Device.h - the runtime's hardware abstraction ------------*- C++ -*-===//
+//
+// A `Device` is what the executor drives: it allocates the arena, moves
+// bytes, makes weights visible to kernels and launches one recipe at a time.
+// It makes no decisions; the plan did. Backends (cpu/, later cuda/ and hip/)
+// implement it; `createDevice` picks one by name.
+//
+// Addresses handed to a device are its own (host pointers on the CPU). A
+// launch names each operand with its address, element type and IR shape at
+// the run's token count, so a backend needs nothing else from the plan.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/format/Plan.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+/// The attributes of one kernel (PlanKernel::attrs).
+using AttrMap = std::map<std::string, format::PlanAttr>;
+
+/// One operand of a launch: an arena buffer or a GGUF weight.
+struct TensorArg {
+  /// Device address of the first element (weights: of the first row).
+  void *data = nullptr;
+  /// Bytes addressable at `data` (at least what `shape` covers).
+  uint64_t bytes = 0;
+  bool isWeight = false;
+  /// Element type of a buffer.
+  format::PlanDType dtype = format::PlanDType::F32;
+  /// Storage type of a weight (rows of blocks along the last IR dim).
+  format::GgmlType weightType = format::GgmlType::F32;
+  /// IR order, row-major, last dim fastest; a ggml tensor [K, N] is [N, K].
+  std::vector<int64_t> shape;
+  /// Buffer or weight name, for diagnostics.
+  std::string name;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// One kernel launch.
+struct Launch {
+  format::Recipe recipe = format::Recipe::Copy;
+  /// The kernel's attributes; null means none.
+  const AttrMap *attrs = nullptr;
+  std::vector<TensorArg> inputs;
+  std::vector<TensorArg> outputs;
+};
+
+/// A compute device. Every fallible call returns false and sets \p error to
+/// a one-line message.
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// The backend's name ("cpu").
+  virtual const char *name() const = 0;
+  /// True if launch() implements recipe \p r.
+  virtual bool supports(format::Recipe r) const = 0;
+
+  /// Allocates \p bytes of device memory, aligned to at least 64 bytes.
+  virtual void *alloc(uint64_t bytes, std::string &error) = 0;
+  /// Frees memory from alloc() (null is ignored).
+  virtual void release(void *ptr) = 0;
+  /// Fills \p bytes (a multiple of 4) at \p dst with the 32-bit \p pattern.
+  virtual bool fill32(void *dst, uint32_t pattern, uint64_t bytes,
+                      std::string &error) = 0;
+  /// Copies host memory to the device.
+  virtual bool upload(void *dst, const void *src, uint64_t bytes,
+                      std::string &error) = 0;
+  /// Copies device memory to the host.
+  virtual bool download(void *dst, const void *src, uint64_t bytes,
+                        std::string &error) = 0;
+  /// Makes \p bytes of weight data at host address \p host (the mapped GGUF,
+  /// alive as long as the device) readable by kernels and returns the device
+  /// address; the CPU returns \p host itself, a GPU uploads once.
+  virtual void *mapWeight(const void *host, uint64_t bytes,
+                          std::string &error) = 0;
+
+  /// Enqueues one kernel. An operand inconsistent with the recipe (shape,
+  /// type, attribute, out-of-range index) is an error, never a crash.
+  virtual bool launch(const Launch &launch, std::string &error) = 0;
+  /// Waits until every enqueued launch and copy has finished.
+  virtual bool synchronize(std::string &error) = 0;
+};
+
+/// The backends this build has, in preference order ("cpu" first).
+std::vector<std::string> deviceNames();
+
+/// Creates the backend named \p name, or returns null and sets \p error.
+std::unique_ptr<Device> createDevice(const std::string &name,
+                                     std::string &error);
+
+} // namespace strata::runtime

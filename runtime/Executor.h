@@ -1,0 +1,87 @@
+//===- Executor.h - run a compiled plan on a device -------------*- C++ -*-===//
+//
+// The executor maps the GGUF, checks the plan's weights against it, allocates
+// one arena of `plan.arenaBytes` and, per run, writes the prompt's token ids
+// into the plan's input buffer and launches every kernel in order with shapes
+// evaluated at the prompt length T'. It makes no decisions of its own.
+//
+// When the plan is loaded, every buffer a kernel reads must be a plan input,
+// an earlier kernel's output or a view of one (same offset and size). What
+// that cannot see (a kernel writing less than its shape, extents that
+// disagree at T' < max_tokens) shows up at run time: the arena is filled with
+// NaN (the 32-bit pattern kPoison) before every run, and the executor reports
+// NaN always in the output, and after every kernel with setNanCheck.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Device.h"
+#include "runtime/format/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::format {
+class GgufFile;
+} // namespace strata::format
+
+namespace strata::runtime {
+
+/// The arena's fill before each run: a quiet NaN as f32 and, per half, as
+/// f16 and bf16; as an i32 it is an id far out of any table's range.
+constexpr uint32_t kPoison = 0x7FC07FC0u;
+
+/// The plan's output buffer after a run, as f32.
+struct RunOutput {
+  std::vector<int64_t> shape; ///< at T', e.g. [T', vocab]
+  std::vector<float> data;    ///< row-major
+};
+
+class Executor {
+public:
+  /// Opens \p ggufPath, checks the plan's weights against it (the error names
+  /// the weight), creates backend \p backendName, checks that it implements
+  /// every recipe of the plan and allocates the arena. Returns null and sets
+  /// \p error to a one-line message on failure.
+  static std::unique_ptr<Executor> create(const format::Plan &plan,
+                                          const std::string &ggufPath,
+                                          const std::string &backendName,
+                                          std::string &error);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Runs the plan on \p tokens (1 <= size <= plan().maxTokens, each a valid
+  /// row of every table that reads them) and returns plan.outputs[0].
+  /// Errors name the kernel ("kernel 12 (matmul): ...") or the token.
+  bool run(const std::vector<int32_t> &tokens, RunOutput &out,
+           std::string &error);
+
+  /// After every kernel, scan its floating-point outputs for NaN and fail
+  /// naming the first kernel that left one (slow; for debugging).
+  void setNanCheck(bool on) { nanCheck_ = on; }
+
+  const format::Plan &plan() const { return plan_; }
+  Device &device() { return *device_; }
+
+private:
+  Executor() = default;
+  /// Buffer \p index (or any operand) at T' = \p tokens.
+  TensorArg bufferArg(uint32_t index, int64_t tokens) const;
+  TensorArg operandArg(const format::PlanOperand &o, int64_t tokens) const;
+  /// Copies buffer \p index at T' = \p tokens to the host as f32.
+  bool readBuffer(uint32_t index, int64_t tokens, std::vector<float> &out,
+                  std::string &error);
+
+  format::Plan plan_;
+  std::unique_ptr<format::GgufFile> gguf_;
+  std::unique_ptr<Device> device_;
+  uint8_t *arena_ = nullptr;
+  std::vector<void *> weightData_; ///< device address per plan weight
+  std::vector<uint64_t> weightBytes_;
+  bool nanCheck_ = false;
+};
+
+} // namespace strata::runtime

@@ -1,0 +1,182 @@
+//===- Elementwise.cpp - unary, scale, cast and broadcasting binary ops ---===//
+#include "runtime/Elements.h"
+#include "runtime/cpu/CpuKernel.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+namespace strata::runtime::cpu {
+
+using format::PlanDType;
+
+namespace {
+
+/// y[i] = f(x[i]) over same-sized input and output (shapes may differ).
+template <typename F> void unary(KernelCtx &ctx, F f) {
+  int64_t n = ctx.in(0).numElements();
+  if (ctx.out(0).numElements() != n)
+    fail(fmt::format("{} and {} differ in element count", ctx.describeIn(0),
+                     ctx.describeOut(0)));
+  const float *x = ctx.f32(0);
+  float *y = ctx.outF32(0);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = f(x[i]);
+}
+
+/// numpy broadcasting of a and b to the output's shape.
+template <typename F> void binary(KernelCtx &ctx, F f) {
+  const std::vector<int64_t> &out = ctx.outShape(0);
+  size_t rank = out.size();
+  // Each input's dims aligned to the output's trailing dims, and its
+  // element strides with 0 where a dim of 1 broadcasts.
+  std::vector<int64_t> stride[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<int64_t> &s = ctx.inShape(i);
+    if (s.size() > rank)
+      fail(fmt::format("{} has a higher rank than {}", ctx.describeIn(i),
+                       ctx.describeOut(0)));
+    stride[i].assign(rank, 0);
+    int64_t step = 1;
+    for (size_t k = 0; k < s.size(); ++k) {
+      size_t d = s.size() - 1 - k, od = rank - 1 - k;
+      if (s[d] != out[od] && s[d] != 1)
+        fail(fmt::format("{} does not broadcast to {}", ctx.describeIn(i),
+                         ctx.describeOut(0)));
+      stride[i][od] = s[d] == 1 ? 0 : step;
+      step *= s[d];
+    }
+  }
+  // Every output dim must come from an input (numpy never grows a dim).
+  for (size_t d = 0; d < rank; ++d) {
+    auto dimOf = [&](size_t i) {
+      const std::vector<int64_t> &s = ctx.inShape(i);
+      size_t lead = rank - s.size();
+      return d < lead ? int64_t(1) : s[d - lead];
+    };
+    if (out[d] != std::max(dimOf(0), dimOf(1)))
+      fail(fmt::format("{} is not the broadcast of {} and {}",
+                       ctx.describeOut(0), ctx.describeIn(0),
+                       ctx.describeIn(1)));
+  }
+  const float *a = ctx.f32(0);
+  const float *b = ctx.f32(1);
+  float *y = ctx.outF32(0);
+  int64_t n = ctx.out(0).numElements();
+  if (n == 0)
+    return;
+  // Walk the output in order with an odometer over its index.
+  std::vector<int64_t> idx(rank, 0);
+  int64_t ia = 0, ib = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = f(a[ia], b[ib]);
+    for (size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      ia += stride[0][d];
+      ib += stride[1][d];
+      if (idx[d] < out[d])
+        break;
+      ia -= stride[0][d] * out[d];
+      ib -= stride[1][d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+} // namespace
+
+void runNeg(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return -x; });
+}
+void runExp(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return std::exp(x); });
+}
+void runLog(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return std::log(x); });
+}
+void runSqrt(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return std::sqrt(x); });
+}
+void runRsqrt(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return 1.0f / std::sqrt(x); });
+}
+void runAbs(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return std::fabs(x); });
+}
+void runSquare(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return x * x; });
+}
+void runRelu(KernelCtx &ctx) {
+  // NaN passes through (x < 0 is false for it).
+  unary(ctx, [](float x) { return x < 0 ? 0.0f : x; });
+}
+void runSilu(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return x * sigmoidF32(x); });
+}
+void runSigmoid(KernelCtx &ctx) { unary(ctx, sigmoidF32); }
+void runSoftplus(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); });
+}
+void runGelu(KernelCtx &ctx) {
+  const float c = std::sqrt(2.0f / std::numbers::pi_v<float>);
+  unary(ctx, [c](float x) {
+    return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+  });
+}
+void runTanh(KernelCtx &ctx) {
+  unary(ctx, [](float x) { return std::tanh(x); });
+}
+
+void runScale(KernelCtx &ctx) {
+  float s = ctx.floatAttr("s");
+  float b = ctx.floatAttr("b", 0.0f);
+  unary(ctx, [s, b](float x) { return x * s + b; });
+}
+
+void runCast(KernelCtx &ctx) {
+  std::string to = ctx.strAttr("to");
+  auto type = format::planDTypeFromName(to);
+  if (!type)
+    fail(fmt::format("attribute 'to' names no activation type: '{}'", to));
+  const TensorArg &y = ctx.out(0);
+  if (y.dtype != *type)
+    fail(fmt::format("{} is {}, but 'to' is {}", ctx.describeOut(0),
+                     format::planDTypeName(y.dtype), to));
+  int64_t n = ctx.in(0).numElements();
+  if (y.numElements() != n)
+    fail(fmt::format("{} and {} differ in element count", ctx.describeIn(0),
+                     ctx.describeOut(0)));
+  PlanDType from = ctx.in(0).isWeight ? PlanDType::F32 : ctx.in(0).dtype;
+  const uint8_t *src = ctx.raw(0, from);
+  convertElements(from, src, *type, ctx.outRaw(0, *type), n);
+}
+
+void runAdd(KernelCtx &ctx) {
+  binary(ctx, [](float a, float b) { return a + b; });
+}
+void runSub(KernelCtx &ctx) {
+  binary(ctx, [](float a, float b) { return a - b; });
+}
+void runMul(KernelCtx &ctx) {
+  binary(ctx, [](float a, float b) { return a * b; });
+}
+void runDiv(KernelCtx &ctx) {
+  binary(ctx, [](float a, float b) { return a / b; });
+}
+void runMaximum(KernelCtx &ctx) {
+  // NaN propagates, as numpy.maximum does.
+  binary(ctx, [](float a, float b) {
+    return std::isnan(a) || std::isnan(b) ? kNan : (a > b ? a : b);
+  });
+}
+void runMinimum(KernelCtx &ctx) {
+  binary(ctx, [](float a, float b) {
+    return std::isnan(a) || std::isnan(b) ? kNan : (a < b ? a : b);
+  });
+}
+
+} // namespace strata::runtime::cpu

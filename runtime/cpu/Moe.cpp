@@ -1,0 +1,164 @@
+//===- Moe.cpp - moe_route, moe_experts, moe_combine ----------------------===//
+#include "runtime/cpu/CpuKernel.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+namespace strata::runtime::cpu {
+
+void runMoeRoute(KernelCtx &ctx) {
+  ctx.expectInRank(0, 2, "router logits [T, E]");
+  int64_t t = ctx.inShape(0)[0], e = ctx.inShape(0)[1];
+  int64_t k = ctx.intAttr("k");
+  if (k <= 0 || k > e)
+    fail(fmt::format("attribute 'k' = {} must be in 1..{} (the expert count)",
+                     k, e));
+  std::string func = ctx.strAttr("func");
+  if (func != "softmax" && func != "sigmoid")
+    fail(fmt::format("attribute 'func' must be \"softmax\" or \"sigmoid\", "
+                     "got \"{}\"",
+                     func));
+  if (!ctx.hasAttr("norm"))
+    fail("missing attribute 'norm'");
+  bool norm = ctx.boolAttr("norm", false);
+  ctx.expectOutShape(0, {t, k});
+  ctx.expectOutShape(1, {t, k});
+  const float *logits = ctx.f32(0);
+  float *weights = ctx.outF32(0);
+  int32_t *ids = ctx.outI32(1);
+  std::vector<float> p(e);
+  std::vector<int32_t> order(k);
+  std::vector<bool> taken(e);
+  for (int64_t ti = 0; ti < t; ++ti) {
+    const float *l = logits + ti * e;
+    if (func == "softmax") {
+      float max = -INFINITY;
+      for (int64_t i = 0; i < e; ++i)
+        max = std::max(max, l[i]);
+      float sum = 0;
+      for (int64_t i = 0; i < e; ++i) {
+        p[i] = std::exp(l[i] - max);
+        sum += p[i];
+      }
+      for (int64_t i = 0; i < e; ++i)
+        p[i] /= sum;
+    } else {
+      for (int64_t i = 0; i < e; ++i)
+        p[i] = sigmoidF32(l[i]);
+    }
+    // Top k by probability, descending; ties go to the lower expert id (a
+    // NaN is never picked before a number).
+    std::fill(taken.begin(), taken.end(), false);
+    for (int64_t s = 0; s < k; ++s) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < e; ++i)
+        if (!taken[i] && (best < 0 || p[i] > p[best] ||
+                          (std::isnan(p[best]) && !std::isnan(p[i]))))
+          best = i;
+      taken[best] = true;
+      order[s] = static_cast<int32_t>(best);
+    }
+    float sum = 0;
+    for (int64_t s = 0; s < k; ++s)
+      sum += p[order[s]];
+    for (int64_t s = 0; s < k; ++s) {
+      ids[ti * k + s] = order[s];
+      weights[ti * k + s] = norm ? p[order[s]] / sum : p[order[s]];
+    }
+  }
+}
+
+void runMoeExperts(KernelCtx &ctx) {
+  ctx.expectInRank(0, 2, "an input [T, D]");
+  ctx.expectInRank(1, 2, "expert ids [T, k]");
+  ctx.expectInRank(2, 3, "gate experts [E, F, D]");
+  ctx.expectInRank(3, 3, "up experts [E, F, D]");
+  ctx.expectInRank(4, 3, "down experts [E, D, F]");
+  int64_t t = ctx.inShape(0)[0], d = ctx.inShape(0)[1];
+  int64_t k = ctx.inShape(1)[1];
+  int64_t e = ctx.inShape(2)[0], f = ctx.inShape(2)[1];
+  if (ctx.inShape(1)[0] != t)
+    fail(fmt::format("{} must have {} rows", ctx.describeIn(1), t));
+  if (ctx.inShape(2) != std::vector<int64_t>{e, f, d} ||
+      ctx.inShape(3) != std::vector<int64_t>{e, f, d})
+    fail(fmt::format("{} and {} must both be [{}, {}, {}]", ctx.describeIn(2),
+                     ctx.describeIn(3), e, f, d));
+  if (ctx.inShape(4) != std::vector<int64_t>{e, d, f})
+    fail(fmt::format("{} must be [{}, {}, {}]", ctx.describeIn(4), e, d, f));
+  ctx.expectOutShape(0, {t, k, d});
+  const int32_t *ids = ctx.i32(1);
+  for (int64_t i = 0; i < t * k; ++i)
+    if (ids[i] < 0 || ids[i] >= e)
+      fail(fmt::format("expert id {} at [{}, {}] of {} is not below the "
+                       "expert count {}",
+                       ids[i], i / k, i % k, ctx.describeIn(1), e));
+  const float *x = ctx.f32(0);
+  float *y = ctx.outF32(0);
+  RowReader gate = ctx.rows(2), up = ctx.rows(3), down = ctx.rows(4);
+  // Slots (t, s) grouped by expert, so each expert's rows are read once.
+  std::vector<std::vector<int64_t>> slots(e);
+  for (int64_t i = 0; i < t * k; ++i)
+    slots[ids[i]].push_back(i);
+  std::atomic<int64_t> nextExpert{0};
+  onWorkers(ctx.threads(), e, t * k * 3 * f * d, [&](int, int) {
+    std::vector<float> gs(d), us(d), ds(f), hidden;
+    for (int64_t ex = nextExpert++; ex < e; ex = nextExpert++) {
+      const std::vector<int64_t> &mine = slots[ex];
+      if (mine.empty())
+        continue;
+      // hidden[m][j] = silu(gate_e[j] . x) * (up_e[j] . x) for slot m.
+      hidden.assign(mine.size() * f, 0.0f);
+      for (int64_t j = 0; j < f; ++j) {
+        const float *gr = gate.get(ex * f + j, gs.data());
+        const float *ur = up.get(ex * f + j, us.data());
+        for (size_t m = 0; m < mine.size(); ++m) {
+          const float *xt = x + (mine[m] / k) * d;
+          float a = dotF32(gr, xt, d);
+          hidden[m * f + j] = a * sigmoidF32(a) * dotF32(ur, xt, d);
+        }
+      }
+      // y[t, s, c] = down_e[c] . hidden[m].
+      for (int64_t c = 0; c < d; ++c) {
+        const float *dr = down.get(ex * d + c, ds.data());
+        for (size_t m = 0; m < mine.size(); ++m)
+          y[mine[m] * d + c] = dotF32(dr, hidden.data() + m * f, f);
+      }
+    }
+  });
+}
+
+void runMoeCombine(KernelCtx &ctx) {
+  ctx.expectInRank(0, 3, "expert outputs [T, k, D]");
+  int64_t t = ctx.inShape(0)[0], k = ctx.inShape(0)[1];
+  int64_t d = ctx.inShape(0)[2];
+  if (ctx.inShape(1) != std::vector<int64_t>{t, k})
+    fail(fmt::format("{} must be the weights [{}, {}]", ctx.describeIn(1), t,
+                     k));
+  if (ctx.numInputs() > 2 && ctx.inShape(2) != std::vector<int64_t>{t, d})
+    fail(fmt::format("{} must be the shared expert [{}, {}]", ctx.describeIn(2),
+                     t, d));
+  if (ctx.numInputs() > 3 && ctx.inShape(3) != std::vector<int64_t>{t, 1})
+    fail(fmt::format("{} must be the shared gate [{}, 1]", ctx.describeIn(3),
+                     t));
+  ctx.expectOutShape(0, {t, d});
+  const float *y = ctx.f32(0), *w = ctx.f32(1);
+  const float *shared = ctx.numInputs() > 2 ? ctx.f32(2) : nullptr;
+  const float *gate = ctx.numInputs() > 3 ? ctx.f32(3) : nullptr;
+  float *out = ctx.outF32(0);
+  for (int64_t ti = 0; ti < t; ++ti) {
+    float g = gate ? sigmoidF32(gate[ti]) : 1.0f;
+    for (int64_t c = 0; c < d; ++c) {
+      float acc = 0;
+      for (int64_t s = 0; s < k; ++s)
+        acc += w[ti * k + s] * y[(ti * k + s) * d + c];
+      if (shared)
+        acc += g * shared[ti * d + c];
+      out[ti * d + c] = acc;
+    }
+  }
+}
+
+} // namespace strata::runtime::cpu

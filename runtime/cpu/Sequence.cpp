@@ -1,0 +1,237 @@
+//===- Sequence.cpp - rope, attention, conv1d_causal, gated_delta_rule ----===//
+#include "runtime/cpu/CpuKernel.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace strata::runtime::cpu {
+
+namespace {
+
+/// Fails unless dim \p d of input \p i is \p want.
+void expectDim(const KernelCtx &ctx, size_t i, size_t d, int64_t want,
+               const char *what) {
+  if (ctx.inShape(i)[d] != want)
+    fail(fmt::format("{}: {} is {}, expected {}", ctx.describeIn(i), what,
+                     ctx.inShape(i)[d], want));
+}
+
+} // namespace
+
+void runRope(KernelCtx &ctx) {
+  ctx.expectInRank(0, 3, "an input [T, H, D]");
+  ctx.expectInRank(1, 1, "positions [T]");
+  const std::vector<int64_t> &xs = ctx.inShape(0);
+  int64_t t = xs[0], h = xs[1], d = xs[2];
+  expectDim(ctx, 1, 0, t, "the position count");
+  ctx.expectOutShape(0, xs);
+  std::string mode = ctx.strAttr("mode");
+  if (mode != "neox" && mode != "normal")
+    fail(fmt::format("attribute 'mode' must be \"neox\" or \"normal\", got "
+                     "\"{}\"",
+                     mode));
+  bool neox = mode == "neox";
+  int64_t n = ctx.intAttr("dims");
+  if (n <= 0 || n % 2 != 0 || n > d)
+    fail(fmt::format("attribute 'dims' = {} must be even and in 2..{}", n, d));
+  float base = ctx.floatAttr("base");
+  // `sections` (multi-section rope) with one position stream rotates like
+  // plain rope; nothing to do with it here.
+  const float *x = ctx.f32(0);
+  const int32_t *pos = ctx.i32(1);
+  float *y = ctx.outF32(0);
+  // As llama.cpp: theta_i = pos * base^(-2i/n), by repeated products in f32.
+  float thetaScale = std::pow(base, -2.0f / static_cast<float>(n));
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t hi = 0; hi < h; ++hi) {
+      const float *xr = x + (ti * h + hi) * d;
+      float *yr = y + (ti * h + hi) * d;
+      float theta = static_cast<float>(pos[ti]);
+      for (int64_t i = 0; i < n / 2; ++i) {
+        float c = std::cos(theta), s = std::sin(theta);
+        int64_t ia = neox ? i : 2 * i, ib = neox ? i + n / 2 : 2 * i + 1;
+        float a = xr[ia], b = xr[ib];
+        yr[ia] = a * c - b * s;
+        yr[ib] = a * s + b * c;
+        theta *= thetaScale;
+      }
+      for (int64_t i = n; i < d; ++i)
+        yr[i] = xr[i];
+    }
+}
+
+void runAttention(KernelCtx &ctx) {
+  for (size_t i = 0; i < 3; ++i)
+    ctx.expectInRank(i, 3, "q, k or v [T, heads, dim]");
+  bool gated = ctx.boolAttr("gated", false);
+  int64_t block = ctx.intAttr("block", 0);
+  if (block < 0)
+    fail(fmt::format("attribute 'block' = {} must be >= 0", block));
+  size_t want = 3 + (gated ? 1 : 0) + (block > 0 ? 1 : 0);
+  if (ctx.numInputs() != want)
+    fail(fmt::format("expects {} inputs (q, k, v{}{}), got {}", want,
+                     gated ? ", gate" : "", block > 0 ? ", index" : "",
+                     ctx.numInputs()));
+  float scale = ctx.floatAttr("scale");
+  bool causal = ctx.boolAttr("causal", true);
+  const std::vector<int64_t> &qs = ctx.inShape(0);
+  int64_t t = qs[0], h = qs[1], d = qs[2];
+  int64_t tk = ctx.inShape(1)[0], hkv = ctx.inShape(1)[1];
+  int64_t dv = ctx.inShape(2)[2];
+  expectDim(ctx, 1, 2, d, "the head dim");
+  expectDim(ctx, 2, 0, tk, "the key count");
+  expectDim(ctx, 2, 1, hkv, "the kv head count");
+  if (causal)
+    expectDim(ctx, 1, 0, t, "the key count (causal)");
+  if (hkv == 0 || h % hkv != 0)
+    fail(fmt::format("query heads {} are not a multiple of kv heads {}", h,
+                     hkv));
+  ctx.expectOutShape(0, {t, h, dv});
+  size_t next = 3;
+  const float *gate = nullptr;
+  if (gated) {
+    if (ctx.inShape(next) != std::vector<int64_t>{t, h, dv})
+      fail(fmt::format("{} must be the gate [{}, {}, {}]", ctx.describeIn(next),
+                       t, h, dv));
+    gate = ctx.f32(next++);
+  }
+  const int32_t *index = nullptr;
+  int64_t nb = 0;
+  if (block > 0) {
+    ctx.expectInRank(next, 2, "a block index [T, B]");
+    expectDim(ctx, next, 0, t, "the token count");
+    nb = ctx.inShape(next)[1];
+    index = ctx.i32(next);
+  }
+  const float *q = ctx.f32(0), *k = ctx.f32(1), *v = ctx.f32(2);
+  float *out = ctx.outF32(0);
+  int64_t group = h / hkv;
+  onWorkers(
+      ctx.threads(), t * h, t * tk * h * (d + dv), [&](int worker, int nw) {
+        std::vector<float> p(tk);
+        std::vector<int64_t> keys;
+        // Rows (t, head) alternate between workers: causal rows grow with t.
+        for (int64_t row = worker; row < t * h; row += nw) {
+          int64_t ti = row / h, hi = row % h, kvh = hi / group;
+          keys.clear();
+          for (int64_t j = 0; j < (causal ? ti + 1 : tk); ++j) {
+            bool ok = index == nullptr;
+            for (int64_t b = 0; b < nb && !ok; ++b)
+              ok = index[ti * nb + b] >= 0 && index[ti * nb + b] == j / block;
+            if (ok)
+              keys.push_back(j);
+          }
+          const float *qr = q + (ti * h + hi) * d;
+          float *o = out + (ti * h + hi) * dv;
+          float max = -INFINITY;
+          for (size_t m = 0; m < keys.size(); ++m) {
+            p[m] = scale * dotF32(qr, k + (keys[m] * hkv + kvh) * d, d);
+            max = std::max(max, p[m]);
+          }
+          float sum = 0;
+          for (size_t m = 0; m < keys.size(); ++m) {
+            p[m] = std::exp(p[m] - max);
+            sum += p[m];
+          }
+          for (int64_t c = 0; c < dv; ++c)
+            o[c] = 0;
+          // A row that may see no key (empty block selection) stays 0.
+          for (size_t m = 0; m < keys.size(); ++m) {
+            float pm = p[m] / sum;
+            const float *vr = v + (keys[m] * hkv + kvh) * dv;
+            for (int64_t c = 0; c < dv; ++c)
+              o[c] += pm * vr[c];
+          }
+          if (gate)
+            for (int64_t c = 0; c < dv; ++c)
+              o[c] *= sigmoidF32(gate[(ti * h + hi) * dv + c]);
+        }
+      });
+}
+
+void runConv1dCausal(KernelCtx &ctx) {
+  ctx.expectInRank(0, 2, "an input [T, C]");
+  ctx.expectInRank(1, 2, "a weight [C, K]");
+  int64_t t = ctx.inShape(0)[0], c = ctx.inShape(0)[1];
+  int64_t kw = ctx.inShape(1)[1];
+  expectDim(ctx, 1, 0, c, "the channel count");
+  ctx.expectOutShape(0, {t, c});
+  const float *x = ctx.f32(0), *w = ctx.f32(1);
+  float *y = ctx.outF32(0);
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t ci = 0; ci < c; ++ci) {
+      float sum = 0;
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t src = ti - kw + 1 + j;
+        if (src >= 0)
+          sum += w[ci * kw + j] * x[src * c + ci];
+      }
+      y[ti * c + ci] = sum;
+    }
+}
+
+void runGatedDeltaRule(KernelCtx &ctx) {
+  static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
+                                 "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
+  static const size_t kRanks[] = {3, 3, 3, 2, 2};
+  for (size_t i = 0; i < 5; ++i)
+    ctx.expectInRank(i, kRanks[i], kNames[i]);
+  int64_t t = ctx.inShape(0)[0], hk = ctx.inShape(0)[1];
+  int64_t dk = ctx.inShape(0)[2];
+  int64_t h = ctx.inShape(2)[1], dv = ctx.inShape(2)[2];
+  if (ctx.inShape(1) != ctx.inShape(0))
+    fail(fmt::format("{} and {} must have the same shape", ctx.describeIn(0),
+                     ctx.describeIn(1)));
+  expectDim(ctx, 2, 0, t, "the token count");
+  for (size_t i = 3; i < 5; ++i)
+    if (ctx.inShape(i) != std::vector<int64_t>{t, h})
+      fail(fmt::format("{} must be [{}, {}]", ctx.describeIn(i), t, h));
+  if (hk == 0 || h % hk != 0)
+    fail(fmt::format("value heads {} are not a multiple of key heads {}", h,
+                     hk));
+  ctx.expectOutShape(0, {t, h, dv});
+  float scale = ctx.floatAttr(
+      "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
+  const float *q = ctx.f32(0), *k = ctx.f32(1), *v = ctx.f32(2);
+  const float *g = ctx.f32(3), *beta = ctx.f32(4);
+  float *out = ctx.outF32(0);
+  onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
+    std::vector<float> s(dk * dv), kv(dv), delta(dv);
+    for (int64_t hi = worker; hi < h; hi += nw) {
+      // Value head hi reads key head hi / (h / hk): llama.cpp's qwen3next
+      // repeats each q/k head h/hk times in place (repeat-interleave), and
+      // only that order reproduces its logits.
+      int64_t kh = hi / (h / hk);
+      std::fill(s.begin(), s.end(), 0.0f);
+      for (int64_t ti = 0; ti < t; ++ti) {
+        const float *qt = q + (ti * hk + kh) * dk;
+        const float *kt = k + (ti * hk + kh) * dk;
+        const float *vt = v + (ti * h + hi) * dv;
+        float decay = std::exp(g[ti * h + hi]);
+        float b = beta[ti * h + hi];
+        for (float &e : s)
+          e *= decay;
+        for (int64_t j = 0; j < dv; ++j) {
+          float acc = 0;
+          for (int64_t i = 0; i < dk; ++i)
+            acc += s[i * dv + j] * kt[i];
+          kv[j] = acc;
+          delta[j] = (vt[j] - kv[j]) * b;
+        }
+        for (int64_t i = 0; i < dk; ++i)
+          for (int64_t j = 0; j < dv; ++j)
+            s[i * dv + j] += kt[i] * delta[j];
+        float *o = out + (ti * h + hi) * dv;
+        for (int64_t j = 0; j < dv; ++j) {
+          float acc = 0;
+          for (int64_t i = 0; i < dk; ++i)
+            acc += s[i * dv + j] * qt[i];
+          o[j] = scale * acc;
+        }
+      }
+    }
+  });
+}
+
+} // namespace strata::runtime::cpu

@@ -1,0 +1,514 @@
+//===- ExecutorTest.cpp - plans end to end, and every error path ----------===//
+//
+// A tiny model (embedding Q8_0 -> rms_norm -> Q4_K matmul -> silu in place
+// -> residual add -> Q6_K output head) written as a GGUF and a hand-built
+// plan, run at every prompt length against a double-precision reference.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+#include "runtime/format/Gguf.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace strata;
+using namespace strata::runtime;
+using namespace strata::runtime::test;
+using format::Plan;
+using format::PlanDim;
+using format::PlanOperand;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+public:
+  TempDir() {
+    std::string templ = ::testing::TempDir() + "strata-runtime-test-XXXXXX";
+    EXPECT_NE(::mkdtemp(templ.data()), nullptr);
+    path = templ;
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string &name) const { return path + "/" + name; }
+  std::string path;
+};
+
+constexpr PlanDim kT = {1, 0};
+PlanDim c(int64_t v) { return {0, v}; }
+PlanOperand B(uint32_t i) { return {false, i}; }
+PlanOperand W(uint32_t i) { return {true, i}; }
+
+/// Builds plans by hand: buffers packed in order (or at a given offset).
+struct PlanBuilder {
+  Plan p;
+  uint64_t end = 0;
+
+  explicit PlanBuilder(int64_t maxTokens) {
+    p.model = "tiny";
+    p.arch = "tiny";
+    p.target = "host";
+    p.maxTokens = maxTokens;
+  }
+  uint32_t buffer(const std::string &name, PlanDType type,
+                  std::vector<PlanDim> shape, int64_t at = -1) {
+    format::PlanBuffer b;
+    b.name = name;
+    b.dtype = type;
+    b.shape = std::move(shape);
+    b.bytes = b.numElements(p.maxTokens) * format::planDTypeSize(type);
+    b.offset = at >= 0 ? static_cast<uint64_t>(at) : end;
+    end = std::max(end, (b.offset + b.bytes + 63) / 64 * 64);
+    p.buffers.push_back(b);
+    return static_cast<uint32_t>(p.buffers.size() - 1);
+  }
+  uint32_t weight(const std::string &name, GgmlType type,
+                  std::vector<uint64_t> dims) {
+    p.weights.push_back({name, type, std::move(dims)});
+    return static_cast<uint32_t>(p.weights.size() - 1);
+  }
+  void kernel(Recipe r, std::vector<PlanOperand> ins,
+              std::vector<uint32_t> outs, AttrMap attrs = {}) {
+    format::PlanKernel k;
+    k.recipe = r;
+    k.inputs = std::move(ins);
+    k.outputs = std::move(outs);
+    k.attrs = std::move(attrs);
+    p.kernels.push_back(std::move(k));
+  }
+  Plan done() {
+    p.arenaBytes = end;
+    p.arenaLowerBound = end;
+    return p;
+  }
+};
+
+constexpr int64_t kV = 50, kD = 256, kMaxT = 6;
+
+/// The tiny model: GGUF on disk, its plan, and its dequantised weights.
+class TinyModel : public ::testing::Test {
+protected:
+  void SetUp() override {
+    SCOPED_TRACE(rng.trace());
+    embd = weight(GgmlType::Q8_0, {kV, kD}, rng.normal(kV * kD));
+    norm = weight(GgmlType::F32, {kD}, rng.uniform(kD, 0.5f, 1.5f));
+    w1 = weight(GgmlType::Q4_K, {kD, kD}, rng.normal(kD * kD, 0.06f));
+    head = weight(GgmlType::Q6_K, {kV, kD}, rng.normal(kV * kD, 0.06f));
+    format::ModelInfo info;
+    info.addMeta("general.architecture", format::MetaValue::makeString("tiny"));
+    std::vector<format::GgufTensorData> tensors;
+    auto add = [&](const char *name, HostTensor &t) {
+      format::GgufTensorData d;
+      d.info.name = name;
+      d.info.type = t.weightType;
+      for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
+        d.info.dims.push_back(static_cast<uint64_t>(*it));
+      d.bytes = t.bytes;
+      tensors.push_back(std::move(d));
+    };
+    add("token_embd.weight", embd);
+    add("output_norm.weight", norm);
+    add("blk.0.ffn.weight", w1);
+    add("output.weight", head);
+    std::string error;
+    gguf = dir.file("tiny.gguf");
+    ASSERT_TRUE(format::writeGguf(gguf, info, tensors, error)) << error;
+    plan = buildPlan();
+  }
+
+  Plan buildPlan() {
+    PlanBuilder b(kMaxT);
+    uint32_t wEmbd = b.weight("token_embd.weight", GgmlType::Q8_0, {kD, kV});
+    uint32_t wNorm = b.weight("output_norm.weight", GgmlType::F32, {kD});
+    uint32_t wW1 = b.weight("blk.0.ffn.weight", GgmlType::Q4_K, {kD, kD});
+    uint32_t wHead = b.weight("output.weight", GgmlType::Q6_K, {kD, kV});
+    uint32_t tok = b.buffer("tokens", PlanDType::I32, {kT});
+    uint32_t x = b.buffer("x", PlanDType::F32, {kT, c(kD)});
+    uint32_t xn = b.buffer("xn", PlanDType::F32, {kT, c(kD)});
+    uint32_t h = b.buffer("h", PlanDType::F32, {kT, c(kD)});
+    // silu in place: hs shares h's bytes.
+    uint32_t hs = b.buffer("hs", PlanDType::F32, {kT, c(kD)},
+                           static_cast<int64_t>(b.p.buffers[h].offset));
+    uint32_t r = b.buffer("r", PlanDType::F32, {kT, c(kD)});
+    uint32_t logits = b.buffer("logits", PlanDType::F32, {kT, c(kV)});
+    b.kernel(Recipe::GetRows, {W(wEmbd), B(tok)}, {x});
+    b.kernel(Recipe::RmsNorm, {B(x), W(wNorm)}, {xn}, {{"eps", aFloat(1e-6)}});
+    b.kernel(Recipe::Matmul, {B(xn), W(wW1)}, {h});
+    b.kernel(Recipe::Silu, {B(h)}, {hs});
+    b.kernel(Recipe::Add, {B(hs), B(x)}, {r});
+    b.kernel(Recipe::Matmul, {B(r), W(wHead)}, {logits});
+    b.p.inputs = {tok};
+    b.p.outputs = {logits};
+    return b.done();
+  }
+
+  /// Logits [T, V] in double from the dequantised weights.
+  std::vector<double> reference(const std::vector<int32_t> &tokens) {
+    std::vector<float> e = embd.floats(), nw = norm.floats(), a = w1.floats(),
+                       o = head.floats();
+    std::vector<double> out;
+    for (int32_t id : tokens) {
+      std::vector<double> x(e.begin() + id * kD, e.begin() + (id + 1) * kD);
+      double ss = 0;
+      for (double v : x)
+        ss += v * v;
+      double scale = 1 / std::sqrt(ss / kD + 1e-6);
+      std::vector<double> r(kD);
+      for (int64_t n = 0; n < kD; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < kD; ++k)
+          acc += x[k] * scale * nw[k] * a[n * kD + k];
+        r[n] = acc / (1 + std::exp(-acc)) + x[n];
+      }
+      for (int64_t v = 0; v < kV; ++v) {
+        double acc = 0;
+        for (int64_t k = 0; k < kD; ++k)
+          acc += r[k] * o[v * kD + k];
+        out.push_back(acc);
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<Executor> make(const Plan &p, std::string &error) {
+    return Executor::create(p, gguf, "cpu", error);
+  }
+
+  Rng rng;
+  TempDir dir;
+  std::string gguf;
+  HostTensor embd, norm, w1, head;
+  Plan plan;
+};
+
+TEST_F(TinyModel, EveryPromptLengthMatchesTheReference) {
+  SCOPED_TRACE(rng.trace());
+  std::string error;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  std::vector<float> firstRow;
+  for (int64_t t = 1; t <= kMaxT; ++t) {
+    SCOPED_TRACE(fmt::format("T' = {}", t));
+    std::vector<int32_t> tokens = rng.integers(t, 0, kV - 1);
+    tokens[0] = 7;
+    RunOutput out;
+    ASSERT_TRUE(ex->run(tokens, out, error)) << error;
+    EXPECT_EQ(out.shape, (std::vector<int64_t>{t, kV}));
+    EXPECT_LT(nmse(out.data, reference(tokens)), kF32Bar);
+    // Positions are independent here: token 7's logits never change.
+    std::vector<float> row(out.data.begin(), out.data.begin() + kV);
+    if (t == 1)
+      firstRow = row;
+    EXPECT_EQ(row, firstRow);
+  }
+}
+
+TEST_F(TinyModel, PlanFromDiskRunsTheSame) {
+  std::string error;
+  ASSERT_TRUE(format::writePlanDir(dir.file("plan"), plan, error)) << error;
+  Plan read;
+  ASSERT_TRUE(format::readPlanDir(dir.file("plan"), read, error)) << error;
+  auto a = make(plan, error);
+  ASSERT_TRUE(a) << error;
+  auto b = make(read, error);
+  ASSERT_TRUE(b) << error;
+  RunOutput oa, ob;
+  ASSERT_TRUE(a->run({1, 2, 3}, oa, error)) << error;
+  ASSERT_TRUE(b->run({1, 2, 3}, ob, error)) << error;
+  EXPECT_EQ(oa.data, ob.data);
+}
+
+TEST_F(TinyModel, TokenErrors) {
+  std::string error;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  RunOutput out;
+  EXPECT_FALSE(ex->run({1, 50, 2}, out, error));
+  EXPECT_EQ(error, "token 1 (id 50) is out of range: the table "
+                   "'token_embd.weight' has 50 rows");
+  EXPECT_FALSE(ex->run({-3}, out, error));
+  EXPECT_EQ(error, "token 0 (id -3) is negative");
+  EXPECT_FALSE(ex->run({}, out, error));
+  EXPECT_EQ(error, "the prompt is empty; it needs at least one token");
+  EXPECT_FALSE(ex->run(std::vector<int32_t>(kMaxT + 1, 1), out, error));
+  EXPECT_EQ(error, "the prompt has 7 tokens, but the plan was compiled for at "
+                   "most 6; recompile it with a larger T");
+  // The executor still works after refusing.
+  EXPECT_TRUE(ex->run({49}, out, error)) << error;
+}
+
+TEST_F(TinyModel, WeightErrorsNameTheWeight) {
+  std::string error;
+  Plan missing = plan;
+  missing.weights[2].name = "blk.0.ffn_up.weight";
+  EXPECT_FALSE(make(missing, error));
+  EXPECT_NE(error.find("weight 'blk.0.ffn_up.weight' of the plan is not in"),
+            std::string::npos)
+      << error;
+  Plan wrongType = plan;
+  wrongType.weights[1].type = GgmlType::Q8_0;
+  EXPECT_FALSE(make(wrongType, error));
+  EXPECT_NE(error.find("weight 'output_norm.weight' is F32 [256]"),
+            std::string::npos)
+      << error;
+  Plan wrongDims = plan;
+  wrongDims.weights[3].dims = {kD, kV + 1};
+  EXPECT_FALSE(make(wrongDims, error));
+  EXPECT_NE(error.find("weight 'output.weight'"), std::string::npos) << error;
+  EXPECT_FALSE(Executor::create(plan, dir.file("nope.gguf"), "cpu", error));
+  EXPECT_NE(error.find("nope.gguf"), std::string::npos) << error;
+  EXPECT_FALSE(Executor::create(plan, gguf, "cuda", error));
+  EXPECT_NE(error.find("backend 'cuda'"), std::string::npos) << error;
+  EXPECT_FALSE(Executor::create(plan, gguf, "tpu", error));
+  EXPECT_EQ(error, "unknown backend 'tpu' (available: cpu)");
+}
+
+TEST_F(TinyModel, KernelErrorsNameTheKernel) {
+  std::string error;
+  Plan noEps = plan;
+  noEps.kernels[1].attrs.clear();
+  auto ex = make(noEps, error);
+  ASSERT_TRUE(ex) << error;
+  RunOutput out;
+  EXPECT_FALSE(ex->run({1}, out, error));
+  EXPECT_EQ(error, "kernel 1 (rms_norm): missing attribute 'eps'");
+
+  Plan badShape = plan;
+  badShape.buffers[3].shape = {kT, c(kD / 2)}; // h: the matmul writes [T, 256]
+  badShape.buffers[3].bytes /= 2;
+  ex = make(badShape, error);
+  ASSERT_TRUE(ex) << error;
+  EXPECT_FALSE(ex->run({1, 2}, out, error));
+  EXPECT_EQ(error, "kernel 2 (matmul): output 0 'h' [2, 128] should be "
+                   "[2, 256] from the inputs");
+}
+
+/// A buffer that no kernel writes is refused when the plan is loaded.
+TEST_F(TinyModel, UnwrittenBuffersAreRefused) {
+  std::string error;
+  Plan noHead = plan;
+  noHead.kernels.pop_back(); // logits never written
+  EXPECT_FALSE(make(noHead, error));
+  EXPECT_EQ(error, "plan: the output is buffer 6 'logits', which no plan "
+                   "input, earlier kernel or view of one (same offset and "
+                   "size) writes; recompile the plan");
+  Plan skipNorm = plan;
+  skipNorm.kernels.erase(skipNorm.kernels.begin() + 1); // xn never written
+  EXPECT_FALSE(make(skipNorm, error));
+  EXPECT_EQ(error, "plan: kernel 1 (matmul) reads buffer 2 'xn', which no "
+                   "plan input, earlier kernel or view of one (same offset "
+                   "and size) writes; recompile the plan");
+  // hs is a view of h (same bytes): accepted.
+  EXPECT_TRUE(make(plan, error)) << error;
+}
+
+/// What the static check cannot see shows up as NaN: here a view of the
+/// logits with a fixed first dim of max_tokens, so at T' < max_tokens its
+/// last rows were never written.
+TEST_F(TinyModel, PoisonRevealsUnwrittenRows) {
+  std::string error;
+  Plan p = plan;
+  const format::PlanBuffer &logits = p.buffers[p.outputs[0]];
+  format::PlanBuffer fixed = logits;
+  fixed.name = "logits_fixed";
+  fixed.shape = {c(kMaxT), c(kV)};
+  p.buffers.push_back(fixed);
+  uint32_t fixedIndex = static_cast<uint32_t>(p.buffers.size() - 1);
+  format::PlanBuffer probs = fixed;
+  probs.name = "probs";
+  probs.offset = p.arenaBytes;
+  p.arenaBytes += probs.bytes;
+  p.buffers.push_back(probs);
+  uint32_t probsIndex = fixedIndex + 1;
+  format::PlanKernel softmax;
+  softmax.recipe = Recipe::Softmax;
+  softmax.inputs = {B(fixedIndex)};
+  softmax.outputs = {probsIndex};
+  p.kernels.push_back(softmax);
+  p.outputs = {probsIndex};
+  auto ex = make(p, error);
+  ASSERT_TRUE(ex) << error;
+  RunOutput out;
+  EXPECT_TRUE(ex->run(std::vector<int32_t>(kMaxT, 3), out, error)) << error;
+  EXPECT_FALSE(ex->run({1, 2, 3}, out, error));
+  EXPECT_EQ(error, "the output 'probs' holds NaN at [3, 0]: a kernel read "
+                   "memory nobody wrote or computed NaN (the per-kernel NaN "
+                   "check names it)");
+  ex->setNanCheck(true);
+  EXPECT_FALSE(ex->run({1, 2, 3}, out, error));
+  EXPECT_EQ(error.rfind("kernel 6 (softmax) left NaN in buffer 'probs' at "
+                        "element 150 of 300",
+                        0),
+            0u)
+      << error;
+  // The poison is laid again before each run: a full run after a short one
+  // still checks clean, and a short one after a full one still fails.
+  EXPECT_TRUE(ex->run(std::vector<int32_t>(kMaxT, 3), out, error)) << error;
+  EXPECT_FALSE(ex->run({1}, out, error));
+  // With everything written the per-kernel check passes.
+  auto good = make(plan, error);
+  ASSERT_TRUE(good) << error;
+  good->setNanCheck(true);
+  EXPECT_TRUE(good->run({1, 2, 3}, out, error)) << error;
+}
+
+TEST_F(TinyModel, StructuralPlanErrors) {
+  std::string error;
+  Plan p = plan;
+  p.buffers[6].offset = p.arenaBytes; // past the arena
+  EXPECT_FALSE(make(p, error));
+  EXPECT_NE(error.find("buffer 6 'logits'"), std::string::npos) << error;
+  p = plan;
+  p.kernels[2].inputs.pop_back();
+  EXPECT_FALSE(make(p, error));
+  EXPECT_EQ(error, "plan: kernel 2 (matmul) takes 2..2 inputs and 1 outputs, "
+                   "got 1 and 1");
+  p = plan;
+  p.kernels[2].inputs[1] = W(9);
+  EXPECT_FALSE(make(p, error));
+  EXPECT_NE(error.find("reads weight 9"), std::string::npos) << error;
+  p = plan;
+  p.buffers[0].dtype = PlanDType::F32;
+  EXPECT_FALSE(make(p, error));
+  EXPECT_EQ(error, "plan: the input buffer 'tokens' must be i32 [T]");
+}
+
+//===----------------------------------------------------------------------===//
+// strata-run
+//===----------------------------------------------------------------------===//
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Runs strata-run with \p args; returns its exit status, stdout, stderr.
+int strataRun(const TempDir &dir, const std::string &args, std::string &out,
+              std::string &err) {
+  std::string cmd = fmt::format("{} {} >{} 2>{}", STRATA_RUN_PATH, args,
+                                dir.file("stdout"), dir.file("stderr"));
+  int status = std::system(cmd.c_str());
+  out = slurp(dir.file("stdout"));
+  err = slurp(dir.file("stderr"));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(TinyModel, StrataRunPrintsTopTokensAndDumpsLogits) {
+  std::string error, out, err;
+  ASSERT_TRUE(format::writePlanDir(dir.file("plan"), plan, error)) << error;
+  std::string common = fmt::format("{} --gguf {}", dir.file("plan"), gguf);
+  ASSERT_EQ(strataRun(dir,
+                      common + " --tokens 4,5,6 --top 3 --dump-logits " +
+                          dir.file("l.f32"),
+                      out, err),
+            0)
+      << err;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  RunOutput want;
+  ASSERT_TRUE(ex->run({4, 5, 6}, want, error)) << error;
+  std::string dumped = slurp(dir.file("l.f32"));
+  ASSERT_EQ(dumped.size(), want.data.size() * 4);
+  EXPECT_EQ(std::memcmp(dumped.data(), want.data.data(), dumped.size()), 0);
+  const float *last = want.data.data() + 2 * kV;
+  int64_t best = std::max_element(last, last + kV) - last;
+  EXPECT_NE(out.find("top 3 of 50 at position 2 (last of 3 tokens):"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(
+      out.find(fmt::format("     1  {:>10}  {:>12.6f}\n", best, last[best])),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("time: load "), std::string::npos) << out;
+  EXPECT_EQ(err, "");
+
+  // The same prompt from a file, separated by newlines, commas and spaces.
+  std::ofstream(dir.file("prompt.txt")) << "4,\n 5  6\n";
+  ASSERT_EQ(strataRun(dir,
+                      common + " --tokens-file " + dir.file("prompt.txt") +
+                          " --backend cpu --nan-check",
+                      out, err),
+            0)
+      << err;
+  EXPECT_NE(out.find("top 5 of 50"), std::string::npos) << out;
+}
+
+TEST_F(TinyModel, StrataRunErrorsExitOneAndWriteNothing) {
+  std::string error, out, err;
+  ASSERT_TRUE(format::writePlanDir(dir.file("plan"), plan, error)) << error;
+  std::string common = fmt::format("{} --gguf {} --dump-logits {}",
+                                   dir.file("plan"), gguf, dir.file("l.f32"));
+  struct Case {
+    std::string args, message;
+  };
+  std::vector<Case> cases = {
+      {common + " --tokens 1,50",
+       "token 1 (id 50) is out of range: the table 'token_embd.weight' has "
+       "50 rows"},
+      {common + " --tokens 1,x2", "--tokens: 'x2' (token 1) is not a token id "
+                                  "(a non-negative 32-bit integer)"},
+      {common + " --tokens 1,-2", "--tokens: '-2' (token 1) is not a token "
+                                  "id (a non-negative 32-bit integer)"},
+      {common + " --tokens ,", "--tokens: no token ids"},
+      {common + " --tokens 1,2,3,4,5,6,7",
+       "the prompt has 7 tokens, but the plan was compiled for at most 6; "
+       "recompile it with a larger T"},
+      {common, "give exactly one of --tokens and --tokens-file (see --help)"},
+      {common + " --tokens 1 --tokens-file x",
+       "give exactly one of --tokens and --tokens-file (see --help)"},
+      {common + " --tokens 1 --top 0",
+       "--top needs a positive integer, got '0'"},
+      {common + " --tokens 1 --frobnicate 3",
+       "unknown option '--frobnicate' (see --help)"},
+      {common + " --tokens 1 --backend tpu",
+       "unknown backend 'tpu' (available: cpu)"},
+      {common + " --tokens 1 extra",
+       "unexpected argument 'extra' (one PLAN_DIR; see --help)"},
+      {fmt::format("{} --tokens 1", dir.file("plan")),
+       "missing --gguf FILE (see --help)"},
+      {"--tokens 1", "missing PLAN_DIR (see --help)"},
+      {common + " --tokens 1 --top", "--top needs a value (see --help)"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.args);
+    EXPECT_EQ(strataRun(dir, c.args, out, err), 1);
+    EXPECT_EQ(err, "strata-run: error: " + c.message + "\n");
+    EXPECT_EQ(out, "");
+    EXPECT_FALSE(fs::exists(dir.file("l.f32")));
+  }
+  // Files that are not there.
+  EXPECT_EQ(
+      strataRun(dir,
+                fmt::format("{} --gguf {} --tokens 1", dir.file("none"), gguf),
+                out, err),
+      1);
+  EXPECT_NE(err.find("none/plan.json"), std::string::npos) << err;
+  EXPECT_EQ(strataRun(dir,
+                      fmt::format("{} --gguf {} --tokens-file {}",
+                                  dir.file("plan"), gguf, dir.file("none")),
+                      out, err),
+            1);
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(StrataRun, HelpDocumentsEveryFlag) {
+  TempDir dir;
+  std::string out, err;
+  ASSERT_EQ(strataRun(dir, "--help", out, err), 0);
+  for (const char *flag : {"--gguf", "--tokens ", "--tokens-file", "--backend",
+                           "--dump-logits", "--top", "--nan-check", "--help"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}
+
+TEST(CpuDevice, ImplementsEveryRecipe) {
+  CpuDevice dev;
+  for (const format::RecipeInfo &r : format::allRecipes())
+    EXPECT_TRUE(dev.supports(r.id)) << r.name;
+  EXPECT_EQ(deviceNames(), std::vector<std::string>{"cpu"});
+}
+
+} // namespace

@@ -1,0 +1,167 @@
+//===- MoeTest.cpp - moe_route, moe_experts, moe_combine ------------------===//
+#include "RuntimeTestUtil.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace strata::runtime;
+using namespace strata::runtime::test;
+
+namespace {
+
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+TEST(CpuMoe, RouteSoftmaxAndSigmoid) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 8), e = rng.integer(4, 16), k = rng.integer(1, 4);
+  std::vector<float> lv = rng.normal(t * e, 2.0f);
+  HostTensor logits = buffer({t, e}, lv);
+  for (std::string func : {"softmax", "sigmoid"})
+    for (bool norm : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} norm {}", func, norm));
+      HostTensor w = output({t, k}), id = output({t, k}, PlanDType::I32);
+      std::string error;
+      ASSERT_TRUE(runKernel(
+          Recipe::MoeRoute,
+          {{"k", aInt(k)}, {"func", aStr(func)}, {"norm", aBool(norm)}},
+          {&logits}, {&w, &id}, error))
+          << error;
+      std::vector<double> want;
+      std::vector<int32_t> wantIds;
+      for (int64_t ti = 0; ti < t; ++ti) {
+        std::vector<double> p(e);
+        double max = *std::max_element(&lv[ti * e], &lv[ti * e] + e), sum = 0;
+        for (int64_t i = 0; i < e; ++i) {
+          p[i] = func == "softmax" ? std::exp(lv[ti * e + i] - max)
+                                   : sigmoid(lv[ti * e + i]);
+          sum += p[i];
+        }
+        if (func == "softmax")
+          for (double &x : p)
+            x /= sum;
+        std::vector<int32_t> order(e);
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return p[a] > p[b] || (p[a] == p[b] && a < b);
+        });
+        double sel = 0;
+        for (int64_t s = 0; s < k; ++s)
+          sel += p[order[s]];
+        for (int64_t s = 0; s < k; ++s) {
+          wantIds.push_back(order[s]);
+          want.push_back(norm ? p[order[s]] / sel : p[order[s]]);
+        }
+      }
+      EXPECT_EQ(id.ints(), wantIds);
+      EXPECT_LT(nmse(w.floats(), want), kF32Bar);
+    }
+}
+
+TEST(CpuMoe, RouteTiesGoToTheLowerExpert) {
+  HostTensor logits = buffer({1, 5}, {1.0f, 3.0f, 2.0f, 3.0f, 3.0f});
+  HostTensor w = output({1, 3}), id = output({1, 3}, PlanDType::I32);
+  std::string error;
+  ASSERT_TRUE(runKernel(
+      Recipe::MoeRoute,
+      {{"k", aInt(3)}, {"func", aStr("softmax")}, {"norm", aBool(true)}},
+      {&logits}, {&w, &id}, error))
+      << error;
+  EXPECT_EQ(id.ints(), (std::vector<int32_t>{1, 3, 4}));
+  for (float x : w.floats())
+    EXPECT_NEAR(x, 1.0 / 3, 1e-7);
+  EXPECT_FALSE(runKernel(
+      Recipe::MoeRoute,
+      {{"k", aInt(6)}, {"func", aStr("softmax")}, {"norm", aBool(true)}},
+      {&logits}, {&w, &id}, error));
+  EXPECT_NE(error.find("'k' = 6"), std::string::npos) << error;
+}
+
+/// Experts from 3-D quantised stacks, checked against row-by-row double math
+/// (row r of expert e at (e*N + r)).
+TEST(CpuMoe, ExpertsFromQuantisedStacks) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F32}) {
+    SCOPED_TRACE(format::ggmlTypeInfo(type).name);
+    int64_t t = rng.integer(1, 6), d = 256, f = 256, e = rng.integer(2, 6);
+    int64_t k = std::min<int64_t>(2, e);
+    std::vector<float> xv = rng.normal(t * d);
+    std::vector<int32_t> iv;
+    for (int64_t ti = 0; ti < t; ++ti) {
+      std::vector<int32_t> all(e);
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng.gen());
+      iv.insert(iv.end(), all.begin(), all.begin() + k);
+    }
+    HostTensor x = buffer({t, d}, xv), id = ids({t, k}, iv);
+    HostTensor gate = weight(type, {e, f, d}, rng.normal(e * f * d, 0.1f));
+    HostTensor up = weight(type, {e, f, d}, rng.normal(e * f * d, 0.1f));
+    HostTensor down = weight(type, {e, d, f}, rng.normal(e * d * f, 0.1f));
+    HostTensor y = output({t, k, d});
+    std::string error;
+    ASSERT_TRUE(runKernel(Recipe::MoeExperts, {}, {&x, &id, &gate, &up, &down},
+                          {&y}, error))
+        << error;
+    std::vector<float> gv = gate.floats(), uv = up.floats(), dv = down.floats();
+    std::vector<double> want;
+    for (int64_t ti = 0; ti < t; ++ti)
+      for (int64_t s = 0; s < k; ++s) {
+        int64_t ex = iv[ti * k + s];
+        std::vector<double> hid(f);
+        for (int64_t j = 0; j < f; ++j) {
+          double a = 0, b = 0;
+          for (int64_t i = 0; i < d; ++i) {
+            a += double(gv[(ex * f + j) * d + i]) * xv[ti * d + i];
+            b += double(uv[(ex * f + j) * d + i]) * xv[ti * d + i];
+          }
+          hid[j] = a * sigmoid(a) * b;
+        }
+        for (int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < f; ++j)
+            acc += dv[(ex * d + c) * f + j] * hid[j];
+          want.push_back(acc);
+        }
+      }
+    EXPECT_LT(nmse(y.floats(), want), kF32Bar);
+    // An expert id past the stack is an error, not a wild read.
+    iv[0] = static_cast<int32_t>(e);
+    HostTensor badIds = ids({t, k}, iv);
+    EXPECT_FALSE(runKernel(Recipe::MoeExperts, {},
+                           {&x, &badIds, &gate, &up, &down}, {&y}, error));
+    EXPECT_NE(error.find("is not below the expert count"), std::string::npos)
+        << error;
+  }
+}
+
+TEST(CpuMoe, Combine) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 6), k = rng.integer(1, 4), d = rng.integer(1, 30);
+  std::vector<float> yv = rng.normal(t * k * d), wv = rng.uniform(t * k, 0, 1),
+                     sv = rng.normal(t * d), gv = rng.normal(t);
+  HostTensor y = buffer({t, k, d}, yv), w = buffer({t, k}, wv),
+             shared = buffer({t, d}, sv), gate = buffer({t, 1}, gv);
+  for (int inputs = 2; inputs <= 4; ++inputs) {
+    SCOPED_TRACE(fmt::format("{} inputs", inputs));
+    std::vector<HostTensor *> ins = {&y, &w, &shared, &gate};
+    ins.resize(inputs);
+    HostTensor out = output({t, d});
+    std::string error;
+    ASSERT_TRUE(runKernel(Recipe::MoeCombine, {}, ins, {&out}, error)) << error;
+    std::vector<double> want(t * d);
+    for (int64_t ti = 0; ti < t; ++ti)
+      for (int64_t c = 0; c < d; ++c) {
+        double acc = 0;
+        for (int64_t s = 0; s < k; ++s)
+          acc += double(wv[ti * k + s]) * yv[(ti * k + s) * d + c];
+        if (inputs > 2)
+          acc += (inputs > 3 ? sigmoid(gv[ti]) : 1.0) * sv[ti * d + c];
+        want[ti * d + c] = acc;
+      }
+    EXPECT_LT(nmse(out.floats(), want), kF32Bar);
+  }
+}
+
+} // namespace

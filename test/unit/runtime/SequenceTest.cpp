@@ -1,0 +1,275 @@
+//===- SequenceTest.cpp - rope, attention, conv1d_causal, gated_delta_rule ===//
+#include "RuntimeTestUtil.h"
+
+using namespace strata::runtime;
+using namespace strata::runtime::test;
+
+namespace {
+
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+/// Rotary embedding in double; theta_i = pos * base^(-2i/n) either exactly
+/// (\p exactTheta) or by llama.cpp's repeated f32 products.
+std::vector<double> refRope(const std::vector<float> &x,
+                            const std::vector<int32_t> &pos, int64_t t,
+                            int64_t h, int64_t d, int64_t n, double base,
+                            bool neox, bool exactTheta) {
+  std::vector<double> y(x.begin(), x.end());
+  float scale = std::pow(static_cast<float>(base), -2.0f / n);
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t hi = 0; hi < h; ++hi) {
+      float thetaF = static_cast<float>(pos[ti]);
+      for (int64_t i = 0; i < n / 2; ++i) {
+        double theta =
+            exactTheta ? pos[ti] * std::pow(base, -2.0 * i / n) : thetaF;
+        thetaF *= scale;
+        int64_t a = (ti * h + hi) * d + (neox ? i : 2 * i);
+        int64_t b = (ti * h + hi) * d + (neox ? i + n / 2 : 2 * i + 1);
+        double xa = x[a], xb = x[b];
+        y[a] = xa * std::cos(theta) - xb * std::sin(theta);
+        y[b] = xa * std::sin(theta) + xb * std::cos(theta);
+      }
+    }
+  return y;
+}
+
+TEST(CpuSequence, RopeNeoxNormalPartial) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (std::string mode : {"neox", "normal"})
+    for (int64_t n : {int64_t(8), int64_t(16)}) {
+      SCOPED_TRACE(fmt::format("{} dims {}", mode, n));
+      int64_t t = rng.integer(1, 6), h = rng.integer(1, 3), d = 16;
+      std::vector<float> xv = rng.normal(t * h * d);
+      std::vector<int32_t> pv = rng.integers(t, 0, 40);
+      HostTensor x = buffer({t, h, d}, xv), p = ids({t}, pv);
+      HostTensor y = output({t, h, d});
+      std::string error;
+      AttrMap attrs = {
+          {"mode", aStr(mode)}, {"dims", aInt(n)}, {"base", aFloat(10000.0)}};
+      ASSERT_TRUE(runKernel(Recipe::Rope, attrs, {&x, &p}, {&y}, error))
+          << error;
+      EXPECT_LT(nmse(y.floats(), refRope(xv, pv, t, h, d, n, 10000.0,
+                                         mode == "neox", false)),
+                kF32Bar);
+      // The f32 angle recurrence stays close to the exact angles.
+      EXPECT_LT(nmse(y.floats(), refRope(xv, pv, t, h, d, n, 10000.0,
+                                         mode == "neox", true)),
+                1e-8);
+      // Sections (one position stream) change nothing; base may be an int.
+      attrs["sections"] = aInts({n / 4, n / 4});
+      attrs["base"] = aInt(10000);
+      HostTensor y2 = output({t, h, d});
+      ASSERT_TRUE(runKernel(Recipe::Rope, attrs, {&x, &p}, {&y2}, error))
+          << error;
+      EXPECT_EQ(y.bytes, y2.bytes);
+    }
+}
+
+TEST(CpuSequence, RopeErrors) {
+  HostTensor x = buffer({2, 1, 8}, std::vector<float>(16, 1));
+  HostTensor p = ids({2}, {0, 1}), y = output({2, 1, 8});
+  std::string error;
+  AttrMap attrs = {
+      {"mode", aStr("neox")}, {"dims", aInt(10)}, {"base", aFloat(1e4)}};
+  EXPECT_FALSE(runKernel(Recipe::Rope, attrs, {&x, &p}, {&y}, error));
+  EXPECT_NE(error.find("'dims' = 10"), std::string::npos) << error;
+  attrs["dims"] = aInt(8);
+  attrs["mode"] = aStr("yarn");
+  EXPECT_FALSE(runKernel(Recipe::Rope, attrs, {&x, &p}, {&y}, error));
+  attrs.erase("mode");
+  EXPECT_FALSE(runKernel(Recipe::Rope, attrs, {&x, &p}, {&y}, error));
+  EXPECT_EQ(error, "missing attribute 'mode'");
+}
+
+struct AttnCase {
+  int64_t t, h, hkv, d, dv;
+  bool causal, gated;
+  int64_t block; ///< 0 = no block index
+};
+
+/// Attention in double: scores, causal / block mask, softmax, gate.
+std::vector<double> refAttention(const AttnCase &c, const std::vector<float> &q,
+                                 const std::vector<float> &k,
+                                 const std::vector<float> &v,
+                                 const std::vector<float> &gate,
+                                 const std::vector<int32_t> &index, int64_t nb,
+                                 double scale) {
+  std::vector<double> out(c.t * c.h * c.dv, 0.0);
+  for (int64_t t = 0; t < c.t; ++t)
+    for (int64_t h = 0; h < c.h; ++h) {
+      int64_t kvh = h / (c.h / c.hkv);
+      std::vector<int64_t> keys;
+      for (int64_t j = 0; j < c.t; ++j) {
+        if (c.causal && j > t)
+          continue;
+        bool ok = c.block == 0;
+        for (int64_t b = 0; b < nb; ++b)
+          ok |= index[t * nb + b] >= 0 && index[t * nb + b] == j / c.block;
+        if (ok)
+          keys.push_back(j);
+      }
+      std::vector<double> s;
+      double max = -INFINITY;
+      for (int64_t j : keys) {
+        double dot = 0;
+        for (int64_t i = 0; i < c.d; ++i)
+          dot += double(q[(t * c.h + h) * c.d + i]) *
+                 k[(j * c.hkv + kvh) * c.d + i];
+        s.push_back(scale * dot);
+        max = std::max(max, s.back());
+      }
+      double sum = 0;
+      for (double &e : s)
+        sum += (e = std::exp(e - max));
+      for (int64_t x = 0; x < c.dv; ++x) {
+        double acc = 0;
+        for (size_t m = 0; m < keys.size(); ++m)
+          acc += s[m] / sum * v[(keys[m] * c.hkv + kvh) * c.dv + x];
+        if (c.gated)
+          acc *= sigmoid(gate[(t * c.h + h) * c.dv + x]);
+        out[(t * c.h + h) * c.dv + x] = acc;
+      }
+    }
+  return out;
+}
+
+TEST(CpuSequence, Attention) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  std::vector<AttnCase> cases = {
+      {5, 4, 2, 16, 16, true, false, 0}, {7, 6, 1, 8, 12, true, false, 0},
+      {4, 2, 2, 8, 8, false, false, 0},  {6, 4, 2, 16, 8, true, true, 0},
+      {9, 2, 1, 8, 8, true, false, 2},   {40, 4, 4, 32, 32, true, true, 4}};
+  for (const AttnCase &c : cases) {
+    SCOPED_TRACE(fmt::format("T {} H {} Hkv {} causal {} gated {} block {}",
+                             c.t, c.h, c.hkv, c.causal, c.gated, c.block));
+    std::vector<float> qv = rng.normal(c.t * c.h * c.d),
+                       kv = rng.normal(c.t * c.hkv * c.d),
+                       vv = rng.normal(c.t * c.hkv * c.dv),
+                       gv = rng.normal(c.t * c.h * c.dv);
+    int64_t nb = c.block > 0 ? 2 : 0;
+    int64_t blocks = c.block > 0 ? (c.t + c.block - 1) / c.block : 0;
+    std::vector<int32_t> iv =
+        rng.integers(c.t * nb, -1, static_cast<int32_t>(blocks) - 1);
+    HostTensor q = buffer({c.t, c.h, c.d}, qv),
+               k = buffer({c.t, c.hkv, c.d}, kv),
+               v = buffer({c.t, c.hkv, c.dv}, vv),
+               g = buffer({c.t, c.h, c.dv}, gv), idx = ids({c.t, nb}, iv);
+    HostTensor y = output({c.t, c.h, c.dv});
+    double scale = 1 / std::sqrt(double(c.d));
+    AttrMap attrs = {{"scale", aFloat(scale)}};
+    if (!c.causal)
+      attrs["causal"] = aBool(false);
+    std::vector<HostTensor *> ins = {&q, &k, &v};
+    if (c.gated) {
+      attrs["gated"] = aBool(true);
+      ins.push_back(&g);
+    }
+    if (c.block > 0) {
+      attrs["block"] = aInt(c.block);
+      ins.push_back(&idx);
+    }
+    std::string error;
+    ASSERT_TRUE(runKernel(Recipe::Attention, attrs, ins, {&y}, error)) << error;
+    EXPECT_LT(nmse(y.floats(), refAttention(c, qv, kv, vv, gv, iv, nb, scale)),
+              kF32Bar);
+    HostTensor y1 = output({c.t, c.h, c.dv});
+    ASSERT_TRUE(runKernel(Recipe::Attention, attrs, ins, {&y1}, error, 1))
+        << error;
+    EXPECT_EQ(y.bytes, y1.bytes);
+  }
+}
+
+TEST(CpuSequence, AttentionOperandErrors) {
+  HostTensor q = buffer({2, 3, 4}, std::vector<float>(24, 1));
+  HostTensor k = buffer({2, 2, 4}, std::vector<float>(16, 1));
+  HostTensor y = output({2, 3, 4});
+  std::string error;
+  EXPECT_FALSE(runKernel(Recipe::Attention, {{"scale", aFloat(1)}},
+                         {&q, &k, &k}, {&y}, error));
+  EXPECT_NE(error.find("not a multiple of kv heads"), std::string::npos)
+      << error;
+  HostTensor q2 = buffer({2, 2, 4}, std::vector<float>(16, 1));
+  HostTensor y2 = output({2, 2, 4});
+  EXPECT_FALSE(runKernel(Recipe::Attention,
+                         {{"scale", aFloat(1)}, {"gated", aBool(true)}},
+                         {&q2, &k, &k}, {&y2}, error));
+  EXPECT_NE(error.find("expects 4 inputs (q, k, v, gate)"), std::string::npos)
+      << error;
+}
+
+TEST(CpuSequence, Conv1dCausal) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 9), c = rng.integer(1, 20), kw = 4;
+  std::vector<float> xv = rng.normal(t * c), wv = rng.normal(c * kw);
+  HostTensor x = buffer({t, c}, xv);
+  HostTensor w = weight(GgmlType::F32, {c, kw}, wv), y = output({t, c});
+  std::string error;
+  ASSERT_TRUE(runKernel(Recipe::Conv1dCausal, {}, {&x, &w}, {&y}, error))
+      << error;
+  std::vector<double> want(t * c, 0.0);
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t j = 0; j < kw; ++j)
+        if (ti - kw + 1 + j >= 0)
+          want[ti * c + ci] +=
+              double(wv[ci * kw + j]) * xv[(ti - kw + 1 + j) * c + ci];
+  EXPECT_LT(nmse(y.floats(), want), kF32Bar);
+}
+
+TEST(CpuSequence, GatedDeltaRule) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 12), hk = 2, h = 4, dk = 16, dv = 8;
+  std::vector<float> qv = rng.normal(t * hk * dk, 0.25f),
+                     kv = rng.normal(t * hk * dk, 0.25f),
+                     vv = rng.normal(t * h * dv),
+                     gv = rng.uniform(t * h, -1.0f, 0.0f),
+                     bv = rng.uniform(t * h, 0.0f, 1.0f);
+  HostTensor q = buffer({t, hk, dk}, qv), k = buffer({t, hk, dk}, kv),
+             v = buffer({t, h, dv}, vv), g = buffer({t, h}, gv),
+             beta = buffer({t, h}, bv);
+  for (bool explicitScale : {false, true}) {
+    HostTensor y = output({t, h, dv});
+    AttrMap attrs;
+    double scale = explicitScale ? 0.3 : 1 / std::sqrt(double(dk));
+    if (explicitScale)
+      attrs["scale"] = aFloat(scale);
+    std::string error;
+    ASSERT_TRUE(runKernel(Recipe::GatedDeltaRule, attrs,
+                          {&q, &k, &v, &g, &beta}, {&y}, error))
+        << error;
+    std::vector<double> want(t * h * dv);
+    for (int64_t hi = 0; hi < h; ++hi) {
+      int64_t kh = hi / (h / hk); // repeat-interleave, as llama.cpp
+      std::vector<double> s(dk * dv, 0.0);
+      for (int64_t ti = 0; ti < t; ++ti) {
+        const float *qt = &qv[(ti * hk + kh) * dk],
+                    *kt = &kv[(ti * hk + kh) * dk];
+        for (double &e : s)
+          e *= std::exp(double(gv[ti * h + hi]));
+        std::vector<double> delta(dv);
+        for (int64_t j = 0; j < dv; ++j) {
+          double acc = 0;
+          for (int64_t i = 0; i < dk; ++i)
+            acc += s[i * dv + j] * kt[i];
+          delta[j] = (vv[(ti * h + hi) * dv + j] - acc) * bv[ti * h + hi];
+        }
+        for (int64_t i = 0; i < dk; ++i)
+          for (int64_t j = 0; j < dv; ++j)
+            s[i * dv + j] += kt[i] * delta[j];
+        for (int64_t j = 0; j < dv; ++j) {
+          double acc = 0;
+          for (int64_t i = 0; i < dk; ++i)
+            acc += s[i * dv + j] * qt[i];
+          want[(ti * h + hi) * dv + j] = scale * acc;
+        }
+      }
+    }
+    EXPECT_LT(nmse(y.floats(), want), kF32Bar);
+  }
+}
+
+} // namespace

@@ -1,0 +1,249 @@
+//===- StrataRun.cpp - run a compiled plan on a prompt --------------------===//
+//
+//   strata-run PLAN_DIR --gguf FILE (--tokens 1,2,3 | --tokens-file F)
+//              [--backend cpu] [--dump-logits OUT.f32] [--top N] [--nan-check]
+//
+// Prints the top N tokens of the last position and a timing line; with
+// --dump-logits writes all logits as raw little-endian float32 [T, vocab].
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Executor.h"
+#include "runtime/format/FileUtil.h"
+#include "runtime/format/Plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace strata;
+
+namespace {
+
+constexpr const char *kUsage =
+    "usage: strata-run PLAN_DIR --gguf FILE (--tokens IDS | --tokens-file F)\n"
+    "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
+    "                  [--nan-check]\n"
+    "\n"
+    "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
+    "FILE on one prompt and prints the N most likely next tokens after the\n"
+    "last prompt position (id and logit), then a timing line.\n"
+    "\n"
+    "  --gguf FILE          the GGUF weight file the plan was compiled for\n"
+    "  --tokens IDS         the prompt's token ids, separated by commas\n"
+    "                       (e.g. 1,2,3); 1 to the plan's max_tokens ids\n"
+    "  --tokens-file F      read the token ids from F instead (separated by\n"
+    "                       commas and/or whitespace; '-' is standard input)\n"
+    "  --backend NAME       the device to run on (default cpu)\n"
+    "  --dump-logits OUT    write every position's logits to OUT as raw\n"
+    "                       little-endian float32 [T, vocab], atomically\n"
+    "  --top N              how many tokens to print (default 5)\n"
+    "  --nan-check          after every kernel, check its output for NaN and\n"
+    "                       name the first kernel that leaves one (slow)\n"
+    "  --help               show this help\n"
+    "\n"
+    "Exit status: 0 on success, 1 on any error (nothing is written then).\n";
+
+int fail(const std::string &message) {
+  fmt::print(stderr, "strata-run: error: {}\n", message);
+  return 1;
+}
+
+/// Parses ids separated by runs of commas and whitespace.
+bool parseTokens(std::string_view text, const std::string &origin,
+                 std::vector<int32_t> &out, std::string &error) {
+  auto isSep = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (isSep(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && !isSep(text[j]))
+      ++j;
+    std::string_view word = text.substr(i, j - i);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+    if (ec != std::errc() || end != word.data() + word.size() || v < 0 ||
+        v > std::numeric_limits<int32_t>::max()) {
+      std::string shown(word.substr(0, 40));
+      error = fmt::format("{}: '{}' (token {}) is not a token id (a "
+                          "non-negative 32-bit integer)",
+                          origin, shown, out.size());
+      return false;
+    }
+    out.push_back(static_cast<int32_t>(v));
+    i = j;
+  }
+  if (out.empty()) {
+    error = fmt::format("{}: no token ids", origin);
+    return false;
+  }
+  return true;
+}
+
+struct Options {
+  std::string planDir, gguf, tokens, tokensFile, backend = "cpu", dumpLogits;
+  bool haveTokens = false, haveTokensFile = false, nanCheck = false;
+  int64_t top = 5;
+};
+
+/// Parses argv; returns 0 to go on, -1 after --help, 1 on an error.
+int parseArgs(int argc, char **argv, Options &o) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return -1;
+    }
+    if (a == "--nan-check") {
+      o.nanCheck = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0 || a == "-") {
+      if (!o.planDir.empty())
+        return fail(fmt::format("unexpected argument '{}' (one PLAN_DIR; see "
+                                "--help)",
+                                a));
+      o.planDir = a;
+      continue;
+    }
+    // --flag VALUE or --flag=VALUE.
+    std::string value;
+    size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return fail(fmt::format("{} needs a value (see --help)", a));
+    }
+    if (a == "--gguf") {
+      o.gguf = value;
+    } else if (a == "--tokens") {
+      o.tokens = value;
+      o.haveTokens = true;
+    } else if (a == "--tokens-file") {
+      o.tokensFile = value;
+      o.haveTokensFile = true;
+    } else if (a == "--backend") {
+      o.backend = value;
+    } else if (a == "--dump-logits") {
+      if (value.empty())
+        return fail("--dump-logits needs a file name");
+      o.dumpLogits = value;
+    } else if (a == "--top") {
+      auto [end, ec] =
+          std::from_chars(value.data(), value.data() + value.size(), o.top);
+      if (ec != std::errc() || end != value.data() + value.size() || o.top < 1)
+        return fail(
+            fmt::format("--top needs a positive integer, got '{}'", value));
+    } else {
+      return fail(fmt::format("unknown option '{}' (see --help)", a));
+    }
+  }
+  if (o.planDir.empty())
+    return fail("missing PLAN_DIR (see --help)");
+  if (o.gguf.empty())
+    return fail("missing --gguf FILE (see --help)");
+  if (o.haveTokens == o.haveTokensFile)
+    return fail("give exactly one of --tokens and --tokens-file (see --help)");
+  return 0;
+}
+
+int run(int argc, char **argv) {
+  Options o;
+  if (int rc = parseArgs(argc, argv, o))
+    return rc < 0 ? 0 : rc;
+
+  std::string error;
+  std::vector<int32_t> tokens;
+  if (o.haveTokens) {
+    if (!parseTokens(o.tokens, "--tokens", tokens, error))
+      return fail(error);
+  } else {
+    std::string text;
+    if (!format::readWholeFile(o.tokensFile, size_t(64) << 20, text, error) ||
+        !parseTokens(text, o.tokensFile, tokens, error))
+      return fail(error);
+  }
+
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  format::Plan plan;
+  if (!format::readPlanDir(o.planDir, plan, error))
+    return fail(error);
+  std::unique_ptr<runtime::Executor> ex =
+      runtime::Executor::create(plan, o.gguf, o.backend, error);
+  if (!ex)
+    return fail(error);
+  ex->setNanCheck(o.nanCheck);
+  auto t1 = Clock::now();
+  runtime::RunOutput out;
+  if (!ex->run(tokens, out, error))
+    return fail(error);
+  auto t2 = Clock::now();
+
+  int64_t vocab = out.shape.empty() ? 1 : out.shape.back();
+  int64_t rows = vocab == 0 ? 0 : static_cast<int64_t>(out.data.size()) / vocab;
+  if (rows == 0)
+    return fail("the plan's output is empty");
+
+  if (!o.dumpLogits.empty()) {
+    std::string bytes(out.data.size() * sizeof(float), '\0');
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      uint32_t u = std::bit_cast<uint32_t>(out.data[i]);
+      for (int b = 0; b < 4; ++b)
+        bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
+    }
+    if (!format::writeFileAtomic(o.dumpLogits, bytes, error))
+      return fail(error);
+  }
+
+  const float *last = out.data.data() + (rows - 1) * vocab;
+  std::vector<int64_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  int64_t n = std::min(o.top, vocab);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
+                    [&](int64_t a, int64_t b) {
+                      return last[a] > last[b] || (last[a] == last[b] && a < b);
+                    });
+  fmt::print("top {} of {} at position {} (last of {} tokens):\n", n, vocab,
+             rows - 1, tokens.size());
+  fmt::print("  {:>4}  {:>10}  {:>12}\n", "rank", "id", "logit");
+  for (int64_t i = 0; i < n; ++i)
+    fmt::print("  {:>4}  {:>10}  {:>12.6f}\n", i + 1, ids[i], last[ids[i]]);
+  double loadMs = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  double runMs = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  fmt::print("time: load {:.1f} ms, run {:.1f} ms on {} ({} tokens, {} "
+             "kernels, {:.1f} tokens/s)\n",
+             loadMs, runMs, o.backend, tokens.size(), plan.kernels.size(),
+             runMs > 0 ? tokens.size() * 1000.0 / runMs : 0.0);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    return fail(fmt::format("internal error: {}", e.what()));
+  }
+}
