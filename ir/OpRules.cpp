@@ -408,6 +408,11 @@ bool inferConv1d(RuleCtx &c) {
 }
 
 bool inferGatedDelta(RuleCtx &c) {
+  auto heads = c.strAttr("heads");
+  if (heads && *heads != "grouped" && *heads != "tiled")
+    return c.error(fmt::format("attribute 'heads' must be \"grouped\" or "
+                               "\"tiled\", got \"{}\"",
+                               *heads));
   static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
                                  "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
   static const size_t kRanks[] = {3, 3, 3, 2, 2};

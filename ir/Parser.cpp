@@ -122,6 +122,7 @@ private:
   bool parseStatement(Block &block, int depth);
   bool parseOperand(Operand &out, bool allowScalar);
   std::shared_ptr<WeightRef> parseWeight();
+  bool parseOperandList(Operation &op, bool allowScalar, std::string_view what);
   bool parseAttrs(Operation &op);
   bool parseAttrList(Operation &op);
   bool parseOffsets(std::vector<std::optional<uint64_t>> &out,
@@ -807,6 +808,21 @@ bool Parser::parseOperand(Operand &out, bool allowScalar) {
   return out.scalar != nullptr;
 }
 
+/// Parses `operand, ...)` after an opening '(' (already consumed).
+bool Parser::parseOperandList(Operation &op, bool allowScalar,
+                              std::string_view what) {
+  if (!tok_.is(Tok::RParen))
+    while (true) {
+      Operand o;
+      if (!parseOperand(o, allowScalar))
+        return false;
+      op.operands.push_back(std::move(o));
+      if (!consumeIf(Tok::Comma))
+        break;
+    }
+  return expect(Tok::RParen, fmt::format("to close {}", what));
+}
+
 bool Parser::parseAttrs(Operation &op) {
   uint32_t line = tok_.loc.line;
   if (parseAttrList(op))
@@ -902,18 +918,8 @@ bool Parser::parseStatement(Block &block, int depth) {
     if (!expect(Tok::Greater, "to close kernel<...>") ||
         !expect(Tok::LParen, "after kernel<...>"))
       return false;
-    if (!tok_.is(Tok::RParen))
-      while (true) {
-        Operand o;
-        if (!parseOperand(o, false))
-          return false;
-        op->operands.push_back(std::move(o));
-        if (!consumeIf(Tok::Comma))
-          break;
-      }
-    if (!expect(Tok::RParen, "to close the operands"))
-      return false;
-    if (tok_.is(Tok::LBrace) && !parseAttrs(*op))
+    if (!parseOperandList(*op, /*allowScalar=*/false, "the operands") ||
+        (tok_.is(Tok::LBrace) && !parseAttrs(*op)))
       return false;
   } else if (opTok.text == "call") {
     op->kind = OpKind::Call;
@@ -925,16 +931,7 @@ bool Parser::parseStatement(Block &block, int depth) {
     advance();
     if (!expect(Tok::LParen, "to start the call arguments"))
       return false;
-    if (!tok_.is(Tok::RParen))
-      while (true) {
-        Operand o;
-        if (!parseOperand(o, true))
-          return false;
-        op->operands.push_back(std::move(o));
-        if (!consumeIf(Tok::Comma))
-          break;
-      }
-    if (!expect(Tok::RParen, "to close the call arguments"))
+    if (!parseOperandList(*op, /*allowScalar=*/true, "the call arguments"))
       return false;
   } else if (opTok.text == "repeat") {
     op->kind = OpKind::Repeat;
@@ -1019,18 +1016,8 @@ bool Parser::parseStatement(Block &block, int depth) {
     op->kind = info->kind;
     if (!expect(Tok::LParen, fmt::format("after '{}'", opTok.text)))
       return false;
-    if (!tok_.is(Tok::RParen))
-      while (true) {
-        Operand o;
-        if (!parseOperand(o, false))
-          return false;
-        op->operands.push_back(std::move(o));
-        if (!consumeIf(Tok::Comma))
-          break;
-      }
-    if (!expect(Tok::RParen, "to close the operands"))
-      return false;
-    if (tok_.is(Tok::LBrace) && !parseAttrs(*op))
+    if (!parseOperandList(*op, /*allowScalar=*/false, "the operands") ||
+        (tok_.is(Tok::LBrace) && !parseAttrs(*op)))
       return false;
   }
   op->regions = std::move(regions);

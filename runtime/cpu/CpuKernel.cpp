@@ -188,6 +188,11 @@ std::string KernelCtx::strAttr(const std::string &name) const {
   return a->s;
 }
 
+std::string KernelCtx::strAttr(const std::string &name,
+                               const std::string &dflt) const {
+  return hasAttr(name) ? strAttr(name) : dflt;
+}
+
 std::vector<int64_t> KernelCtx::intsAttr(const std::string &name) const {
   const PlanAttr *a = findAttr(launch_.attrs, name);
   if (!a)

@@ -81,6 +81,7 @@ public:
   float floatAttr(const std::string &name, float dflt) const;
   bool boolAttr(const std::string &name, bool dflt) const;
   std::string strAttr(const std::string &name) const;
+  std::string strAttr(const std::string &name, const std::string &dflt) const;
   std::vector<int64_t> intsAttr(const std::string &name) const;
 
   // Shape checks; \p what names the operand in the error.

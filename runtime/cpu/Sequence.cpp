@@ -193,16 +193,22 @@ void runGatedDeltaRule(KernelCtx &ctx) {
   ctx.expectOutShape(0, {t, h, dv});
   float scale = ctx.floatAttr(
       "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
+  std::string heads = ctx.strAttr("heads", "grouped");
+  if (heads != "grouped" && heads != "tiled")
+    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
+                     "got \"{}\"",
+                     heads));
+  const bool tiled = heads == "tiled";
   const float *q = ctx.f32(0), *k = ctx.f32(1), *v = ctx.f32(2);
   const float *g = ctx.f32(3), *beta = ctx.f32(4);
   float *out = ctx.outF32(0);
   onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
     std::vector<float> s(dk * dv), kv(dv), delta(dv);
     for (int64_t hi = worker; hi < h; hi += nw) {
-      // Value head hi reads key head hi / (h / hk): llama.cpp's qwen3next
-      // repeats each q/k head h/hk times in place (repeat-interleave), and
-      // only that order reproduces its logits.
-      int64_t kh = hi / (h / hk);
+      // Value head hi reads key head hi / (h / hk) ("grouped": llama.cpp's
+      // qwen3next repeats each q/k head in place) or hi % hk ("tiled": the
+      // qwen4exp GGUF's tiled V-head order).
+      int64_t kh = tiled ? hi % hk : hi / (h / hk);
       std::fill(s.begin(), s.end(), 0.0f);
       for (int64_t ti = 0; ti < t; ++ti) {
         const float *qt = q + (ti * hk + kh) * dk;

@@ -231,19 +231,28 @@ TEST(CpuSequence, GatedDeltaRule) {
   HostTensor q = buffer({t, hk, dk}, qv), k = buffer({t, hk, dk}, kv),
              v = buffer({t, h, dv}, vv), g = buffer({t, h}, gv),
              beta = buffer({t, h}, bv);
-  for (bool explicitScale : {false, true}) {
+  // Cases: default scale and grouped heads; explicit scale; tiled heads.
+  for (int variant : {0, 1, 2}) {
+    bool explicitScale = variant == 1, tiled = variant == 2;
     HostTensor y = output({t, h, dv});
     AttrMap attrs;
     double scale = explicitScale ? 0.3 : 1 / std::sqrt(double(dk));
     if (explicitScale)
       attrs["scale"] = aFloat(scale);
+    if (tiled) {
+      PlanAttr heads;
+      heads.kind = PlanAttr::Kind::Str;
+      heads.s = "tiled";
+      attrs["heads"] = heads;
+    }
     std::string error;
     ASSERT_TRUE(runKernel(Recipe::GatedDeltaRule, attrs,
                           {&q, &k, &v, &g, &beta}, {&y}, error))
         << error;
     std::vector<double> want(t * h * dv);
     for (int64_t hi = 0; hi < h; ++hi) {
-      int64_t kh = hi / (h / hk); // repeat-interleave, as llama.cpp
+      // Grouped: repeat-interleave, as llama.cpp; tiled: the qwen4exp order.
+      int64_t kh = tiled ? hi % hk : hi / (h / hk);
       std::vector<double> s(dk * dv, 0.0);
       for (int64_t ti = 0; ti < t; ++ti) {
         const float *qt = &qv[(ti * hk + kh) * dk],
