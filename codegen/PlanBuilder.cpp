@@ -101,8 +101,10 @@ std::optional<format::PlanAttr> planAttr(const Expr &e) {
 uint64_t elements(const Type &t, int64_t maxTokens) {
   uint64_t n = 1;
   for (const Dim &d : t.dims) {
-    auto lin = d.linearIn("T");
-    n *= lin ? static_cast<uint64_t>(lin->first * maxTokens + lin->second) : 0;
+    auto lin = d.affineIn("T");
+    n *= lin ? static_cast<uint64_t>(lin->coef * maxTokens / lin->div +
+                                     lin->constant)
+             : 0;
   }
   return n;
 }
@@ -134,8 +136,8 @@ void cost(const Operation &op, int64_t maxTokens, uint64_t &bytes,
   const std::string &r = op.callee;
   auto dimOf = [&](size_t operand, size_t d) -> uint64_t {
     Type t = op.operands[operand].type();
-    auto lin = d < t.dims.size() ? t.dims[d].linearIn("T") : std::nullopt;
-    return lin ? lin->first * maxTokens + lin->second : 0;
+    auto lin = d < t.dims.size() ? t.dims[d].affineIn("T") : std::nullopt;
+    return lin ? lin->coef * maxTokens / lin->div + lin->constant : 0;
   };
   if (r == "matmul") {
     flops = 2 * out * dimOf(1, 1);
@@ -185,12 +187,13 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
     b.name = v->name;
     b.dtype = *dt;
     for (const Dim &d : v->type.dims) {
-      auto lin = d.linearIn("T");
-      if (!lin || lin->first < 0 || lin->second < 0) {
-        error = fmt::format("%{}: dim '{}' is not c*T + d", v->name, d.str());
+      auto lin = d.affineIn("T");
+      if (!lin || lin->coef < 0 || lin->constant < 0) {
+        error = fmt::format("%{}: dim '{}' is not c*T + d or c*T / q + d",
+                            v->name, d.str());
         return false;
       }
-      b.shape.push_back({lin->first, lin->second});
+      b.shape.push_back({lin->coef, lin->constant, lin->div});
     }
     b.offset = *v->offset;
     b.bytes = ir::bytesAt(v->type, maxTokens, nullptr);

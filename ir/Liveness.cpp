@@ -33,15 +33,16 @@ uint64_t bytesAt(const Type &t, int64_t maxTokens, std::string *why) {
   }
   unsigned __int128 n = elemBytes(t.elem);
   for (const Dim &d : t.dims) {
-    // Every planned dim is c*T + d.
-    auto lin = d.linearIn("T");
+    // Every planned dim is floor(c*T / q) + d.
+    auto lin = d.affineIn("T");
     if (!lin) {
       if (why)
-        *why = fmt::format("dim '{}' of {} is not of the form c*T + d", d.str(),
-                           t.str());
+        *why = fmt::format("dim '{}' of {} is not of the form c*T + d or "
+                           "c*T / q + d",
+                           d.str(), t.str());
       return 0;
     }
-    int64_t v = lin->first * maxTokens + lin->second;
+    int64_t v = lin->coef * maxTokens / lin->div + lin->constant;
     if (v < 0) {
       if (why)
         *why = fmt::format("dim '{}' of {} is negative", d.str(), t.str());

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 
 namespace strata::ir {
 
@@ -177,6 +178,23 @@ bool inferUnary(RuleCtx &c) {
   if (c.in[0].isTensor())
     c.out[0] = c.in[0];
   return true;
+}
+
+bool inferClamp(RuleCtx &c) {
+  auto lo = c.floatAttr("min"), hi = c.floatAttr("max");
+  if (lo && hi && *lo > *hi)
+    return c.error(
+        fmt::format("attribute 'min' ({}) is above 'max' ({})", *lo, *hi));
+  return inferUnary(c);
+}
+
+bool inferL2Norm(RuleCtx &c) {
+  auto form = c.strAttr("form");
+  if (form && *form != "max" && *form != "add")
+    return c.error(fmt::format("attribute 'form' must be \"max\" or \"add\", "
+                               "got \"{}\"",
+                               *form));
+  return inferUnary(c);
 }
 
 bool inferCast(RuleCtx &c) {
@@ -397,6 +415,10 @@ bool inferAttention(RuleCtx &c) {
 }
 
 bool inferConv1d(RuleCtx &c) {
+  auto dilation = c.intAttr("dilation");
+  if (dilation && *dilation <= 0)
+    return c.error(fmt::format("attribute 'dilation' must be positive, got {}",
+                               *dilation));
   if (!checkActivation(c, 0, "the input") ||
       !checkRank(c, 0, 2, "an input [T, C]") ||
       !checkRank(c, 1, 2, "a weight [C, K]") ||
@@ -434,6 +456,73 @@ bool inferGatedDelta(RuleCtx &c) {
     return false;
   if (c.in[2].isTensor())
     c.out[0] = Type::tensor(f32(), c.in[2].dims);
+  return true;
+}
+
+bool inferBlockMean(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input") ||
+      !checkRank(c, 0, 2, "an input [T, C]"))
+    return false;
+  auto block = c.intAttr("block");
+  if (block && *block <= 0)
+    return c.error(
+        fmt::format("attribute 'block' must be positive, got {}", *block));
+  if (c.in[0].isTensor() && block)
+    c.out[0] = Type::tensor(
+        f32(), {Dim::floorDiv(c.in[0].dims[0], *block), c.in[0].dims[1]});
+  return true;
+}
+
+bool inferQsaSelect(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the queries") ||
+      !checkActivation(c, 1, "the block keys") ||
+      !checkRank(c, 0, 3, "queries [T, Hi, Di]") ||
+      !checkRank(c, 1, 2, "block keys [NB, Di]") ||
+      !checkDim(c, 0, 2, 1, 1, "indexer head dim"))
+    return false;
+  auto block = c.intAttr("block"), top = c.intAttr("top");
+  if (block && *block <= 0)
+    return c.error(
+        fmt::format("attribute 'block' must be positive, got {}", *block));
+  if (top && (*top <= 0 || *top > (int64_t(1) << 24)))
+    return c.error(
+        fmt::format("attribute 'top' must be in 1..2^24, got {}", *top));
+  if (c.in[0].isTensor() && top)
+    c.out[0] = Type::tensor(i32(), {c.in[0].dims[0], Dim::constant(*top + 1)});
+  return true;
+}
+
+bool inferNgramHash(RuleCtx &c) {
+  if (!checkRank(c, 0, 1, "tokens [T]") || !checkIndices(c, 0, "the tokens"))
+    return false;
+  auto n = c.intAttr("n"), heads = c.intAttr("heads");
+  if (n && (*n < 2 || *n > 64))
+    return c.error(fmt::format("attribute 'n' must be in 2..64, got {}", *n));
+  if (heads && (*heads <= 0 || *heads > 4096))
+    return c.error(
+        fmt::format("attribute 'heads' must be in 1..4096, got {}", *heads));
+  if (auto m = c.intsAttr("mults"); m && n && int64_t(m->size()) != *n)
+    return c.error(fmt::format("attribute 'mults' has {} entries, 'n' is {}",
+                               m->size(), *n));
+  auto checkList = [&](const char *name, int64_t lo) {
+    auto list = c.intsAttr(name);
+    if (!list)
+      return true;
+    if (n && heads && int64_t(list->size()) != (*n - 1) * *heads)
+      return c.error(fmt::format("attribute '{}' has {} entries, expected "
+                                 "(n-1)*heads = {}",
+                                 name, list->size(), (*n - 1) * *heads));
+    for (int64_t v : *list)
+      if (v < lo || v > INT32_MAX)
+        return c.error(
+            fmt::format("attribute '{}' holds {}, out of range", name, v));
+    return true;
+  };
+  if (!checkList("sizes", 1) || !checkList("offsets", 0))
+    return false;
+  if (c.in[0].isTensor() && n && heads)
+    c.out[0] = Type::tensor(
+        i32(), {c.in[0].dims[0], Dim::constant((*n - 1) * *heads)});
   return true;
 }
 

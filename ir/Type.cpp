@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 
 namespace strata::ir {
 
@@ -99,6 +100,80 @@ Dim::linearIn(const std::string &sym) const {
   return std::make_pair(coef, c);
 }
 
+/// The operands of a floor-division atom's expression, or nullptr.
+static const Expr *divisionOf(const ExprPtr &e) {
+  return e && e->kind == ExprKind::Binary && e->s == "/" ? e.get() : nullptr;
+}
+
+std::optional<AffineDim> Dim::affineIn(const std::string &sym) const {
+  if (auto lin = linearIn(sym))
+    return AffineDim{lin->first, 1, lin->second};
+  // One floor-division atom with coefficient 1, plus a constant.
+  const Expr *div = nullptr;
+  int64_t c = 0;
+  for (const auto &[m, k] : terms_) {
+    if (m.empty()) {
+      c = k;
+      continue;
+    }
+    auto a = m.size() == 1 ? atoms_.find(m[0]) : atoms_.end();
+    if (k != 1 || div || a == atoms_.end() || !divisionOf(a->second))
+      return std::nullopt;
+    div = a->second.get();
+  }
+  if (!div)
+    return std::nullopt;
+  auto q = fromExpr(div->args[1]).constant();
+  auto n = fromExpr(div->args[0]).linearIn(sym);
+  // floor((a*T + q*k) / q) = floor(a*T / q) + k.
+  if (!q || *q <= 0 || !n || n->second % *q != 0)
+    return std::nullopt;
+  int64_t constant;
+  if (__builtin_add_overflow(c, n->second / *q, &constant))
+    return std::nullopt;
+  return AffineDim{n->first, *q, constant};
+}
+
+Dim Dim::floorDiv(const Dim &n, int64_t d) {
+  assert(d > 0 && "floorDiv by a non-positive constant");
+  if (auto c = n.constant()) {
+    int64_t q = *c / d;
+    return constant(q * d > *c ? q - 1 : q);
+  }
+  if (auto q = n.divExact(d))
+    return *q;
+  ExprPtr e = Expr::makeBinary("/", n.toExpr(), Expr::makeInt(d));
+  std::string name = "(" + printExpr(*e) + ")";
+  Dim r = symbol(name);
+  r.atoms_.emplace(name, e);
+  return r;
+}
+
+ExprPtr Dim::toExpr() const {
+  ExprPtr sum;
+  auto term = [&](const Monomial &m, int64_t c) {
+    ExprPtr t;
+    uint64_t mag = c < 0 ? 0 - static_cast<uint64_t>(c) : c;
+    if (m.empty() || mag != 1)
+      t = Expr::makeInt(static_cast<int64_t>(mag));
+    for (const std::string &sym : m) {
+      auto a = atoms_.find(sym);
+      ExprPtr f = a != atoms_.end() ? a->second : Expr::makeName(sym);
+      t = t ? Expr::makeBinary("*", t, f) : f;
+    }
+    if (!sum)
+      sum = c < 0 ? Expr::makeBinary("-", Expr::makeInt(0), t) : t;
+    else
+      sum = Expr::makeBinary(c < 0 ? "-" : "+", sum, t);
+  };
+  for (const auto &[m, c] : terms_)
+    if (!m.empty())
+      term(m, c);
+  if (auto it = terms_.find({}); it != terms_.end())
+    term(it->first, it->second);
+  return sum ? sum : Expr::makeInt(0);
+}
+
 bool Dim::overflowed() const { return terms_.count({kOverflowAtom}) != 0; }
 
 static Dim atomOf(const ExprPtr &e) {
@@ -151,9 +226,16 @@ std::optional<int64_t> Dim::constant() const {
 
 bool Dim::isBound() const {
   for (const auto &[m, c] : terms_)
-    for (const std::string &s : m)
-      if (s != "T")
+    for (const std::string &s : m) {
+      if (s == "T")
+        continue;
+      // A floor division of a bound dim by a constant is bound.
+      auto a = atoms_.find(s);
+      const Expr *div = a == atoms_.end() ? nullptr : divisionOf(a->second);
+      if (!div || !fromExpr(div->args[0]).isBound() ||
+          !fromExpr(div->args[1]).isConstant())
         return false;
+    }
   return true;
 }
 
@@ -251,7 +333,25 @@ std::optional<Dim> Dim::substitute(const std::map<std::string, Const> &names,
         continue;
       }
       std::optional<Const> v;
-      if (auto a = atoms_.find(sym); a != atoms_.end()) {
+      auto a = atoms_.find(sym);
+      if (const Expr *div =
+              a == atoms_.end() ? nullptr : divisionOf(a->second)) {
+        // A division substitutes both sides; it stays symbolic in T.
+        auto n = fromExpr(div->args[0]).substitute(names, env, diag, loc);
+        if (!n)
+          return std::nullopt;
+        auto d = fromExpr(div->args[1]).substitute(names, env, diag, loc);
+        if (!d)
+          return std::nullopt;
+        if (auto q = d->constant(); q && *q > 0) {
+          t = t * floorDiv(*n, *q);
+          continue;
+        } else if (q) {
+          diag.error(loc, fmt::format("dimension '{}' divides by {}", sym, *q));
+          return std::nullopt;
+        }
+      }
+      if (a != atoms_.end()) {
         v = evalExpr(*a->second, env, diag);
         if (!v)
           return std::nullopt;
@@ -274,7 +374,6 @@ std::optional<Dim> Dim::substitute(const std::map<std::string, Const> &names,
     diag.error(loc, "dimension overflows a 64-bit integer");
     return std::nullopt;
   }
-  result.atoms_.clear();
   return result;
 }
 

@@ -45,10 +45,23 @@ struct ElemType {
   }
 };
 
+/// `floor(coef*T / div) + constant` (div >= 1).
+struct AffineDim {
+  int64_t coef = 0;
+  int64_t div = 1;
+  int64_t constant = 0;
+  bool operator==(const AffineDim &o) const {
+    return coef == o.coef && div == o.div && constant == o.constant;
+  }
+};
+
 /// A dimension: an integer polynomial over symbols (T, lets, parameters).
 /// Sums of products with integer coefficients are kept canonical, so
 /// `H*HD` equals `HD*H`; anything else (a division that is not exact, a
-/// meta() call, ...) becomes an opaque atom named by its printed form.
+/// meta() call, ...) becomes an opaque atom named by its printed form. A
+/// division of two polynomials that is not exact is a floor-division atom:
+/// substitution re-evaluates it, so `T / CR` becomes `(T / 64)` once CR is
+/// bound and stays symbolic in T (see affineIn).
 class Dim {
 public:
   Dim() = default;
@@ -65,6 +78,14 @@ public:
   /// If the dim is `coef*sym + constant`, returns {coef, constant}.
   std::optional<std::pair<int64_t, int64_t>>
   linearIn(const std::string &sym) const;
+  /// If the dim is `floor(coef*sym / div) + constant` (a polynomial
+  /// `coef*sym + constant` has div 1), returns it.
+  std::optional<AffineDim> affineIn(const std::string &sym) const;
+  /// floor(\p n / \p d) for a constant \p d > 0: exact divisions and
+  /// constants fold, anything else is a floor-division atom.
+  static Dim floorDiv(const Dim &n, int64_t d);
+  /// The dim as an expression (atoms by their expressions).
+  ExprPtr toExpr() const;
   /// True if arithmetic overflowed 64 bits somewhere.
   bool overflowed() const;
   /// True if no opaque atom occurs, so equality is decided exactly.

@@ -28,7 +28,8 @@ bool validatePlan(const Plan &p, std::string &error) {
     const PlanBuffer &b = p.buffers[i];
     unsigned __int128 elems = 1;
     for (const format::PlanDim &d : b.shape) {
-      if (d.coef < 0 || d.constant < 0 || d.at(p.maxTokens) <= 0 ||
+      if (d.coef < 0 || d.constant < 0 || d.div < 1 ||
+          d.at(p.maxTokens) < (d.div > 1 ? 0 : 1) ||
           elems > (static_cast<unsigned __int128>(1) << 62)) {
         error =
             fmt::format("plan: buffer {} '{}' has an invalid shape", i, b.name);

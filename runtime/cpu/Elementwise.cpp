@@ -131,6 +131,20 @@ void runTanh(KernelCtx &ctx) {
   unary(ctx, [](float x) { return std::tanh(x); });
 }
 
+void runSign(KernelCtx &ctx) {
+  // 0 and NaN pass through, as torch.sign does.
+  unary(ctx, [](float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); });
+}
+
+void runClamp(KernelCtx &ctx) {
+  float lo = ctx.floatAttr("min", -std::numeric_limits<float>::infinity());
+  float hi = ctx.floatAttr("max", std::numeric_limits<float>::infinity());
+  if (lo > hi)
+    fail(fmt::format("attribute 'min' ({}) is above 'max' ({})", lo, hi));
+  // NaN passes through (both comparisons are false for it).
+  unary(ctx, [lo, hi](float x) { return x < lo ? lo : (x > hi ? hi : x); });
+}
+
 void runScale(KernelCtx &ctx) {
   float s = ctx.floatAttr("s");
   float b = ctx.floatAttr("b", 0.0f);

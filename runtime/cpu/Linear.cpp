@@ -63,17 +63,18 @@ void runArange(KernelCtx &ctx) {
     fail(fmt::format("{} must have rank >= 1 (its first dim is the length)",
                      ctx.describeIn(0)));
   int64_t n = xs[0];
+  int64_t step = ctx.intAttr("step", 1);
   ctx.expectOutShape(0, {n});
   if (ctx.out(0).dtype == format::PlanDType::I32 ||
       ctx.out(0).dtype == format::PlanDType::I64) {
     int32_t *y = ctx.outI32(0);
     for (int64_t i = 0; i < n; ++i)
-      y[i] = static_cast<int32_t>(i);
+      y[i] = static_cast<int32_t>(i * step);
     return;
   }
   float *y = ctx.outF32(0);
   for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>(i);
+    y[i] = static_cast<float>(i * step);
 }
 
 } // namespace strata::runtime::cpu

@@ -108,6 +108,12 @@ void runRmsNorm(KernelCtx &ctx) {
 
 void runL2Norm(KernelCtx &ctx) {
   float eps = ctx.floatAttr("eps");
+  std::string form = ctx.strAttr("form", "max");
+  if (form != "max" && form != "add")
+    fail(fmt::format("attribute 'form' must be \"max\" or \"add\", got "
+                     "\"{}\"",
+                     form));
+  bool add = form == "add";
   ctx.expectOutShape(0, ctx.inShape(0));
   auto [rows, d] = rowsOf(ctx);
   const float *x = ctx.f32(0);
@@ -116,7 +122,9 @@ void runL2Norm(KernelCtx &ctx) {
     double sum = 0;
     for (int64_t i = 0; i < d; ++i)
       sum += static_cast<double>(x[r * d + i] * x[r * d + i]);
-    float scale = 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+    float scale =
+        add ? 1.0f / std::sqrt(static_cast<float>(sum) + eps)
+            : 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
     for (int64_t i = 0; i < d; ++i)
       y[r * d + i] = x[r * d + i] * scale;
   }

@@ -157,13 +157,17 @@ void runConv1dCausal(KernelCtx &ctx) {
   int64_t kw = ctx.inShape(1)[1];
   expectDim(ctx, 1, 0, c, "the channel count");
   ctx.expectOutShape(0, {t, c});
+  int64_t dilation = ctx.intAttr("dilation", 1);
+  if (dilation <= 0)
+    fail(
+        fmt::format("attribute 'dilation' must be positive, got {}", dilation));
   const float *x = ctx.f32(0), *w = ctx.f32(1);
   float *y = ctx.outF32(0);
   for (int64_t ti = 0; ti < t; ++ti)
     for (int64_t ci = 0; ci < c; ++ci) {
       float sum = 0;
       for (int64_t j = 0; j < kw; ++j) {
-        int64_t src = ti - kw + 1 + j;
+        int64_t src = ti - (kw - 1 - j) * dilation;
         if (src >= 0)
           sum += w[ci * kw + j] * x[src * c + ci];
       }

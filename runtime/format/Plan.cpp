@@ -85,6 +85,8 @@ const PlanAttr *PlanKernel::attr(const std::string &name) const {
 static json dimToJson(const PlanDim &d) {
   if (d.coef == 0)
     return d.constant;
+  if (d.div != 1)
+    return json::array({d.coef, d.constant, d.div});
   return json::array({d.coef, d.constant});
 }
 
@@ -337,16 +339,23 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
       PlanDim dim;
       if (e.is_number_integer()) {
         dim.constant = e.get<int64_t>();
-      } else if (e.is_array() && e.size() == 2 && e[0].is_number_integer() &&
-                 e[1].is_number_integer()) {
+      } else if (e.is_array() && (e.size() == 2 || e.size() == 3) &&
+                 e[0].is_number_integer() && e[1].is_number_integer() &&
+                 (e.size() == 2 || e[2].is_number_integer())) {
         dim.coef = e[0].get<int64_t>();
         dim.constant = e[1].get<int64_t>();
+        if (e.size() == 3)
+          dim.div = e[2].get<int64_t>();
       } else {
         return r.fail(fmt::format("{}.shape[{}]", path, d),
-                      "expected an integer or [coef, constant]");
+                      "expected an integer, [coef, constant] or [coef, "
+                      "constant, div]");
       }
+      // A divided dim (pooled blocks) may be empty for short prompts.
       if (dim.coef < 0 || dim.coef > (1 << 20) || dim.constant < 0 ||
-          dim.constant > (int64_t(1) << 40) || dim.at(p.maxTokens) <= 0)
+          dim.constant > (int64_t(1) << 40) || dim.div < 1 ||
+          dim.div > (int64_t(1) << 20) ||
+          dim.at(p.maxTokens) < (dim.div > 1 ? 0 : 1))
         return r.fail(fmt::format("{}.shape[{}]", path, d), "dim out of range");
       pb.shape.push_back(dim);
     }

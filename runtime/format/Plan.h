@@ -6,7 +6,8 @@
 // one arena of `arenaBytes`, and launches `kernels` in order. It makes no
 // decisions; everything here was decided by the compiler.
 //
-// Shapes may depend on the token count T: each dim is `coef*T + constant`.
+// Shapes may depend on the token count T: each dim is
+// `floor(coef*T / div) + constant` (div is 1 but for pooled dims like T / 64).
 // Buffers are sized and placed for T = maxTokens; a run with T' <= maxTokens
 // uses the same offsets with smaller extents.
 //
@@ -53,13 +54,17 @@ const char *planDTypeName(PlanDType t);
 std::optional<PlanDType> planDTypeFromName(const std::string &s);
 size_t planDTypeSize(PlanDType t);
 
-/// `coef*T + constant`.
+/// `floor(coef*T / div) + constant`, div >= 1.
 struct PlanDim {
   int64_t coef = 0;
   int64_t constant = 0;
-  int64_t at(int64_t t) const { return coef * t + constant; }
+  int64_t div = 1;
+  int64_t at(int64_t t) const {
+    int64_t n = coef * t, q = n / div;
+    return (q * div > n ? q - 1 : q) + constant;
+  }
   bool operator==(const PlanDim &o) const {
-    return coef == o.coef && constant == o.constant;
+    return coef == o.coef && constant == o.constant && div == o.div;
   }
 };
 

@@ -74,6 +74,11 @@ void printReport(const format::Plan &p) {
                           ? fmt::format("{}T+{}", dim.coef, dim.constant)
                       : dim.coef == 1 ? "T"
                                       : fmt::format("{}T", dim.coef);
+      if (dim.coef != 0 && dim.div != 1)
+        s = fmt::format("{}T/{}",
+                        dim.coef == 1 ? "" : fmt::format("{}", dim.coef),
+                        dim.div) +
+            (dim.constant ? fmt::format("+{}", dim.constant) : "");
       shape += (d ? ", " : "") + s;
     }
     shape += "]";

@@ -60,6 +60,38 @@ TEST(Plan, JsonRoundTrip) {
   EXPECT_EQ(q.buffers[1].numElements(3), 3 * 64);
 }
 
+TEST(Plan, DividedDimsRoundTrip) {
+  // Version-1 dims without a divisor still read, with div 1.
+  {
+    Plan q;
+    std::string err;
+    ASSERT_TRUE(planFromJson(planToJson(smallPlan()), "plan.json", q, err))
+        << err;
+    EXPECT_EQ(q.buffers[1].shape[0], (PlanDim{1, 0, 1}));
+  }
+  Plan p = smallPlan();
+  // A pooled [T / 4, 64] buffer: floor(T / 4) rows, empty below T = 4.
+  p.buffers.push_back(
+      {"kb", PlanDType::F32, {{1, 0, 4}, {0, 64}}, p.arenaBytes, 2 * 64 * 4});
+  p.arenaBytes += 2 * 64 * 4;
+  std::string text = planToJson(p);
+  Plan q;
+  std::string err;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(planToJson(q), text);
+  EXPECT_EQ(q.buffers[2].shape[0], (PlanDim{1, 0, 4}));
+  EXPECT_EQ(q.buffers[2].numElements(8), 2 * 64);
+  EXPECT_EQ(q.buffers[2].numElements(7), 1 * 64);
+  EXPECT_EQ(q.buffers[2].numElements(3), 0);
+  EXPECT_EQ((PlanDim{3, 1, 2}).at(5), 8);
+  // A divisor below 1 is rejected with its path.
+  p.buffers[2].shape[0].div = 0;
+  EXPECT_NE(
+      errorOf(planToJson(p)).find("buffers[2].shape[0]: dim out of range"),
+      std::string::npos)
+      << errorOf(planToJson(p));
+}
+
 TEST(Plan, RejectsWithJsonPath) {
   std::string text = planToJson(smallPlan());
   auto replace = [&](const std::string &from, const std::string &to) {

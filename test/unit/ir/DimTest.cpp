@@ -72,3 +72,62 @@ TEST(ElemType, ParsesActivationAndBlockTypes) {
         "iq3_xxs", "iq2_xxs", "f16", "bf16", "i32", "i64", "bool"})
     EXPECT_TRUE(ElemType::parse(t)) << t;
 }
+
+TEST(Dim, FloorDivisionStaysSymbolicInT) {
+  SourceMgr sm;
+  std::ostringstream os;
+  DiagnosticEngine diag(sm, os);
+  std::map<std::string, Const> names{{"CR", Const::ofInt(64)}};
+  EvalEnv env;
+  env.names = &names;
+  // `T / CR` as the parser builds it: an atom until CR is bound.
+  Dim d = Dim::fromExpr(
+      Expr::makeBinary("/", Expr::makeName("T"), Expr::makeName("CR")));
+  EXPECT_FALSE(d.isPolynomial());
+  EXPECT_FALSE(d.affineIn("T"));
+  EXPECT_FALSE(d.isBound());
+  auto s = d.substitute(names, env, diag, {});
+  ASSERT_TRUE(s) << os.str();
+  EXPECT_EQ(s->str(), "(T / 64)");
+  EXPECT_TRUE(s->isBound());
+  EXPECT_EQ(*s, Dim::floorDiv(Dim::symbol("T"), 64));
+  EXPECT_EQ(s->affineIn("T"), (AffineDim{1, 64, 0}));
+  // Substituting again is a fixed point.
+  auto again = s->substitute(names, env, diag, {});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *s);
+  // Plain polynomials have div 1; exact divisions and constants fold.
+  EXPECT_EQ(
+      (Dim::constant(3) * Dim::symbol("T") + Dim::constant(2)).affineIn("T"),
+      (AffineDim{3, 1, 2}));
+  EXPECT_EQ(Dim::floorDiv(Dim::constant(130), 64), Dim::constant(2));
+  EXPECT_EQ(Dim::floorDiv(Dim::constant(-1), 64), Dim::constant(-1));
+  EXPECT_EQ(Dim::floorDiv(Dim::constant(128) * Dim::symbol("T"), 64),
+            Dim::constant(2) * Dim::symbol("T"));
+  // floor((2*T + 128) / 64) + 1 = floor(2*T / 64) + 3.
+  Dim shifted =
+      Dim::floorDiv(Dim::constant(2) * Dim::symbol("T") + Dim::constant(128),
+                    64) +
+      Dim::constant(1);
+  EXPECT_EQ(shifted.affineIn("T"), (AffineDim{2, 64, 3}));
+  // Not expressible: a multiple of a floor, or a remainder in the numerator.
+  EXPECT_FALSE((Dim::constant(2) * *s).affineIn("T"));
+  EXPECT_FALSE(
+      Dim::floorDiv(Dim::symbol("T") + Dim::constant(1), 64).affineIn("T"));
+  // Constant divisions of bound lets still evaluate to constants.
+  std::map<std::string, Const> dh{{"D", Const::ofInt(100)},
+                                  {"H", Const::ofInt(7)}};
+  env.names = &dh;
+  auto c = Dim::fromExpr(
+               Expr::makeBinary("/", Expr::makeName("D"), Expr::makeName("H")))
+               .substitute(dh, env, diag, {});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->constant(), 14);
+  // Division by zero is still a diagnostic.
+  std::map<std::string, Const> zero{{"CR", Const::ofInt(0)}};
+  env.names = &zero;
+  EXPECT_FALSE(d.substitute(zero, env, diag, {}));
+  EXPECT_NE(os.str().find("dimension '(T / CR)' divides by 0"),
+            std::string::npos)
+      << os.str();
+}

@@ -111,3 +111,54 @@ TEST(Expand, OutputIsAFixedPoint) {
   ASSERT_FALSE(once.empty());
   EXPECT_EQ(expand(once, kMeta), once);
 }
+
+TEST(Expand, ArrayMetaIndexingAndU64ListsBecomeInts) {
+  std::string text = R"(model m {
+  let N = meta("ple.ngram_size")
+  let HPN = meta("ple.heads_per_ngram")
+  func @main(%tok: i32[T], %x: f32[T, 8]) -> i32[T, (N - 1) * HPN] {
+    %h = repeat l in 0..3 carry(%c = %x) {
+      %y = if meta("attention.compress_ratios")[l] > 0 {
+        %b = block_mean(%c) {block = meta("attention.compress_ratios")[l]} : f32[T / meta("attention.compress_ratios")[l], 8]
+        %n = neg(%c)
+        yield %n
+      } else {
+        yield %c
+      }
+      yield %y
+    }
+    %ids = ngram_hash(%tok) {n = N, heads = HPN, eos = meta("ple.eos_token_id"), mults = meta("ple.layer_multipliers"), sizes = meta("ple.head_vocab_sizes"), offsets = meta("ple.head_offsets")}
+    return %ids
+  }
+}
+)";
+  const char *meta = R"(general.architecture = "toy"
+toy.attention.compress_ratios = [0, 0, 4]
+toy.ple.ngram_size = 3
+toy.ple.heads_per_ngram = 2
+toy.ple.eos_token_id = 255
+toy.ple.layer_multipliers = [4295158889762567, 35454616657218897, 9223372036854775807]
+toy.ple.head_vocab_sizes = [503, 509, 521, 523]
+toy.ple.head_offsets = [0, 503, 1012, 1533]
+)";
+  std::string diags;
+  std::string out = expand(text, meta, &diags);
+  ASSERT_FALSE(out.empty()) << diags;
+  // Only layer 2 has a compress ratio; its block_mean is planned as T / 4.
+  EXPECT_NE(out.find("block_mean(%x) {block = 4} : f32[(T / 4), 8]"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("block_mean(%x) {block = 0}"), std::string::npos) << out;
+  // u64 arrays (values below 2^63) become ints lists.
+  EXPECT_NE(out.find("mults = [4295158889762567, 35454616657218897, "
+                     "9223372036854775807]"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("sizes = [503, 509, 521, 523], offsets = [0, 503, 1012, "
+                     "1533]"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("eos = 255"), std::string::npos) << out;
+  EXPECT_NE(out.find(": i32[T, 4]"), std::string::npos) << out;
+  EXPECT_EQ(expand(out, meta), out);
+}

@@ -75,6 +75,56 @@ TEST(CpuElementwise, ScaleAcceptsIntsAndDefaultsB) {
   EXPECT_EQ(error, "missing attribute 's'");
 }
 
+TEST(CpuElementwise, SignAndClamp) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 7), d = rng.integer(1, 40);
+  std::vector<float> xv = rng.uniform(t * d, -3, 3);
+  xv[0] = 0.0f;
+  HostTensor x = buffer({t, d}, xv), s = output({t, d});
+  std::string error;
+  ASSERT_TRUE(runKernel(Recipe::Sign, {}, {&x}, {&s}, error)) << error;
+  std::vector<double> want;
+  for (float v : xv)
+    want.push_back(v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0));
+  EXPECT_EQ(s.floats(), std::vector<float>(want.begin(), want.end()));
+
+  double lo = rng.uniform(1, -2, 0)[0], hi = rng.uniform(1, 0, 2)[0];
+  struct Case {
+    AttrMap attrs;
+    double lo, hi;
+  };
+  std::vector<Case> cases = {
+      {{{"min", aFloat(lo)}, {"max", aFloat(hi)}}, lo, hi},
+      {{{"min", aFloat(lo)}}, lo, INFINITY},
+      {{{"max", aInt(1)}}, -INFINITY, 1},
+      {{}, -INFINITY, INFINITY},
+  };
+  for (const Case &c : cases) {
+    HostTensor y = output({t, d});
+    ASSERT_TRUE(runKernel(Recipe::Clamp, c.attrs, {&x}, {&y}, error)) << error;
+    std::vector<double> w;
+    for (float v : xv)
+      w.push_back(std::min(std::max(double(v), double(float(c.lo))),
+                           double(float(c.hi))));
+    EXPECT_LT(nmse(y.floats(), w), kF32Bar);
+  }
+  HostTensor y = output({t, d});
+  EXPECT_FALSE(runKernel(Recipe::Clamp,
+                         {{"min", aFloat(1)}, {"max", aFloat(0)}}, {&x}, {&y},
+                         error));
+  EXPECT_NE(error.find("'min' (1) is above 'max' (0)"), std::string::npos)
+      << error;
+  // NaN passes through both.
+  HostTensor n = buffer({1}, {NAN}), ns = output({1}), nc = output({1});
+  ASSERT_TRUE(runKernel(Recipe::Sign, {}, {&n}, {&ns}, error)) << error;
+  ASSERT_TRUE(
+      runKernel(Recipe::Clamp, {{"min", aFloat(0)}}, {&n}, {&nc}, error))
+      << error;
+  EXPECT_TRUE(std::isnan(ns.floats()[0]));
+  EXPECT_TRUE(std::isnan(nc.floats()[0]));
+}
+
 TEST(CpuElementwise, CastBetweenEveryType) {
   std::vector<float> xv = {1.5f, -2.25f, 3.0f, 100000.0f, -0.0f, 7.75f};
   HostTensor x = buffer({2, 3}, xv);

@@ -130,6 +130,11 @@ TEST(CpuLinear, Arange) {
   EXPECT_EQ(y.ints(), (std::vector<int32_t>{0, 1, 2, 3}));
   HostTensor wrong = output({3}, PlanDType::I32);
   EXPECT_FALSE(runKernel(Recipe::Arange, {}, {&x}, {&wrong}, error));
+  HostTensor stepped = output({4}, PlanDType::I32);
+  ASSERT_TRUE(
+      runKernel(Recipe::Arange, {{"step", aInt(64)}}, {&x}, {&stepped}, error))
+      << error;
+  EXPECT_EQ(stepped.ints(), (std::vector<int32_t>{0, 64, 128, 192}));
 }
 
 } // namespace

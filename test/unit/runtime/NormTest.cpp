@@ -138,4 +138,34 @@ TEST(CpuNorm, L2Norm) {
   EXPECT_LT(nmse(y.floats(), want), kF32Bar);
 }
 
+TEST(CpuNorm, L2NormFormAdd) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 6), d = rng.integer(1, 70);
+  std::vector<float> xv = rng.normal(t * d);
+  for (int64_t i = 0; i < d; ++i)
+    xv[i] = 1e-4f; // a small row: eps dominates the sum
+  HostTensor x = buffer({t, d}, xv), y = output({t, d}), z = output({t, d});
+  float eps = 1e-6f;
+  std::string error;
+  ASSERT_TRUE(runKernel(Recipe::L2Norm,
+                        {{"eps", aFloat(eps)}, {"form", aStr("add")}}, {&x},
+                        {&y}, error))
+      << error;
+  std::vector<double> want(xv.size());
+  for (int64_t r = 0; r < t; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i)
+      ss += double(xv[r * d + i]) * xv[r * d + i];
+    double scale = 1.0 / std::sqrt(ss + double(eps));
+    for (int64_t i = 0; i < d; ++i)
+      want[r * d + i] = xv[r * d + i] * scale;
+  }
+  EXPECT_LT(nmse(y.floats(), want), kF32Bar);
+  EXPECT_FALSE(runKernel(Recipe::L2Norm,
+                         {{"eps", aFloat(eps)}, {"form", aStr("sum")}}, {&x},
+                         {&z}, error));
+  EXPECT_NE(error.find("'form' must be"), std::string::npos) << error;
+}
+
 } // namespace

@@ -219,6 +219,34 @@ TEST(CpuSequence, Conv1dCausal) {
   EXPECT_LT(nmse(y.floats(), want), kF32Bar);
 }
 
+TEST(CpuSequence, Conv1dCausalDilated) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(1, 20), c = rng.integer(1, 20), kw = 4;
+  int64_t dil = rng.integer(2, 4);
+  std::vector<float> xv = rng.normal(t * c), wv = rng.normal(c * kw);
+  HostTensor x = buffer({t, c}, xv);
+  HostTensor w = weight(GgmlType::F32, {c, kw}, wv), y = output({t, c});
+  std::string error;
+  ASSERT_TRUE(runKernel(Recipe::Conv1dCausal, {{"dilation", aInt(dil)}},
+                        {&x, &w}, {&y}, error))
+      << error;
+  std::vector<double> want(t * c, 0.0);
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t src = ti - (kw - 1 - j) * dil;
+        if (src >= 0)
+          want[ti * c + ci] += double(wv[ci * kw + j]) * xv[src * c + ci];
+      }
+  EXPECT_LT(nmse(y.floats(), want), kF32Bar);
+  HostTensor y2 = output({t, c});
+  EXPECT_FALSE(runKernel(Recipe::Conv1dCausal, {{"dilation", aInt(0)}},
+                         {&x, &w}, {&y2}, error));
+  EXPECT_NE(error.find("'dilation' must be positive"), std::string::npos)
+      << error;
+}
+
 TEST(CpuSequence, GatedDeltaRule) {
   Rng rng;
   SCOPED_TRACE(rng.trace());

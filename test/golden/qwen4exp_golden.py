@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""strata's CPU plan of models/qwen4exp.strata against HF transformers.
+
+The tiny qwen4exp model in test/golden/qwen4exp/ (3 layers: GDN, GDN + PLE,
+QSA; made by qwen4exp_oracle.py) is compiled once for the long prompt's
+length, then run with the long (72 tokens: an EOS inside, sparse attention
+from query 19 on) and the short (11 tokens, dense) prompt of logits.json.
+All T x vocab logits are compared with HF's (logits_long.f32,
+logits_short.f32): NMSE <= 1e-5 each. Prints every measurement; exit 1 if a
+bar fails, 77 if numpy is missing.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GOLDEN = os.path.join(HERE, "qwen4exp")
+BAR = 1e-5
+
+try:
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print(f"SKIPPED: {e}")
+    sys.exit(77)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with strata tools")
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    tool = lambda n: os.path.join(a.bin, n)
+    gguf = os.path.join(GOLDEN, "model.gguf")
+    with open(os.path.join(GOLDEN, "logits.json")) as f:
+        meta = json.load(f)
+    prompts = meta["prompts"]
+    max_tokens = max(len(p["tokens"]) for p in prompts.values())
+    plan = os.path.join(a.workdir, "qwen4exp.plan")
+    run([tool("strata-compile"), os.path.join(ROOT, "models", "qwen4exp.strata"),
+         "--gguf", gguf, "--max-tokens", str(max_tokens), "--target", "host",
+         "-o", plan])
+    failed = 0
+    for name in ("long", "short"):
+        p = prompts[name]
+        tokens = p["tokens"]
+        theirs = np.fromfile(os.path.join(GOLDEN, p["file"]),
+                             dtype="<f4").reshape(p["shape"])
+        ours_path = os.path.join(a.workdir, f"logits_{name}.f32")
+        run([tool("strata-run"), plan, "--gguf", gguf, "--tokens",
+             ",".join(map(str, tokens)), "--dump-logits", ours_path])
+        ours = np.fromfile(ours_path, dtype="<f4")
+        if ours.size != theirs.size:
+            print(f"{name:6s} FAIL: {ours.size} logits, expected {theirs.size}")
+            failed += 1
+            continue
+        ours = ours.reshape(theirs.shape)
+        ref = theirs.astype(np.float64)
+        diff = ours.astype(np.float64) - ref
+        nmse = float((diff ** 2).sum() / (ref ** 2).sum())
+        top1 = float((ours.argmax(1) == theirs.argmax(1)).mean())
+        ok = bool(np.isfinite(ours).all()) and nmse <= BAR
+        failed += not ok
+        print(f"{name:6s} T={len(tokens)} vocab={theirs.shape[1]} "
+              f"NMSE={nmse:.3e} (bar {BAR:g}) max|diff|={np.abs(diff).max():.2e} "
+              f"top1={top1 * 100:.1f}% {'ok' if ok else 'FAIL'}", flush=True)
+    print(f"{2 - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
