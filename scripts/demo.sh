@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: synthesise a tiny qwen3 model (real
-# GGUF names, metadata and a quantised weight mix), compile the bundled
-# description for it, run the plan on the CPU backend, and print the top
-# tokens of the last position and the kernel report.
-#   scripts/demo.sh [ARCH]     ARCH: qwen3 (default), qwen3moe, qwen3next
+# The main job on the embedded default: synthesise a tiny qwen4exp model
+# (its GGUF names and metadata, with unsloth's UD-IQ4_XS layout: Q6_K trunk,
+# IQ3_S gate/up and IQ4_NL down experts), compile the bundled description for
+# it, run the plan on the CPU backend, and print the top tokens of the last
+# position and the kernel report. The qwen3 family gets a Q8_0-based mix.
+#   scripts/demo.sh [ARCH]     ARCH: qwen4exp (default), qwen3, qwen3moe,
+#                              qwen3next
 set -euo pipefail
 cd "$(dirname "$0")/.."
-arch=${1:-qwen3}
+arch=${1:-qwen4exp}
+case "$arch" in
+qwen4exp) types='q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl' ;;
+*) types='q8_0,*ffn_down*=q6_k,*_exps*=iq3_s,*attn_v*=iq4_nl,*attn_output*=iq4_xs' ;;
+esac
 bash scripts/install-deps.sh >/dev/null
 export CC=clang-19 CXX=clang++-19
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -15,7 +21,7 @@ work=build/demo
 mkdir -p "$work"
 set -x
 build/bin/strata-gguf synth --arch "$arch" --preset tiny --seed 1 \
-  --types 'q8_0,*ffn_down*=q6_k,*_exps*=iq3_s,*attn_v*=iq4_nl,*attn_output*=iq4_xs' \
+  --types "$types" \
   -o "$work/$arch-tiny.gguf"
 build/bin/strata-compile "models/$arch.strata" --gguf "$work/$arch-tiny.gguf" \
   --max-tokens 64 --target host -o "$work/$arch.plan" --report

@@ -135,8 +135,9 @@ std::string checkShape(const GgmlTypeInfo &type,
 /// when something fails.
 class Parser {
 public:
-  Parser(const uint8_t *data, uint64_t size, ModelInfo &info)
-      : data_(data), size_(size), info_(info) {}
+  Parser(const uint8_t *data, uint64_t size, ModelInfo &info,
+         GgufContents contents)
+      : data_(data), size_(size), info_(info), contents_(contents) {}
 
   bool parse();
 
@@ -144,6 +145,7 @@ public:
   uint32_t version = 0;
   uint64_t alignment = kDefaultAlignment;
   uint64_t dataOffset = 0;
+  bool shapesOnly = false; ///< marked shapes-only and accepted as such
 
 private:
   /// A tensor info read but not yet checked against the data section.
@@ -205,12 +207,14 @@ private:
   bool readArray(MetaValue &v, int depth);
   bool readTensorInfo(uint64_t index, std::vector<Pending> &pending);
   bool readAlignment();
+  bool readShapesOnly();
   bool checkTensorData(const std::vector<Pending> &pending);
 
   const uint8_t *data_;
   uint64_t size_;
   uint64_t pos_ = 0;
   ModelInfo &info_;
+  GgufContents contents_;
   std::string field_;
   std::vector<uint64_t> indices_;
   uint64_t metaElements_ = 0;
@@ -228,7 +232,7 @@ bool Parser::parse() {
   for (uint64_t i = 0; i < tensorCount; ++i)
     if (!readTensorInfo(i, pending))
       return false;
-  if (!readAlignment())
+  if (!readAlignment() || !readShapesOnly())
     return false;
   dataOffset = alignUp(pos_, alignment);
   return checkTensorData(pending);
@@ -459,6 +463,29 @@ bool Parser::readAlignment() {
   return true;
 }
 
+bool Parser::readShapesOnly() {
+  const MetaValue *m = info_.findMeta(kShapesOnlyKey);
+  if (!m)
+    return true;
+  if (m->type != GgufValueType::Bool) {
+    // The key's offset is not kept; the field names it instead.
+    message = fmt::format("metadata '{}': must be bool, not {}", kShapesOnlyKey,
+                          valueTypeName(m->type));
+    return false;
+  }
+  if (!m->b)
+    return true;
+  if (contents_ == GgufContents::Data) {
+    message = fmt::format("this GGUF holds shapes only (no tensor data) "
+                          "('{}' is true): it can be planned by "
+                          "strata-compile, not run or read",
+                          kShapesOnlyKey);
+    return false;
+  }
+  shapesOnly = true;
+  return true;
+}
+
 bool Parser::checkTensorData(const std::vector<Pending> &pending) {
   const std::vector<TensorInfo> &tensors = info_.tensors();
   for (size_t k = 0; k < tensors.size(); ++k) {
@@ -469,6 +496,8 @@ bool Parser::checkTensorData(const std::vector<Pending> &pending) {
       return fail(p.offsetAt, fmt::format("{} is not a multiple of the "
                                           "alignment {}",
                                           t.offset, alignment));
+    if (shapesOnly)
+      continue;
     // Written as subtractions so that nothing can wrap around.
     if (dataOffset > size_ || t.offset > size_ - dataOffset ||
         p.bytes > size_ - dataOffset - t.offset)
@@ -691,9 +720,10 @@ GgufFile::~GgufFile() {
     ::munmap(mapping_, size_);
 }
 
-bool GgufFile::parse(const std::string &name, std::string &error) {
+bool GgufFile::parse(const std::string &name, std::string &error,
+                     GgufContents contents) {
   info_.source = name;
-  Parser parser(base_, size_, info_);
+  Parser parser(base_, size_, info_, contents);
   if (!parser.parse()) {
     error = fmt::format("{}: {}", name, parser.message);
     return false;
@@ -701,22 +731,25 @@ bool GgufFile::parse(const std::string &name, std::string &error) {
   version_ = parser.version;
   alignment_ = parser.alignment;
   dataOffset_ = parser.dataOffset;
+  shapesOnly_ = parser.shapesOnly;
   return true;
 }
 
 std::unique_ptr<GgufFile> GgufFile::fromBytes(const uint8_t *data, size_t size,
                                               const std::string &name,
-                                              std::string &error) {
+                                              std::string &error,
+                                              GgufContents contents) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->base_ = data;
   file->size_ = size;
-  if (!file->parse(name, error))
+  if (!file->parse(name, error, contents))
     return nullptr;
   return file;
 }
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string &path,
-                                         std::string &error) {
+                                         std::string &error,
+                                         GgufContents contents) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error = fmt::format("{}: cannot open: {}", path, std::strerror(errno));
@@ -749,7 +782,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string &path,
   }
   // The mapping keeps the file's pages alive; the descriptor is not needed.
   ::close(fd);
-  if (!file->parse(path, error))
+  if (!file->parse(path, error, contents))
     return nullptr;
   return file;
 }
@@ -758,8 +791,13 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string &path,
 // writeGguf
 //===----------------------------------------------------------------------===//
 
-bool writeGguf(const std::string &path, const ModelInfo &info,
-               const std::vector<GgufTensorData> &tensors, std::string &error) {
+namespace {
+
+/// writeGguf and writeGgufShapesOnly: \p tensors' infos, and their bytes
+/// from \p data (same order) unless it is null.
+bool writeFile(const std::string &path, const ModelInfo &info,
+               const std::vector<const TensorInfo *> &tensors,
+               const std::vector<GgufTensorData> *data, std::string &error) {
   auto fail = [&](const std::string &what) {
     error = fmt::format("{}: {}", path, what);
     return false;
@@ -790,8 +828,8 @@ bool writeGguf(const std::string &path, const ModelInfo &info,
   std::set<std::string_view> names;
   std::vector<uint64_t> sizes;
   uint64_t offset = 0;
-  for (const GgufTensorData &td : tensors) {
-    const TensorInfo &t = td.info;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const TensorInfo &t = *tensors[k];
     std::string what = fmt::format("tensor {}", quote(t.name));
     if (!names.insert(t.name).second)
       return fail(what + ": duplicate tensor name");
@@ -804,9 +842,9 @@ bool writeGguf(const std::string &path, const ModelInfo &info,
     std::string problem = checkShape(*type, t.dims, bytes);
     if (!problem.empty())
       return fail(fmt::format("{} dims: {}", what, problem));
-    if (td.bytes.size() != bytes)
+    if (data && (*data)[k].bytes.size() != bytes)
       return fail(fmt::format("{}: has {} bytes of data, its shape needs {}",
-                              what, td.bytes.size(), bytes));
+                              what, (*data)[k].bytes.size(), bytes));
     enc.putString(t.name);
     enc.put<uint32_t>(static_cast<uint32_t>(t.dims.size()));
     for (uint64_t d : t.dims)
@@ -826,15 +864,41 @@ bool writeGguf(const std::string &path, const ModelInfo &info,
     return fail(what);
   if (!out.write(head.data(), head.size()))
     return fail(fmt::format("cannot write: {}", std::strerror(errno)));
-  for (size_t k = 0; k < tensors.size(); ++k) {
+  for (size_t k = 0; data && k < tensors.size(); ++k) {
     // Every tensor, the last included, is padded, as ggml and gguf-py do.
-    if (!out.write(tensors[k].bytes.data(), sizes[k]) ||
+    if (!out.write((*data)[k].bytes.data(), sizes[k]) ||
         !out.writeZeros(alignUp(sizes[k], alignment) - sizes[k]))
       return fail(fmt::format("cannot write: {}", std::strerror(errno)));
   }
   if (!out.commit(path, what))
     return fail(what);
   return true;
+}
+
+} // namespace
+
+bool writeGguf(const std::string &path, const ModelInfo &info,
+               const std::vector<GgufTensorData> &tensors, std::string &error) {
+  std::vector<const TensorInfo *> infos;
+  for (const GgufTensorData &td : tensors)
+    infos.push_back(&td.info);
+  return writeFile(path, info, infos, &tensors, error);
+}
+
+bool writeGgufShapesOnly(const std::string &path, const ModelInfo &info,
+                         const std::vector<TensorInfo> &tensors,
+                         std::string &error) {
+  const MetaValue *m = info.findMeta(kShapesOnlyKey);
+  if (!m || m->type != GgufValueType::Bool || !m->b) {
+    error = fmt::format("{}: a shapes-only file needs the metadata '{}' = "
+                        "true",
+                        path, kShapesOnlyKey);
+    return false;
+  }
+  std::vector<const TensorInfo *> infos;
+  for (const TensorInfo &t : tensors)
+    infos.push_back(&t);
+  return writeFile(path, info, infos, nullptr, error);
 }
 
 } // namespace strata::format

@@ -15,6 +15,23 @@
 
 namespace strata::format {
 
+/// The metadata key (bool) that marks a shapes-only GGUF: tensor infos with
+/// offsets as if the data followed, but no data section. strata-compile
+/// plans from such a file (it needs shapes and types only); nothing can run
+/// it.
+inline constexpr const char *kShapesOnlyKey = "strata.shapes_only";
+
+/// What a reader needs from a GGUF beyond its header.
+enum class GgufContents {
+  /// Every tensor's data lies inside the file (to read or run weights). A
+  /// shapes-only file is refused: "this GGUF holds shapes only (no tensor
+  /// data)".
+  Data,
+  /// Tensor infos only (to plan): a file marked shapes-only is accepted
+  /// without a data section; any other file is validated as for Data.
+  Shapes,
+};
+
 /// An opened, validated GGUF file. Tensor data stays memory-mapped.
 ///
 /// Only little-endian GGUF version 3 is accepted. Every count, length, offset
@@ -36,13 +53,16 @@ public:
   /// Opens and validates \p path. On failure returns nullptr and sets
   /// \p error to "<path>: offset N: <field>: <what is wrong>", or to
   /// "<path>: cannot open: <reason>" (likewise stat, map) if it cannot be read.
-  static std::unique_ptr<GgufFile> open(const std::string &path,
-                                        std::string &error);
+  /// With GgufContents::Shapes a shapes-only file is accepted (see
+  /// kShapesOnlyKey); tensorData() must not be called on it.
+  static std::unique_ptr<GgufFile>
+  open(const std::string &path, std::string &error,
+       GgufContents contents = GgufContents::Data);
   /// Validates an in-memory image (used by the fuzzer and tests); the bytes
   /// must outlive the returned object.
-  static std::unique_ptr<GgufFile> fromBytes(const uint8_t *data, size_t size,
-                                             const std::string &name,
-                                             std::string &error);
+  static std::unique_ptr<GgufFile>
+  fromBytes(const uint8_t *data, size_t size, const std::string &name,
+            std::string &error, GgufContents contents = GgufContents::Data);
   ~GgufFile();
   GgufFile(const GgufFile &) = delete;
   GgufFile &operator=(const GgufFile &) = delete;
@@ -54,6 +74,9 @@ public:
   uint64_t alignment() const { return alignment_; }
   /// Absolute offset of the tensor data section.
   uint64_t dataOffset() const { return dataOffset_; }
+  /// True if the file is marked shapes-only (opened with
+  /// GgufContents::Shapes): it has no tensor data.
+  bool shapesOnly() const { return shapesOnly_; }
   /// Pointer to the bytes of tensor \p t, one of info().tensors() (validated
   /// to lie inside the file).
   const uint8_t *tensorData(const TensorInfo &t) const {
@@ -64,12 +87,14 @@ private:
   GgufFile() = default;
   /// Validates the image at base_/size_ and fills the fields below; on
   /// failure sets \p error to "<name>: offset N: <field>: <what>".
-  bool parse(const std::string &name, std::string &error);
+  bool parse(const std::string &name, std::string &error,
+             GgufContents contents);
 
   ModelInfo info_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t dataOffset_ = 0;
+  bool shapesOnly_ = false;
   const uint8_t *base_ = nullptr;
   size_t size_ = 0;
   void *mapping_ = nullptr; ///< mmap'ed region to unmap, or null
@@ -95,5 +120,13 @@ struct GgufTensorData {
 /// duplicate tensor names.
 bool writeGguf(const std::string &path, const ModelInfo &info,
                const std::vector<GgufTensorData> &tensors, std::string &error);
+
+/// Writes a shapes-only GGUF: \p info's metadata, which must hold
+/// kShapesOnlyKey = true, and the tensor infos of \p tensors with the offsets
+/// writeGguf would assign, but no data section (the file ends after the
+/// aligned header). Refuses what writeGguf refuses, bytes aside.
+bool writeGgufShapesOnly(const std::string &path, const ModelInfo &info,
+                         const std::vector<TensorInfo> &tensors,
+                         std::string &error);
 
 } // namespace strata::format

@@ -20,7 +20,8 @@ std::unique_ptr<ModelInfo> loadModelInfo(const std::string &path,
   if (in.gcount() == 4 && magic[0] == 'G' && magic[1] == 'G' &&
       magic[2] == 'U' && magic[3] == 'F') {
     in.close();
-    auto file = GgufFile::open(path, error);
+    // Planning needs shapes and types only, so shapes-only files qualify.
+    auto file = GgufFile::open(path, error, GgufContents::Shapes);
     if (!file)
       return nullptr;
     return std::make_unique<ModelInfo>(std::move(file->mutableInfo()));

@@ -2,10 +2,12 @@
 //
 //   strata-gguf inspect [--full] FILE   metadata and tensor table
 //   strata-gguf rewrite IN OUT          read IN, write it back canonically
+//   strata-gguf dequant-all IN OUT      IN with every tensor as f32
 //   strata-gguf types                   the ggml types strata knows
 //   strata-gguf dequant FILE TENSOR -o OUT.f32
 //                                       a tensor as raw little-endian f32
-//   strata-gguf synth --arch A --preset P --seed N [--types S] -o OUT
+//   strata-gguf synth --arch A --preset P --seed N [--types S]
+//                     [--shapes-only] -o OUT
 //                                       a small random model (Synth.cpp)
 //
 // `rewrite` re-emits a file with strata's writer: metadata in file order,
@@ -36,10 +38,11 @@ namespace {
 constexpr const char *kUsage =
     "usage: strata-gguf inspect [--full] FILE\n"
     "       strata-gguf rewrite IN OUT\n"
+    "       strata-gguf dequant-all IN OUT\n"
     "       strata-gguf types\n"
     "       strata-gguf dequant FILE TENSOR -o OUT.f32\n"
     "       strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
-    "                         [--types SPEC] -o FILE\n"
+    "                         [--types SPEC] [--shapes-only] -o FILE\n"
     "\n"
     "inspect  print the header, every metadata key (type and value; arrays\n"
     "         are cut after 8 elements unless --full) and the tensor table\n"
@@ -47,11 +50,16 @@ constexpr const char *kUsage =
     "         section, bytes)\n"
     "rewrite  read IN and write it to OUT with strata's writer: same\n"
     "         metadata and tensors, canonical layout\n"
+    "dequant-all\n"
+    "         write IN to OUT with every tensor dequantised to F32 (same\n"
+    "         names, dims and order; the metadata copied unchanged): the\n"
+    "         reference a quantised file's plan is compared against\n"
     "types    list the ggml tensor types strata knows\n"
     "dequant  write TENSOR of FILE dequantised to raw little-endian float32\n"
     "         in ggml element order (ne[0] fastest)\n"
-    "synth    write a small random qwen3/qwen3moe/qwen3next model that\n"
-    "         llama.cpp loads (details: strata-gguf synth --help)\n";
+    "synth    write a small random qwen3/qwen3moe/qwen3next/qwen4exp model\n"
+    "         (the first three load in llama.cpp), or a real-size qwen4exp\n"
+    "         as shapes only (details: strata-gguf synth --help)\n";
 
 int usage() {
   std::fputs(kUsage, stderr);
@@ -77,7 +85,9 @@ std::string dimsString(const std::vector<uint64_t> &dims) {
 
 int inspect(const std::string &path, bool full) {
   std::string err;
-  std::unique_ptr<GgufFile> file = GgufFile::open(path, err);
+  // Only infos are printed, so shapes-only files can be inspected.
+  std::unique_ptr<GgufFile> file =
+      GgufFile::open(path, err, GgufContents::Shapes);
   if (!file)
     return error(err);
   const ModelInfo &info = file->info();
@@ -133,6 +143,38 @@ int rewrite(const std::string &in, const std::string &out) {
     GgufTensorData td;
     td.info = t;
     td.bytes.assign(data, data + t.numBytes());
+    tensors.push_back(std::move(td));
+  }
+  if (!writeGguf(out, file->info(), tensors, err))
+    return error(err);
+  return 0;
+}
+
+int dequantAll(const std::string &in, const std::string &out) {
+  std::string err;
+  std::unique_ptr<GgufFile> file = GgufFile::open(in, err);
+  if (!file)
+    return error(err);
+  std::vector<GgufTensorData> tensors;
+  tensors.reserve(file->info().tensors().size());
+  for (const TensorInfo &t : file->info().tensors()) {
+    if (!canDequantize(t.type))
+      return error(fmt::format("{}: tensor '{}' is {}, which strata cannot "
+                               "dequantise",
+                               in, t.name, ggmlTypeInfo(t.type).name));
+    GgufTensorData td;
+    td.info = t;
+    td.info.type = GgmlType::F32;
+    td.bytes.resize(td.info.numBytes());
+    const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
+    const int64_t rows = static_cast<int64_t>(t.numElements()) / rowLen;
+    const int64_t rowBytes = rowSizeInBytes(t.type, rowLen);
+    const uint8_t *src = file->tensorData(t);
+    auto *dst = reinterpret_cast<float *>(td.bytes.data());
+    for (int64_t r = 0; r < rows; ++r)
+      if (!dequantizeRow(t.type, src + r * rowBytes, dst + r * rowLen, rowLen))
+        return error(
+            fmt::format("{}: cannot dequantise tensor '{}'", in, t.name));
     tensors.push_back(std::move(td));
   }
   if (!writeGguf(out, file->info(), tensors, err))
@@ -211,6 +253,11 @@ int main(int argc, char **argv) {
     if (args.size() != 3)
       return usage();
     return rewrite(args[1], args[2]);
+  }
+  if (cmd == "dequant-all") {
+    if (args.size() != 3)
+      return usage();
+    return dequantAll(args[1], args[2]);
   }
   if (cmd == "types") {
     if (args.size() != 1)

@@ -37,15 +37,16 @@ namespace strata::tools {
 
 const char *const kSynthUsage =
     "usage: strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
-    "                         [--types SPEC] -o FILE\n"
+    "                         [--types SPEC] [--shapes-only] -o FILE\n"
     "\n"
     "Writes a small model with random weights that llama.cpp loads and that\n"
     "models/ARCH.strata binds: llama.cpp's tensor names, ggml shapes, block\n"
     "types and metadata keys, and a synthetic byte-level BPE vocabulary.\n"
     "\n"
-    "  --arch ARCH     qwen3 | qwen3moe | qwen3next\n"
+    "  --arch ARCH     qwen3 | qwen3moe | qwen3next | qwen4exp\n"
     "  --preset NAME   tiny (every matmul row length is a multiple of 256,\n"
-    "                  so every block type fits)\n"
+    "                  so every block type fits); qwen4exp also has full\n"
+    "                  (the real model's dimensions, --shapes-only only)\n"
     "  --seed N        decimal integer in [0, 2^64); the same seed gives the\n"
     "                  same file byte for byte\n"
     "  --types SPEC    DEFAULT[,GLOB=TYPE...]: DEFAULT is the type of the 2-D\n"
@@ -54,9 +55,14 @@ const char *const kSynthUsage =
     "                  (fnmatch syntax: * ? [a-z] [!x] \\c), the first\n"
     "                  matching rule winning. 1-D tensors (norms, biases,\n"
     "                  ssm_a, ffn_gate_inp_shexp) are always f32; ssm_conv1d\n"
-    "                  stays f32 unless a rule names it. Types: f32 f16 bf16\n"
+    "                  stays f32 unless a rule names it, as do routers and\n"
+    "                  qwen4exp's hc_*_{down,up,inject}, ssm_alpha, ssm_beta\n"
+    "                  and ple_conv1d. Types: f32 f16 bf16\n"
     "                  q8_0 q4_0 q4_k q5_k q6_k iq4_nl iq4_xs iq3_s.\n"
     "                  Example: q8_0,*_exps*=iq3_s,token_embd*=q6_k\n"
+    "  --shapes-only   write the tensor infos and metadata with\n"
+    "                  strata.shapes_only = true and no tensor data:\n"
+    "                  strata-compile plans from it, nothing runs it\n"
     "  -o FILE         output path (written atomically, only on success)\n"
     "\n"
     "Values: each tensor draws from its own xoshiro256** stream seeded with\n"
@@ -360,7 +366,7 @@ std::optional<TypeSpec> parseTypeSpec(std::string_view spec,
 
 namespace {
 
-enum class Arch { Qwen3, Qwen3Moe, Qwen3Next };
+enum class Arch { Qwen3, Qwen3Moe, Qwen3Next, Qwen4Exp };
 
 struct ArchInfo {
   const char *name = nullptr;
@@ -371,6 +377,7 @@ constexpr ArchInfo kArchs[] = {
     {"qwen3", Arch::Qwen3},
     {"qwen3moe", Arch::Qwen3Moe},
     {"qwen3next", Arch::Qwen3Next},
+    {"qwen4exp", Arch::Qwen4Exp},
 };
 
 /// Dimensions of one preset; the GGUF key each field becomes is noted. A
@@ -399,6 +406,25 @@ struct Preset {
   uint32_t ssmGroups = 0; ///< ssm.group_count (key heads)
   uint32_t ssmVHeads = 0; ///< ssm.time_step_rank (value heads)
   uint32_t ssmInner = 0;  ///< ssm.inner_size = ssmState * ssmVHeads
+  // qwen4exp only (docs/qwen4exp-model.md §2, §3).
+  uint32_t ropeSections[4] = {}; ///< rope.dimension_sections
+  uint32_t compressRatio = 0;    ///< attention.compress_ratios[l] of QSA layers
+  uint32_t indexerHeads = 0;     ///< attention.indexer.head_count
+  uint32_t indexerDim = 0;       ///< attention.indexer.key_length
+  uint32_t indexerTopK = 0;      ///< attention.indexer.top_k (tokens)
+  uint32_t hcCount = 0;          ///< hyper_connection.count (streams)
+  uint32_t hcLowRank = 0;        ///< hyper_connection.low_rank
+  uint32_t pleLayer = 0;         ///< ple.layers = [pleLayer]
+  uint32_t pleNgram = 0;         ///< ple.ngram_size
+  uint32_t pleHeadsPerNgram = 0; ///< ple.heads_per_ngram
+  uint32_t pleConv = 0;          ///< ple.conv_kernel
+  uint32_t pleDim = 0;           ///< embedding_length_per_layer_input
+  uint32_t pleSeed = 0;          ///< ple.seed
+  uint32_t pleVocabBase = 0;     ///< ple.ngram_vocab_size_base
+  /// Real-size: no synthetic vocabulary (tokenizer.ggml.model "no_vocab",
+  /// this EOS id) and only written with --shapes-only.
+  bool realSize = false;
+  uint32_t eosToken = 0;
 };
 
 // The presets. Widths that are a matmul's row length (D, H*HD, F, FE, FS,
@@ -459,6 +485,90 @@ constexpr Preset kPresets[] = {
      .ssmGroups = 2,
      .ssmVHeads = 4,
      .ssmInner = 256},
+    // Four layers with full_attention_interval 4, as the real model's
+    // pattern: blk.0 and blk.2 are gated delta nets, blk.1 a gated delta net
+    // with PLE, blk.3 QSA (gated attention with a block indexer). Four
+    // hyper-connection streams with rank-32 read gates. Every row length a
+    // default type reaches is a multiple of 256; the hyper-connection, alpha
+    // / beta, conv and router weights keep f32 unless a rule names them (the
+    // published files keep them 16- or 32-bit).
+    {.arch = "qwen4exp",
+     .name = "tiny",
+     .layers = 4,
+     .embd = 256,
+     .heads = 4,
+     .headsKv = 2,
+     .headDim = 64,
+     .ropeDims = 16,
+     .vocab = 1000,
+     .context = 4096,
+     .ropeBase = 10000000.0f,
+     .rmsEps = 1e-6f,
+     .experts = 8,
+     .expertUsed = 2,
+     .expertFfn = 256,
+     .sharedFfn = 256,
+     .fullAttnInterval = 4,
+     .ssmConv = 4,
+     .ssmState = 64,
+     .ssmGroups = 2,
+     .ssmVHeads = 4,
+     .ssmInner = 256,
+     .ropeSections = {3, 3, 2, 0},
+     .compressRatio = 4,
+     .indexerHeads = 4,
+     .indexerDim = 64,
+     .indexerTopK = 16,
+     .hcCount = 4,
+     .hcLowRank = 32,
+     .pleLayer = 1,
+     .pleNgram = 3,
+     .pleHeadsPerNgram = 2,
+     .pleConv = 4,
+     .pleDim = 256,
+     .pleSeed = 1234,
+     .pleVocabBase = 500},
+    // The real Qwen4-Exp text model's dimensions (docs/qwen4exp-model.md §0,
+    // §2; test/Inputs/gen_kv.py qwen4exp_real): 48 layers, QSA every 4th,
+    // PLE on blk.1, 512 experts, 1224 tensors. The EOS id is a stand-in.
+    {.arch = "qwen4exp",
+     .name = "full",
+     .layers = 48,
+     .embd = 2560,
+     .heads = 24,
+     .headsKv = 2,
+     .headDim = 256,
+     .ropeDims = 64,
+     .vocab = 248320,
+     .context = 262144,
+     .ropeBase = 10000000.0f,
+     .rmsEps = 1e-6f,
+     .experts = 512,
+     .expertUsed = 10,
+     .expertFfn = 640,
+     .sharedFfn = 640,
+     .fullAttnInterval = 4,
+     .ssmConv = 4,
+     .ssmState = 128,
+     .ssmGroups = 16,
+     .ssmVHeads = 48,
+     .ssmInner = 6144,
+     .ropeSections = {11, 11, 10, 0},
+     .compressRatio = 4,
+     .indexerHeads = 4,
+     .indexerDim = 128,
+     .indexerTopK = 2048,
+     .hcCount = 4,
+     .hcLowRank = 320,
+     .pleLayer = 1,
+     .pleNgram = 3,
+     .pleHeadsPerNgram = 8,
+     .pleConv = 4,
+     .pleDim = 160,
+     .pleSeed = 1234,
+     .pleVocabBase = 20000000,
+     .realSize = true,
+     .eosToken = 248046},
 };
 
 /// What llama.cpp's loaders and the vocabulary builder rely on: qwen3next's
@@ -467,7 +577,7 @@ constexpr Preset kPresets[] = {
 /// byte tokens, the control tokens and at most 62 * 62 two-letter tokens.
 constexpr bool presetsAreConsistent() {
   for (const Preset &p : kPresets) {
-    if (p.vocab < 256 + 3 || p.vocab > 256 + 3 + 62 * 62)
+    if (!p.realSize && (p.vocab < 256 + 3 || p.vocab > 256 + 3 + 62 * 62))
       return false;
     if (p.ssmVHeads && (p.ssmInner != p.ssmState * p.ssmVHeads ||
                         p.ssmVHeads % p.ssmGroups != 0))
@@ -499,7 +609,131 @@ bool isFullAttention(const Preset &p, uint32_t l) {
   return (l + 1) % p.fullAttnInterval == 0;
 }
 
+/// qwen4exp's PLE hash constants for PLE layer 0 (docs/qwen4exp-model.md
+/// §3.4): per n-gram order a multiplier, per hashed head a prime table size
+/// and its offset, and the table's row count.
+struct PleConstants {
+  std::vector<uint64_t> mults, sizes, offsets;
+  uint64_t rows = 0;
+};
+
+bool isPrime(uint64_t x) {
+  if (x < 2 || x % 2 == 0)
+    return x == 2;
+  for (uint64_t f = 3; f * f <= x; f += 2)
+    if (x % f == 0)
+      return false;
+  return true;
+}
+
+PleConstants pleConstants(const Preset &p) {
+  PleConstants c;
+  constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+  const uint64_t half =
+      std::max<uint64_t>(1, (uint64_t(INT64_MAX) / p.vocab) / 2);
+  for (uint64_t s = 0; s < p.pleNgram; ++s) {
+    // splitMix64 adds the increment before mixing, as sm(v) in the spec.
+    uint64_t v = p.pleSeed + kGolden * (s + 1);
+    c.mults.push_back(2 * (splitMix64(v) % half) + 1);
+  }
+  const uint64_t heads = uint64_t(p.pleNgram - 1) * p.pleHeadsPerNgram;
+  uint64_t total = 0;
+  for (uint64_t x = p.pleVocabBase; c.sizes.size() < heads; ++x)
+    if (isPrime(x)) {
+      c.offsets.push_back(total);
+      c.sizes.push_back(x);
+      total += x;
+    }
+  c.rows = (total + 127) / 128 * 128;
+  return c;
+}
+
+/// qwen4exp tensors in the order of the HF oracle's files: the output
+/// hyper-connection read, then per layer the two gated-residual sites, the
+/// PLE weights, the mixer (GDN or QSA) and the MoE.
+void qwen4expTensors(const Preset &p, std::vector<SynthTensor> &t) {
+  auto add = [&](std::string name, std::vector<uint64_t> dims,
+                 SynthInit init = SynthInit::FanIn, bool defaultF32 = false) {
+    t.push_back({std::move(name), std::move(dims), init, defaultF32});
+  };
+  const uint64_t D = p.embd, H = p.heads, HKV = p.headsKv, HD = p.headDim;
+  const uint64_t E = p.experts, FE = p.expertFfn, FS = p.sharedFfn;
+  const uint64_t HC = p.hcCount, LR = p.hcLowRank;
+  const uint64_t NH = uint64_t(p.pleNgram - 1) * p.pleHeadsPerNgram;
+  const uint64_t HP = p.pleDim;
+  // A read site: the 1+w per-stream norm, the low-rank gate pair and (for
+  // sublayer sites) the injection logits; kept f32 by the default type.
+  auto site = [&](const std::string &prefix, bool inject) {
+    add(prefix + "_norm.weight", {HC * D}, SynthInit::Norm);
+    add(prefix + "_down.weight", {HC * D, LR}, SynthInit::FanIn, true);
+    add(prefix + "_up.weight", {LR, HC * D}, SynthInit::FanIn, true);
+    if (inject)
+      add(prefix + "_inject.weight", {HC * D, HC}, SynthInit::FanIn, true);
+  };
+
+  add("token_embd.weight", {D, p.vocab});
+  add("output.weight", {D, p.vocab}, SynthInit::Head);
+  site("output_hc", false);
+  add("per_layer_token_embd.weight", {HP, pleConstants(p).rows});
+  for (uint32_t l = 0; l < p.layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    site(b + "hc_attn", true);
+    site(b + "hc_ffn", true);
+    if (l == p.pleLayer) {
+      add(b + "ple_key.weight", {NH * HP, HC * D});
+      add(b + "ple_value.weight", {NH * HP, D}, SynthInit::Residual);
+      add(b + "ple_norm_key.weight", {HC * D}, SynthInit::Norm);
+      add(b + "ple_norm_query.weight", {HC * D}, SynthInit::Norm);
+      add(b + "ple_norm_conv.weight", {HC * D}, SynthInit::Norm);
+      add(b + "ple_conv1d.weight", {p.pleConv, HC * D}, SynthInit::FanIn,
+          /*defaultF32=*/true);
+    }
+    if (isFullAttention(p, l)) {
+      // Per head: HD query values, then HD gate values.
+      add(b + "attn_q.weight", {D, 2 * H * HD});
+      add(b + "attn_k.weight", {D, HKV * HD});
+      add(b + "attn_v.weight", {D, HKV * HD});
+      add(b + "attn_output.weight", {H * HD, D}, SynthInit::Residual);
+      add(b + "attn_q_norm.weight", {HD}, SynthInit::Norm);
+      add(b + "attn_k_norm.weight", {HD}, SynthInit::Norm);
+      add(b + "indexer.q_proj.weight",
+          {D, uint64_t(p.indexerHeads) * p.indexerDim});
+      add(b + "indexer.k_proj.weight", {D, p.indexerDim});
+      add(b + "indexer.q_norm.weight", {p.indexerDim}, SynthInit::Norm);
+      add(b + "indexer.k_norm.weight", {p.indexerDim}, SynthInit::Norm);
+    } else {
+      const uint64_t keyDim = uint64_t(p.ssmState) * p.ssmGroups;
+      const uint64_t valueDim = p.ssmInner;
+      const uint64_t convDim = 2 * keyDim + valueDim;
+      add(b + "attn_qkv.weight", {D, convDim});
+      add(b + "attn_gate.weight", {D, valueDim});
+      add(b + "ssm_alpha.weight", {D, p.ssmVHeads}, SynthInit::FanIn, true);
+      add(b + "ssm_beta.weight", {D, p.ssmVHeads}, SynthInit::FanIn, true);
+      add(b + "ssm_a", {p.ssmVHeads}, SynthInit::SsmA);
+      add(b + "ssm_dt.bias", {p.ssmVHeads}, SynthInit::DtBias);
+      add(b + "ssm_conv1d.weight", {p.ssmConv, convDim}, SynthInit::FanIn,
+          /*defaultF32=*/true);
+      // A plain weight (no +1), near 1 as a trained one.
+      add(b + "ssm_norm.weight", {valueDim / p.ssmVHeads}, SynthInit::Norm);
+      add(b + "ssm_out.weight", {valueDim, D}, SynthInit::Residual);
+    }
+    add(b + "ffn_gate_inp.weight", {D, E}, SynthInit::Router, true);
+    add(b + "ffn_gate_exps.weight", {D, FE, E});
+    add(b + "ffn_up_exps.weight", {D, FE, E});
+    add(b + "ffn_down_exps.weight", {FE, D, E}, SynthInit::Residual);
+    add(b + "ffn_gate_shexp.weight", {D, FS});
+    add(b + "ffn_up_shexp.weight", {D, FS});
+    add(b + "ffn_down_shexp.weight", {FS, D}, SynthInit::Residual);
+    add(b + "ffn_gate_inp_shexp.weight", {D});
+  }
+}
+
 std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
+  if (arch == Arch::Qwen4Exp) {
+    std::vector<SynthTensor> t;
+    qwen4expTensors(p, t);
+    return t;
+  }
   std::vector<SynthTensor> t;
   auto add = [&](std::string name, std::vector<uint64_t> dims,
                  SynthInit init = SynthInit::FanIn, bool defaultF32 = false) {
@@ -544,6 +778,8 @@ std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
       add(b + "ffn_norm.weight", {D}, SynthInit::Norm);
       routedExperts();
       break;
+    case Arch::Qwen4Exp:
+      break; // qwen4expTensors
     case Arch::Qwen3Next: {
       add(b + "attn_norm.weight", {D}, SynthInit::Norm);
       add(b + "post_attention_norm.weight", {D}, SynthInit::Norm);
@@ -672,10 +908,62 @@ uint32_t fileTypeOf(GgmlType t) {
   return 0;
 }
 
+/// The qwen4exp keys past the common ones (docs/qwen4exp-model.md §2),
+/// through \p put(key, value).
+template <typename Put> void qwen4expMetadata(const Preset &p, Put &&put) {
+  auto u32 = [](uint64_t v) { return MetaValue::makeUInt(v); };
+  auto array = [](GgufValueType t, const auto &values) {
+    std::vector<MetaValue> elems;
+    for (auto v : values)
+      elems.push_back(t == GgufValueType::Int32 ? MetaValue::makeInt(v, t)
+                                                : MetaValue::makeUInt(v, t));
+    return MetaValue::makeArray(t, std::move(elems));
+  };
+  const std::string a = p.arch;
+  const uint32_t eos = p.realSize ? p.eosToken : buildVocab(p.vocab).endOfText;
+  std::vector<uint64_t> ratios;
+  for (uint32_t l = 0; l < p.layers; ++l)
+    ratios.push_back(isFullAttention(p, l) ? p.compressRatio : 0);
+  const PleConstants ple = pleConstants(p);
+  put(a + ".vocab_size", u32(p.vocab));
+  put(a + ".rope.dimension_sections",
+      array(GgufValueType::Int32, p.ropeSections));
+  put(a + ".full_attention_interval", u32(p.fullAttnInterval));
+  put(a + ".attention.compress_ratios", array(GgufValueType::UInt32, ratios));
+  put(a + ".attention.indexer.head_count", u32(p.indexerHeads));
+  put(a + ".attention.indexer.key_length", u32(p.indexerDim));
+  put(a + ".attention.indexer.top_k", u32(p.indexerTopK));
+  put(a + ".expert_count", u32(p.experts));
+  put(a + ".expert_used_count", u32(p.expertUsed));
+  put(a + ".expert_feed_forward_length", u32(p.expertFfn));
+  put(a + ".expert_shared_feed_forward_length", u32(p.sharedFfn));
+  put(a + ".expert_weights_norm", MetaValue::makeBool(true));
+  put(a + ".expert_gating_func", u32(1)); // softmax
+  put(a + ".ssm.conv_kernel", u32(p.ssmConv));
+  put(a + ".ssm.state_size", u32(p.ssmState));
+  put(a + ".ssm.group_count", u32(p.ssmGroups));
+  put(a + ".ssm.time_step_rank", u32(p.ssmVHeads));
+  put(a + ".ssm.inner_size", u32(p.ssmInner));
+  put(a + ".hyper_connection.count", u32(p.hcCount));
+  put(a + ".hyper_connection.low_rank", u32(p.hcLowRank));
+  put(a + ".ple.layers",
+      array(GgufValueType::UInt32, std::vector<uint32_t>{p.pleLayer}));
+  put(a + ".ple.ngram_size", u32(p.pleNgram));
+  put(a + ".ple.heads_per_ngram", u32(p.pleHeadsPerNgram));
+  put(a + ".ple.conv_kernel", u32(p.pleConv));
+  put(a + ".ple.eos_token_id", u32(eos));
+  put(a + ".ple.layer_multipliers", array(GgufValueType::UInt64, ple.mults));
+  put(a + ".ple.head_vocab_sizes", array(GgufValueType::UInt64, ple.sizes));
+  put(a + ".ple.head_offsets", array(GgufValueType::UInt64, ple.offsets));
+  put(a + ".ple.seed", u32(p.pleSeed));
+  put(a + ".ple.ngram_vocab_size_base", u32(p.pleVocabBase));
+  put(a + ".embedding_length_per_layer_input", u32(p.pleDim));
+}
+
 ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
                         std::string_view typesText,
                         const std::vector<SynthTensor> &tensors,
-                        const std::vector<GgmlType> &types) {
+                        const std::vector<GgmlType> &types, bool shapesOnly) {
   ModelInfo info;
   auto put = [&](std::string key, MetaValue v) {
     bool added = info.addMeta(std::move(key), std::move(v));
@@ -712,9 +1000,10 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
       MetaValue::makeString(fmt::format("strata synth {} {}", a, p.name)));
   put("general.description",
       MetaValue::makeString(fmt::format(
-          "random weights: strata-gguf synth --arch {} --preset {} --seed {} "
-          "--types {}",
-          a, p.name, seed, typesText)));
+          "{}: strata-gguf synth --arch {} --preset {} --seed {} "
+          "--types {}{}",
+          shapesOnly ? "shapes only, no tensor data" : "random weights", a,
+          p.name, seed, typesText, shapesOnly ? " --shapes-only" : "")));
   put("general.file_type", u32(fileTypeOf(mostly)));
   if (quantised)
     put("general.quantization_version", u32(2));
@@ -722,7 +1011,8 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
   put(a + ".context_length", u32(p.context));
   put(a + ".embedding_length", u32(p.embd));
   put(a + ".block_count", u32(p.layers));
-  put(a + ".feed_forward_length", u32(p.ffn));
+  if (arch != Arch::Qwen4Exp)
+    put(a + ".feed_forward_length", u32(p.ffn));
   put(a + ".attention.head_count", u32(p.heads));
   put(a + ".attention.head_count_kv", u32(p.headsKv));
   put(a + ".attention.key_length", u32(p.headDim));
@@ -730,7 +1020,9 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
   put(a + ".attention.layer_norm_rms_epsilon", f32(p.rmsEps));
   put(a + ".rope.freq_base", f32(p.ropeBase));
   put(a + ".rope.dimension_count", u32(p.ropeDims));
-  if (arch != Arch::Qwen3) {
+  if (arch == Arch::Qwen4Exp)
+    qwen4expMetadata(p, put);
+  else if (arch != Arch::Qwen3) {
     put(a + ".expert_count", u32(p.experts));
     put(a + ".expert_used_count", u32(p.expertUsed));
     put(a + ".expert_feed_forward_length", u32(p.expertFfn));
@@ -745,6 +1037,13 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
     put(a + ".ssm.inner_size", u32(p.ssmInner));
   }
 
+  if (shapesOnly)
+    put(kShapesOnlyKey, MetaValue::makeBool(true));
+  if (p.realSize) {
+    put("tokenizer.ggml.model", MetaValue::makeString("no_vocab"));
+    put("tokenizer.ggml.eos_token_id", u32(p.eosToken));
+    return info;
+  }
   Vocab v = buildVocab(p.vocab);
   put("tokenizer.ggml.model", MetaValue::makeString("gpt2"));
   put("tokenizer.ggml.pre", MetaValue::makeString("qwen2"));
@@ -939,6 +1238,7 @@ int synthMain(const std::vector<std::string> &args) {
   };
   std::map<std::string, std::string> opts;
   std::vector<std::string> errors;
+  bool shapesOnly = false;
   // Options given without a value (already reported, not "missing").
   std::vector<std::string> valueless;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -946,6 +1246,12 @@ int synthMain(const std::vector<std::string> &args) {
     if (arg == "-h" || arg == "--help") {
       std::fputs(kSynthUsage, stdout);
       return 0;
+    }
+    if (arg == "--shapes-only") {
+      if (shapesOnly)
+        errors.push_back("--shapes-only is given more than once");
+      shapesOnly = true;
+      continue;
     }
     std::string name = arg, value;
     bool haveValue = false;
@@ -1019,6 +1325,11 @@ int synthMain(const std::vector<std::string> &args) {
   else if (out && out->empty())
     errors.push_back("-o needs a file name");
 
+  if (preset && preset->realSize && !shapesOnly)
+    errors.push_back(fmt::format("--preset {} is real-size: it is written "
+                                 "with --shapes-only (tensor infos, no data)",
+                                 preset->name));
+
   if (!errors.empty()) {
     for (const std::string &e : errors)
       fmt::print(stderr, "strata-gguf: error: synth: {}\n", e);
@@ -1032,8 +1343,24 @@ int synthMain(const std::vector<std::string> &args) {
                     fmt::format("{} {}", arch->name, preset->name), types))
     return 1;
 
-  ModelInfo info =
-      buildMetadata(*preset, arch->arch, seed, typesText, tensors, types);
+  ModelInfo info = buildMetadata(*preset, arch->arch, seed, typesText, tensors,
+                                 types, shapesOnly);
+  if (shapesOnly) {
+    std::vector<TensorInfo> infos;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      TensorInfo ti;
+      ti.name = tensors[i].name;
+      ti.type = types[i];
+      ti.dims = tensors[i].dims;
+      infos.push_back(std::move(ti));
+    }
+    std::string err;
+    if (!writeGgufShapesOnly(*out, info, infos, err)) {
+      fmt::print(stderr, "strata-gguf: error: synth: {}\n", err);
+      return 1;
+    }
+    return 0;
+  }
   std::vector<GgufTensorData> data;
   data.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -2,9 +2,13 @@
 //
 // `strata-gguf synth` writes a small model with random weights and the
 // tensor names, ggml shapes, metadata keys and tokenizer that llama.cpp's
-// loader expects for qwen3, qwen3moe and qwen3next, and that
-// models/<arch>.strata binds. The pieces tests want to reach (the PRNG, the
-// glob matcher, the --types rules, the tensor tables) are declared here.
+// loader expects for qwen3, qwen3moe and qwen3next, the names and keys of
+// the qwen4exp GGUF convention (docs/qwen4exp-model.md §2), and that
+// models/<arch>.strata binds. qwen4exp also has a real-size preset, written
+// as shapes only (tensor infos, no data) for planning.
+//
+// The pieces tests want to reach (the PRNG, the glob matcher, the --types
+// rules, the tensor tables) are declared here.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -118,8 +122,8 @@ enum class SynthInit {
   Head,
 
   Norm,   ///< 1 + 0.1 N(0, 1): RMSNorm weights
-  SsmA,   ///< -exp(U(0, 1)): qwen3next's A = -exp(A_log), always < 0
-  DtBias, ///< 0.1 N(0, 1): qwen3next's ssm_dt.bias
+  SsmA,   ///< -exp(U(0, 1)): qwen3next's / qwen4exp's A, always < 0
+  DtBias, ///< 0.1 N(0, 1): qwen3next's / qwen4exp's ssm_dt.bias
 };
 
 /// One tensor of a synthetic model.

@@ -1013,4 +1013,53 @@ TEST(GgufWriterTest, RenameOntoADirectoryFailsCleanly) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"d.gguf"});
 }
 
+TEST(GgufWriterTest, ShapesOnlyFilesPlanButDoNotRun) {
+  TempDir dir;
+  ModelInfo info;
+  info.addMeta("general.architecture", MetaValue::makeString("qwen3"));
+  info.addMeta(kShapesOnlyKey, MetaValue::makeBool(true));
+  std::vector<TensorInfo> tensors = {
+      tensor("a", GgmlType::Q8_0, {64, 3}, 0).info,
+      tensor("b", GgmlType::F32, {5}, 0).info};
+  const std::string path = dir.file("s.gguf");
+  std::string error;
+  ASSERT_TRUE(writeGgufShapesOnly(path, info, tensors, error)) << error;
+
+  // Planning: the infos, with the offsets the data would have had.
+  std::unique_ptr<GgufFile> f =
+      GgufFile::open(path, error, GgufContents::Shapes);
+  ASSERT_TRUE(f) << error;
+  EXPECT_TRUE(f->shapesOnly());
+  ASSERT_EQ(f->info().tensors().size(), 2u);
+  EXPECT_EQ(f->info().tensors()[1].offset, 224u); // 3 * 2 * 34 B, aligned
+  EXPECT_EQ(fs::file_size(path), f->dataOffset());
+  EXPECT_TRUE(loadModelInfo(path, error)) << error;
+
+  // Running or reading data: refused with a clear error.
+  EXPECT_FALSE(GgufFile::open(path, error));
+  EXPECT_EQ(error, path + ": this GGUF holds shapes only (no tensor data) "
+                          "('strata.shapes_only' is true): it can be planned "
+                          "by strata-compile, not run or read");
+
+  // A file with data is the same either way.
+  std::vector<GgufTensorData> data = {tensor("a", GgmlType::Q8_0, {64, 3}, 1)};
+  ModelInfo plain;
+  ASSERT_TRUE(writeGguf(dir.file("d.gguf"), plain, data, error)) << error;
+  f = GgufFile::open(dir.file("d.gguf"), error, GgufContents::Shapes);
+  ASSERT_TRUE(f) << error;
+  EXPECT_FALSE(f->shapesOnly());
+
+  // The writer needs the marker; a non-bool marker is a reader error.
+  EXPECT_FALSE(writeGgufShapesOnly(dir.file("n.gguf"), plain, tensors, error));
+  EXPECT_EQ(error, dir.file("n.gguf") + ": a shapes-only file needs the "
+                                        "metadata 'strata.shapes_only' = true");
+  ModelInfo wrong;
+  wrong.addMeta(kShapesOnlyKey, MetaValue::makeUInt(1));
+  ASSERT_TRUE(writeGguf(dir.file("w.gguf"), wrong, {}, error)) << error;
+  EXPECT_FALSE(GgufFile::open(dir.file("w.gguf"), error, GgufContents::Shapes));
+  EXPECT_EQ(error,
+            dir.file("w.gguf") +
+                ": metadata 'strata.shapes_only': must be bool, not u32");
+}
+
 } // namespace

@@ -152,13 +152,37 @@ TEST(TypeSpec, Errors) {
 
 TEST(SynthTables, ArchesAndPresets) {
   std::vector<std::string> arches = synthArchNames();
-  ASSERT_EQ(arches,
-            (std::vector<std::string>{"qwen3", "qwen3moe", "qwen3next"}));
+  ASSERT_EQ(arches, (std::vector<std::string>{"qwen3", "qwen3moe", "qwen3next",
+                                              "qwen4exp"}));
   for (const std::string &a : arches)
-    EXPECT_EQ(synthPresetNames(a), std::vector<std::string>{"tiny"});
+    EXPECT_EQ(synthPresetNames(a),
+              a == "qwen4exp" ? (std::vector<std::string>{"tiny", "full"})
+                              : std::vector<std::string>{"tiny"});
   EXPECT_TRUE(synthPresetNames("llama").empty());
   EXPECT_TRUE(synthTensors("llama", "tiny").empty());
   EXPECT_TRUE(synthTensors("qwen3", "full").empty());
+}
+
+TEST(SynthTables, Qwen4ExpTensorCounts) {
+  // GDN layers 25 tensors, QSA layers 26, PLE 6, global 6 (plus the PLE
+  // table): the real file's 1224 at full size.
+  EXPECT_EQ(synthTensors("qwen4exp", "tiny").size(), 6u + 3 * 25 + 26 + 6);
+  std::vector<SynthTensor> full = synthTensors("qwen4exp", "full");
+  EXPECT_EQ(full.size(), 1224u);
+  auto find = [&](const std::string &name) -> const SynthTensor * {
+    for (const SynthTensor &t : full)
+      if (t.name == name)
+        return &t;
+    return nullptr;
+  };
+  const SynthTensor *table = find("per_layer_token_embd.weight");
+  ASSERT_TRUE(table);
+  EXPECT_EQ(table->dims, (std::vector<uint64_t>{160, 320001536}));
+  const SynthTensor *down = find("blk.47.ffn_down_exps.weight");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->dims, (std::vector<uint64_t>{640, 2560, 512}));
+  EXPECT_TRUE(find("blk.47.indexer.q_proj.weight"));
+  EXPECT_FALSE(find("blk.46.indexer.q_proj.weight"));
 }
 
 TEST(SynthTables, EveryWeightFitsEveryBlockType) {
