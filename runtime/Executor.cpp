@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 namespace strata::runtime {
 
@@ -269,6 +270,7 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
       }
   }
 
+  captured_.clear();
   if (!device_->fill32(arena_, kPoison, (plan_.arenaBytes + 3) / 4 * 4, error))
     return false;
   TensorArg in = bufferArg(plan_.inputs[0], t);
@@ -289,6 +291,15 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
     if (!device_->launch(l, what)) {
       error = fmt::format("kernel {} ({}): {}", k, recipe, what);
       return false;
+    }
+    for (uint32_t o : pk.outputs) {
+      auto cap = capture_.find(o);
+      if (cap == capture_.end())
+        continue;
+      RunOutput &c = captured_[cap->second];
+      c.shape = bufferArg(o, t).shape;
+      if (!device_->synchronize(error) || !readBuffer(o, t, c.data, error))
+        return false;
     }
     if (!nanCheck_)
       continue;
@@ -326,6 +337,29 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
                           plan_.buffers[ob].name, i / cols, i % cols);
       return false;
     }
+  return true;
+}
+
+bool Executor::setCapture(const std::vector<std::string> &names,
+                          std::string &error) {
+  capture_.clear();
+  for (const std::string &name : names) {
+    // Only a kernel's own output holds its values when the kernel finishes;
+    // a view shares another buffer's bytes and is captured through it.
+    std::optional<uint32_t> found;
+    for (const format::PlanKernel &k : plan_.kernels)
+      for (uint32_t o : k.outputs)
+        if (plan_.buffers[o].name == name)
+          found = o;
+    if (!found) {
+      error = fmt::format("no kernel of the plan writes a buffer named '{}' "
+                          "(names are IR value names after expand; see "
+                          "strata-compile --print-ir-after=plan-memory)",
+                          name);
+      return false;
+    }
+    capture_[*found] = name;
+  }
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include "runtime/format/Plan.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,14 @@ public:
   /// naming the first kernel that left one (slow; for debugging).
   void setNanCheck(bool on) { nanCheck_ = on; }
 
+  /// Keep a copy (as f32) of the buffers named \p names right after the
+  /// kernel that writes each, before the arena reuses their bytes. Names are
+  /// the IR value names of the plan's buffers. Returns false and sets
+  /// \p error if a name is not a buffer some kernel writes.
+  bool setCapture(const std::vector<std::string> &names, std::string &error);
+  /// The buffers captured by the last run, by name.
+  const std::map<std::string, RunOutput> &captured() const { return captured_; }
+
   const format::Plan &plan() const { return plan_; }
   Device &device() { return *device_; }
 
@@ -82,6 +91,8 @@ private:
   std::vector<void *> weightData_; ///< device address per plan weight
   std::vector<uint64_t> weightBytes_;
   bool nanCheck_ = false;
+  std::map<uint32_t, std::string> capture_; ///< buffer index -> name
+  std::map<std::string, RunOutput> captured_;
 };
 
 } // namespace strata::runtime

@@ -2,6 +2,7 @@
 //
 //   strata-run PLAN_DIR --gguf FILE (--tokens 1,2,3 | --tokens-file F)
 //              [--backend cpu] [--dump-logits OUT.f32] [--top N] [--nan-check]
+//              [--dump-buffer NAME=OUT.f32 ...]
 //
 // Prints the top N tokens of the last position and a timing line; with
 // --dump-logits writes all logits as raw little-endian float32 [T, vocab].
@@ -34,6 +35,7 @@ namespace {
 constexpr const char *kUsage =
     "usage: strata-run PLAN_DIR --gguf FILE (--tokens IDS | --tokens-file F)\n"
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
+    "                  [--dump-buffer NAME=OUT.f32 ...]\n"
     "                  [--nan-check]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
@@ -48,6 +50,10 @@ constexpr const char *kUsage =
     "  --backend NAME       the device to run on (default cpu)\n"
     "  --dump-logits OUT    write every position's logits to OUT as raw\n"
     "                       little-endian float32 [T, vocab], atomically\n"
+    "  --dump-buffer NAME=OUT.f32\n"
+    "                       also write buffer NAME (an IR value name after\n"
+    "                       expand) as raw little-endian float32, taken when\n"
+    "                       its kernel finishes; repeatable\n"
     "  --top N              how many tokens to print (default 5)\n"
     "  --nan-check          after every kernel, check its output for NaN and\n"
     "                       name the first kernel that leaves one (slow)\n"
@@ -98,6 +104,7 @@ bool parseTokens(std::string_view text, const std::string &origin,
 
 struct Options {
   std::string planDir, gguf, tokens, tokensFile, backend = "cpu", dumpLogits;
+  std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
   int64_t top = 5;
 };
@@ -148,6 +155,12 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (value.empty())
         return fail("--dump-logits needs a file name");
       o.dumpLogits = value;
+    } else if (a == "--dump-buffer") {
+      size_t sep = value.find('=');
+      if (sep == std::string::npos || sep == 0 || sep + 1 == value.size())
+        return fail(
+            fmt::format("--dump-buffer needs NAME=OUT.f32, got '{}'", value));
+      o.dumpBuffers.push_back({value.substr(0, sep), value.substr(sep + 1)});
     } else if (a == "--top") {
       auto [end, ec] =
           std::from_chars(value.data(), value.data() + value.size(), o.top);
@@ -194,6 +207,11 @@ int run(int argc, char **argv) {
   if (!ex)
     return fail(error);
   ex->setNanCheck(o.nanCheck);
+  std::vector<std::string> captureNames;
+  for (const auto &[name, file] : o.dumpBuffers)
+    captureNames.push_back(name);
+  if (!ex->setCapture(captureNames, error))
+    return fail(error);
   auto t1 = Clock::now();
   runtime::RunOutput out;
   if (!ex->run(tokens, out, error))
@@ -205,16 +223,21 @@ int run(int argc, char **argv) {
   if (rows == 0)
     return fail("the plan's output is empty");
 
-  if (!o.dumpLogits.empty()) {
-    std::string bytes(out.data.size() * sizeof(float), '\0');
-    for (size_t i = 0; i < out.data.size(); ++i) {
-      uint32_t u = std::bit_cast<uint32_t>(out.data[i]);
+  // Raw little-endian float32, written atomically.
+  auto writeF32 = [&](const std::string &file, const std::vector<float> &v) {
+    std::string bytes(v.size() * sizeof(float), '\0');
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t u = std::bit_cast<uint32_t>(v[i]);
       for (int b = 0; b < 4; ++b)
         bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
     }
-    if (!format::writeFileAtomic(o.dumpLogits, bytes, error))
+    return format::writeFileAtomic(file, bytes, error);
+  };
+  if (!o.dumpLogits.empty() && !writeF32(o.dumpLogits, out.data))
+    return fail(error);
+  for (const auto &[name, file] : o.dumpBuffers)
+    if (!writeF32(file, ex->captured().at(name).data))
       return fail(error);
-  }
 
   const float *last = out.data.data() + (rows - 1) * vocab;
   std::vector<int64_t> ids(vocab);
