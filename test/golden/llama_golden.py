@@ -14,12 +14,11 @@ cannot match exactly). Prints every measurement; exit 1 if any bar fails,
 """
 import argparse
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from golden_common import ROOT, nmse, run  # noqa: E402
 
 try:
     import numpy as np
@@ -34,13 +33,6 @@ MIX = ("q8_0,*ffn_down_exps.*=iq4_nl,*_exps.*=iq3_s,*ffn_gate.*=q4_k,"
        "*attn_output.*=iq4_xs,*shexp.*=q4_k,*attn_qkv.*=q6_k,"
        "*attn_gate.*=iq4_nl,*ssm_out.*=iq4_xs,output.*=q6_k")
 BARS = {"f32": (1e-5, 0.0), "mix": (5e-3, 0.95)}
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def main():
@@ -84,14 +76,13 @@ def main():
                 run([tool("strata-run"), plan, "--gguf", gguf, "--tokens",
                      ",".join(map(str, tokens)), "--dump-logits", ours_path])
                 ours = np.fromfile(ours_path, dtype="<f4").reshape(theirs.shape)
-                diff = ours.astype(np.float64) - theirs.astype(np.float64)
-                nmse = float((diff ** 2).sum() / (theirs.astype(np.float64) ** 2).sum())
+                err = nmse(ours, theirs)
                 top1 = float((ours.argmax(1) == theirs.argmax(1)).mean())
                 bar_nmse, bar_top1 = BARS[kind]
-                ok = nmse <= bar_nmse and top1 >= bar_top1 and np.isfinite(ours).all()
+                ok = err <= bar_nmse and top1 >= bar_top1 and np.isfinite(ours).all()
                 failed += not ok
                 line = (f"{tag:24s} T={len(tokens)} vocab={theirs.shape[1]} "
-                        f"NMSE={nmse:.3e} (bar {bar_nmse:g}) top1={top1 * 100:.1f}% "
+                        f"NMSE={err:.3e} (bar {bar_nmse:g}) top1={top1 * 100:.1f}% "
                         f"{'ok' if ok else 'FAIL'}")
                 print(line, flush=True)
                 results.append(line)

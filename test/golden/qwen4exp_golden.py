@@ -14,11 +14,11 @@ bar fails, 77 if numpy is missing.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from golden_common import ROOT, nmse, run  # noqa: E402
 GOLDEN = os.path.join(HERE, "qwen4exp")
 BAR = 1e-5
 
@@ -27,13 +27,6 @@ try:
 except ImportError as e:  # pragma: no cover
     print(f"SKIPPED: {e}")
     sys.exit(77)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def main():
@@ -91,11 +84,11 @@ def main():
                           f"expected {ref.size}")
                     failed += 1
                     continue
-                nmse = float(((got - ref) ** 2).sum() / (ref ** 2).sum())
-                ok = bool(np.isfinite(got).all()) and nmse <= BAR
+                err = nmse(got, ref)
+                ok = bool(np.isfinite(got).all()) and err <= BAR
                 failed += not ok
                 print(f"{act:16s} (%{value}) shape={info['shape']} "
-                      f"NMSE={nmse:.3e} (bar {BAR:g}) {'ok' if ok else 'FAIL'}")
+                      f"NMSE={err:.3e} (bar {BAR:g}) {'ok' if ok else 'FAIL'}")
         ours = np.fromfile(ours_path, dtype="<f4")
         if ours.size != theirs.size:
             print(f"{name:6s} FAIL: {ours.size} logits, expected {theirs.size}")
@@ -104,12 +97,12 @@ def main():
         ours = ours.reshape(theirs.shape)
         ref = theirs.astype(np.float64)
         diff = ours.astype(np.float64) - ref
-        nmse = float((diff ** 2).sum() / (ref ** 2).sum())
+        err = nmse(ours, ref)
         top1 = float((ours.argmax(1) == theirs.argmax(1)).mean())
-        ok = bool(np.isfinite(ours).all()) and nmse <= BAR
+        ok = bool(np.isfinite(ours).all()) and err <= BAR
         failed += not ok
         print(f"{name:6s} T={len(tokens)} vocab={theirs.shape[1]} "
-              f"NMSE={nmse:.3e} (bar {BAR:g}) max|diff|={np.abs(diff).max():.2e} "
+              f"NMSE={err:.3e} (bar {BAR:g}) max|diff|={np.abs(diff).max():.2e} "
               f"top1={top1 * 100:.1f}% {'ok' if ok else 'FAIL'}", flush=True)
     checks += 2
     print(f"{checks - failed} passed, {failed} failed")

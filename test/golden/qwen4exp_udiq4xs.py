@@ -17,11 +17,11 @@ fails, 77 if numpy is missing.
 """
 import argparse
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from golden_common import ROOT, nmse, run  # noqa: E402
 BAR = 1e-6
 TYPES = "q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl"
 MAX_TOKENS = 64
@@ -31,13 +31,6 @@ try:
 except ImportError as e:  # pragma: no cover
     print(f"SKIPPED: {e}")
     sys.exit(77)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def prompts():
@@ -89,14 +82,14 @@ def main():
             print(f"{name}: FAIL: non-finite logits")
             failed += 1
             continue
-        nmse = float(np.sum((got - ref) ** 2) / np.sum(ref ** 2))
-        quant = float(np.sum((orig - ref) ** 2) / np.sum(ref ** 2))
+        err = nmse(got, ref)
+        quant = nmse(orig, ref)
         print(f"{name}: quantisation error (unquantised vs F32 copy) NMSE "
               f"{quant:.3e}: {'ok' if quant > 0 else 'FAIL (vacuous)'}")
         failed += not quant > 0
-        ok = nmse <= BAR
+        ok = err <= BAR
         failed += not ok
-        print(f"{name} ({len(tokens)} tokens): NMSE {nmse:.3e} "
+        print(f"{name} ({len(tokens)} tokens): NMSE {err:.3e} "
               f"(bar {BAR:.0e}), max |diff| {np.max(np.abs(got - ref)):.3e}: "
               f"{'ok' if ok else 'FAIL'}")
     return 1 if failed else 0

@@ -1,0 +1,22 @@
+"""Helpers shared by the end-to-end golden scripts in this folder."""
+import os
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def run(cmd):
+    """Runs a tool; raises with its whole output if it fails."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def nmse(ours, ref):
+    """Normalised mean squared error sum((ours - ref)^2) / sum(ref^2), in f64."""
+    import numpy as np
+    ref = np.asarray(ref, dtype=np.float64)
+    diff = np.asarray(ours, dtype=np.float64) - ref
+    return float((diff ** 2).sum() / (ref ** 2).sum())
