@@ -218,7 +218,8 @@ private:
   std::string field_;
   std::vector<uint64_t> indices_;
   uint64_t metaElements_ = 0;
-  uint64_t alignmentAt_ = 0; ///< offset of general.alignment's type field
+  uint64_t alignmentAt_ = 0;  ///< offset of general.alignment's type field
+  uint64_t shapesOnlyAt_ = 0; ///< offset of strata.shapes_only's type field
 };
 
 bool Parser::parse() {
@@ -296,6 +297,8 @@ bool Parser::readKeyValue(uint64_t index) {
     return false;
   if (key == kAlignmentKey)
     alignmentAt_ = typeAt;
+  if (key == kShapesOnlyKey)
+    shapesOnlyAt_ = typeAt;
   MetaValue value;
   if (!readValue(type, typeAt, value, 0))
     return false;
@@ -468,19 +471,19 @@ bool Parser::readShapesOnly() {
   if (!m)
     return true;
   if (m->type != GgufValueType::Bool) {
-    // The key's offset is not kept; the field names it instead.
-    message = fmt::format("metadata '{}': must be bool, not {}", kShapesOnlyKey,
-                          valueTypeName(m->type));
-    return false;
+    field_ = fmt::format("metadata '{}'", kShapesOnlyKey);
+    indices_.clear();
+    return fail(shapesOnlyAt_,
+                fmt::format("must be bool, not {}", valueTypeName(m->type)));
   }
   if (!m->b)
     return true;
   if (contents_ == GgufContents::Data) {
-    message = fmt::format("this GGUF holds shapes only (no tensor data) "
-                          "('{}' is true): it can be planned by "
-                          "strata-compile, not run or read",
-                          kShapesOnlyKey);
-    return false;
+    field_ = fmt::format("metadata '{}'", kShapesOnlyKey);
+    indices_.clear();
+    return fail(shapesOnlyAt_ + 4,
+                "this GGUF holds shapes only (no tensor data): it can be "
+                "planned by strata-compile, not run or read");
   }
   shapesOnly = true;
   return true;
