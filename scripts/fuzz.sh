@@ -15,9 +15,11 @@ run() { # name corpus-dir extra-args...
   local name=$1 seeds=$2; shift 2
   mkdir -p "$work/$name"
   echo "fuzz: $name for ${secs}s (seeds: $seeds)"
+  mkdir -p build-fuzz/artifacts
   build-fuzz/bin/$name "$work/$name" "$seeds" -max_total_time="$secs" \
-    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
-    >"$work/$name.log" 2>&1 || { tail -60 "$work/$name.log"; echo "fuzz: $name FAILED"; exit 1; }
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/artifacts/$name- "$@" \
+    >"$work/$name.log" 2>&1 || { tail -60 "$work/$name.log"; echo "fuzz: $name FAILED (input kept in build-fuzz/artifacts/)"; exit 1; }
   grep -E 'stat::number_of_executed_units|Done' "$work/$name.log" | tail -2
 }
 
