@@ -401,7 +401,7 @@ def check_reader_agrees(case, path):
         got = f.contents()
         exp = normalise(vtype, sub, value)
         if vtype == GT.ARRAY:
-            # GGUFReader flattens nested arrays (a FIXME in gguf_reader.py)
+            # GGUFReader flattens nested arrays (a known gguf-py limitation)
             # and decodes every leaf with the first inner array's type, so
             # it can only vouch for nested arrays of one leaf type.
             exp = flatten(exp)
