@@ -14,6 +14,7 @@
 
 #include "runtime/Device.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -143,6 +144,21 @@ void onWorkers(int threads, int64_t items, int64_t work,
 float dotF32(const float *a, const float *b, int64_t n);
 
 inline float sigmoidF32(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+/// y = softmax(x) over \p n values: max subtracted, f32 sums in order (the
+/// one summation order softmax and moe_route share).
+inline void softmaxRow(const float *x, float *y, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    max = std::max(max, x[i]);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = std::exp(x[i] - max);
+    sum += y[i];
+  }
+  for (int64_t i = 0; i < n; ++i)
+    y[i] /= sum;
+}
 
 // One entry point per recipe.
 #define RECIPE(Id, Name, MinInputs, MaxInputs, NumOutputs, Summary)            \

@@ -35,16 +35,7 @@ void runMoeRoute(KernelCtx &ctx) {
   for (int64_t ti = 0; ti < t; ++ti) {
     const float *l = logits + ti * e;
     if (func == "softmax") {
-      float max = -INFINITY;
-      for (int64_t i = 0; i < e; ++i)
-        max = std::max(max, l[i]);
-      float sum = 0;
-      for (int64_t i = 0; i < e; ++i) {
-        p[i] = std::exp(l[i] - max);
-        sum += p[i];
-      }
-      for (int64_t i = 0; i < e; ++i)
-        p[i] /= sum;
+      softmaxRow(l, p.data(), e);
     } else {
       for (int64_t i = 0; i < e; ++i)
         p[i] = sigmoidF32(l[i]);

@@ -60,20 +60,8 @@ void runSoftmax(KernelCtx &ctx) {
   auto [rows, d] = rowsOf(ctx);
   const float *x = ctx.f32(0);
   float *y = ctx.outF32(0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * d;
-    float *yr = y + r * d;
-    float max = -INFINITY;
-    for (int64_t i = 0; i < d; ++i)
-      max = std::max(max, xr[i]);
-    float sum = 0;
-    for (int64_t i = 0; i < d; ++i) {
-      yr[i] = std::exp(xr[i] - max);
-      sum += yr[i];
-    }
-    for (int64_t i = 0; i < d; ++i)
-      yr[i] /= sum;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(x + r * d, y + r * d, d);
 }
 
 void runReduceSum(KernelCtx &ctx) { reduce(ctx, /*mean=*/false); }

@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -131,7 +132,13 @@ int inspect(const std::string &path, bool full) {
   return 0;
 }
 
-int rewrite(const std::string &in, const std::string &out) {
+/// Reads \p in and writes \p out with the same metadata, each tensor passed
+/// through \p convert (which fills the output tensor from the input's bytes
+/// or returns an error message).
+int rewriteWith(
+    const std::string &in, const std::string &out,
+    const std::function<std::string(const TensorInfo &, const uint8_t *,
+                                    GgufTensorData &)> &convert) {
   std::string err;
   std::unique_ptr<GgufFile> file = GgufFile::open(in, err);
   if (!file)
@@ -139,10 +146,10 @@ int rewrite(const std::string &in, const std::string &out) {
   std::vector<GgufTensorData> tensors;
   tensors.reserve(file->info().tensors().size());
   for (const TensorInfo &t : file->info().tensors()) {
-    const uint8_t *data = file->tensorData(t);
     GgufTensorData td;
-    td.info = t;
-    td.bytes.assign(data, data + t.numBytes());
+    std::string why = convert(t, file->tensorData(t), td);
+    if (!why.empty())
+      return error(fmt::format("{}: {}", in, why));
     tensors.push_back(std::move(td));
   }
   if (!writeGguf(out, file->info(), tensors, err))
@@ -150,36 +157,36 @@ int rewrite(const std::string &in, const std::string &out) {
   return 0;
 }
 
+int rewrite(const std::string &in, const std::string &out) {
+  return rewriteWith(
+      in, out,
+      [](const TensorInfo &t, const uint8_t *data, GgufTensorData &td) {
+        td.info = t;
+        td.bytes.assign(data, data + t.numBytes());
+        return std::string();
+      });
+}
+
 int dequantAll(const std::string &in, const std::string &out) {
-  std::string err;
-  std::unique_ptr<GgufFile> file = GgufFile::open(in, err);
-  if (!file)
-    return error(err);
-  std::vector<GgufTensorData> tensors;
-  tensors.reserve(file->info().tensors().size());
-  for (const TensorInfo &t : file->info().tensors()) {
-    if (!canDequantize(t.type))
-      return error(fmt::format("{}: tensor '{}' is {}, which strata cannot "
-                               "dequantise",
-                               in, t.name, ggmlTypeInfo(t.type).name));
-    GgufTensorData td;
-    td.info = t;
-    td.info.type = GgmlType::F32;
-    td.bytes.resize(td.info.numBytes());
-    const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
-    const int64_t rows = static_cast<int64_t>(t.numElements()) / rowLen;
-    const int64_t rowBytes = rowSizeInBytes(t.type, rowLen);
-    const uint8_t *src = file->tensorData(t);
-    auto *dst = reinterpret_cast<float *>(td.bytes.data());
-    for (int64_t r = 0; r < rows; ++r)
-      if (!dequantizeRow(t.type, src + r * rowBytes, dst + r * rowLen, rowLen))
-        return error(
-            fmt::format("{}: cannot dequantise tensor '{}'", in, t.name));
-    tensors.push_back(std::move(td));
-  }
-  if (!writeGguf(out, file->info(), tensors, err))
-    return error(err);
-  return 0;
+  return rewriteWith(
+      in, out, [](const TensorInfo &t, const uint8_t *src, GgufTensorData &td) {
+        if (!canDequantize(t.type))
+          return fmt::format("tensor '{}' is {}, which strata cannot "
+                             "dequantise",
+                             t.name, ggmlTypeInfo(t.type).name);
+        td.info = t;
+        td.info.type = GgmlType::F32;
+        td.bytes.resize(td.info.numBytes());
+        const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
+        const int64_t rows = static_cast<int64_t>(t.numElements()) / rowLen;
+        const int64_t rowBytes = rowSizeInBytes(t.type, rowLen);
+        auto *dst = reinterpret_cast<float *>(td.bytes.data());
+        for (int64_t r = 0; r < rows; ++r)
+          if (!dequantizeRow(t.type, src + r * rowBytes, dst + r * rowLen,
+                             rowLen))
+            return fmt::format("cannot dequantise tensor '{}'", t.name);
+        return std::string();
+      });
 }
 
 int types() {
