@@ -430,6 +430,10 @@ struct Preset {
 // The presets. Widths that are a matmul's row length (D, H*HD, F, FE, FS,
 // value heads * head dim) are multiples of 256 so every block type fits.
 // qwen3moe's expert width differs from D so a swapped gate/down stack shows.
+// The MoE presets route each token to 4 of 16 experts: with several experts
+// per token (the real models use 8 of 128, 10 of 512) one expert more or less
+// at the top-k boundary changes a token's MoE output by a fraction, as in the
+// real models, instead of by half as with 2 of 8.
 constexpr Preset kPresets[] = {
     {.arch = "qwen3",
      .name = "tiny",
@@ -457,8 +461,8 @@ constexpr Preset kPresets[] = {
      .context = 4096,
      .ropeBase = 1000000.0f,
      .rmsEps = 1e-6f,
-     .experts = 8,
-     .expertUsed = 2,
+     .experts = 16,
+     .expertUsed = 4,
      .expertFfn = 512},
     // Four layers with full_attention_interval 4: blk.0..2 are gated delta
     // nets, blk.3 is gated full attention. Partial RoPE (16 of 64 dims).
@@ -475,8 +479,8 @@ constexpr Preset kPresets[] = {
      .context = 4096,
      .ropeBase = 10000000.0f,
      .rmsEps = 1e-6f,
-     .experts = 8,
-     .expertUsed = 2,
+     .experts = 16,
+     .expertUsed = 4,
      .expertFfn = 256,
      .sharedFfn = 768,
      .fullAttnInterval = 4,
@@ -671,7 +675,7 @@ void qwen4expTensors(const Preset &p, std::vector<SynthTensor> &t) {
       add(prefix + "_inject.weight", {HC * D, HC}, SynthInit::FanIn, true);
   };
 
-  add("token_embd.weight", {D, p.vocab});
+  add("token_embd.weight", {D, p.vocab}, SynthInit::Embed);
   add("output.weight", {D, p.vocab}, SynthInit::Head);
   site("output_hc", false);
   add("per_layer_token_embd.weight", {HP, pleConstants(p).rows});
@@ -742,7 +746,7 @@ std::vector<SynthTensor> buildTensors(Arch arch, const Preset &p) {
   const uint64_t D = p.embd, H = p.heads, HKV = p.headsKv, HD = p.headDim;
   const uint64_t E = p.experts, FE = p.expertFfn;
 
-  add("token_embd.weight", {D, p.vocab});
+  add("token_embd.weight", {D, p.vocab}, SynthInit::Embed);
   add("output_norm.weight", {D}, SynthInit::Norm);
   add("output.weight", {D, p.vocab}, SynthInit::Head);
 
@@ -1163,8 +1167,11 @@ std::vector<float> drawValues(const SynthTensor &t, uint64_t seed) {
     case SynthInit::FanIn:
       x = static_cast<float>(sigma * rng.normal());
       break;
+    case SynthInit::Embed:
+      x = static_cast<float>(6.0 * sigma * rng.normal());
+      break;
     case SynthInit::Router:
-      x = static_cast<float>(8.0 * sigma * rng.normal());
+      x = static_cast<float>(4.0 * sigma * rng.normal());
       break;
     case SynthInit::Residual:
       x = static_cast<float>(0.25 * sigma * rng.normal());
@@ -1174,11 +1181,16 @@ std::vector<float> drawValues(const SynthTensor &t, uint64_t seed) {
       x = static_cast<float>(1.0 + 0.1 * rng.normal());
       break;
     case SynthInit::SsmA:
-      x = static_cast<float>(-std::exp(rng.uniform()));
+      x = static_cast<float>(-(1.0 + 15.0 * rng.uniform()));
       break;
-    case SynthInit::DtBias:
-      x = static_cast<float>(0.1 * rng.normal());
+    case SynthInit::DtBias: {
+      // dt = softplus(bias) log-uniform in [1e-3, 1e-1]; the bias is its
+      // inverse softplus, dt + log(1 - exp(-dt)).
+      const double dt = std::exp(
+          std::log(1e-3) + rng.uniform() * (std::log(1e-1) - std::log(1e-3)));
+      x = static_cast<float>(dt + std::log(-std::expm1(-dt)));
       break;
+    }
     }
   }
   return v;

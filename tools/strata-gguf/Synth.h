@@ -110,8 +110,15 @@ std::optional<TypeSpec> parseTypeSpec(std::string_view spec,
 
 /// How a tensor's values are drawn.
 enum class SynthInit {
-  FanIn, ///< N(0, 1/sqrt(ne0)): weights, embeddings, conv taps
-  /// 8 N(0, 1/sqrt(ne0)): expert routers. Trained routers are decisive; a
+  FanIn, ///< N(0, 1/sqrt(ne0)): weights, conv taps
+  /// 6 N(0, 1/sqrt(ne0)): token embeddings, rows of norm ~6. Each sublayer
+  /// writes ~2.5 into the residual stream, so the stream changes by a
+  /// fraction per sublayer (cosine ~0.9 between consecutive states, as in
+  /// trained pre-norm models) instead of the first sublayer replacing a
+  /// norm-1 embedding; a replaced stream makes the model chaotic, every
+  /// rounding difference of the activations growing layer over layer.
+  Embed,
+  /// 4 N(0, 1/sqrt(ne0)): expert routers. Trained routers are decisive; a
   /// flat random router makes top-k selection flip on rounding noise.
   Router,
   /// 0.25 N(0, 1/sqrt(ne0)): projections that write the residual stream
@@ -121,9 +128,17 @@ enum class SynthInit {
   /// N(0, 1/sqrt(ne0)) times a log-normal scale per row: the LM head.
   Head,
 
-  Norm,   ///< 1 + 0.1 N(0, 1): RMSNorm weights
-  SsmA,   ///< -exp(U(0, 1)): qwen3next's / qwen4exp's A, always < 0
-  DtBias, ///< 0.1 N(0, 1): qwen3next's / qwen4exp's ssm_dt.bias
+  Norm, ///< 1 + 0.1 N(0, 1): RMSNorm weights
+  /// -A with A ~ U(1, 16): qwen3next's / qwen4exp's ssm_a (= -exp(A_log)),
+  /// the range the gated delta net's reference initialisation draws A from.
+  SsmA,
+  /// softplus^-1(dt), dt log-uniform in [1e-3, 1e-1] (the Mamba-2 time-step
+  /// initialisation): ssm_dt.bias. With ssm_a, per-head decays
+  /// exp(-A softplus(alpha + bias)) from ~0.2 to ~1, so some heads keep a
+  /// long memory and a head's output is a sum over many tokens rather than
+  /// one token's value scaled by a q.k that can be near zero (which the
+  /// per-head output norm would blow up).
+  DtBias,
 };
 
 /// One tensor of a synthetic model.
