@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -277,6 +278,10 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   if (!device_->upload(in.data, tokens.data(), t * sizeof(int32_t), error))
     return false;
 
+  using Clock = std::chrono::steady_clock;
+  kernelSeconds_.assign(profile_ ? plan_.kernels.size() : 0, 0.0);
+  if (profile_ && !device_->synchronize(error))
+    return false;
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
     const char *recipe = format::recipeInfo(pk.recipe).name;
@@ -288,9 +293,16 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
     for (uint32_t o : pk.outputs)
       l.outputs.push_back(bufferArg(o, t));
     std::string what;
+    const Clock::time_point start = Clock::now();
     if (!device_->launch(l, what)) {
       error = fmt::format("kernel {} ({}): {}", k, recipe, what);
       return false;
+    }
+    if (profile_) {
+      if (!device_->synchronize(error))
+        return false;
+      kernelSeconds_[k] =
+          std::chrono::duration<double>(Clock::now() - start).count();
     }
     for (uint32_t o : pk.outputs) {
       auto cap = capture_.find(o);

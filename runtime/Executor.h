@@ -64,6 +64,13 @@ public:
   /// naming the first kernel that left one (slow; for debugging).
   void setNanCheck(bool on) { nanCheck_ = on; }
 
+  /// Time every kernel of the following runs: synchronize after each launch
+  /// and keep its wall time (seconds, per kernel of the plan) in
+  /// kernelSeconds(). Serialises the device, so only for profiling.
+  void setProfile(bool on) { profile_ = on; }
+  /// Per kernel of the plan, its time in the last profiled run.
+  const std::vector<double> &kernelSeconds() const { return kernelSeconds_; }
+
   /// Keep a copy (as f32) of the buffers named \p names right after the
   /// kernel that writes each, before the arena reuses their bytes. Names are
   /// the IR value names of the plan's buffers. Returns false and sets
@@ -91,6 +98,8 @@ private:
   std::vector<void *> weightData_; ///< device address per plan weight
   std::vector<uint64_t> weightBytes_;
   bool nanCheck_ = false;
+  bool profile_ = false;
+  std::vector<double> kernelSeconds_;
   std::map<uint32_t, std::string> capture_; ///< buffer index -> name
   std::map<std::string, RunOutput> captured_;
 };

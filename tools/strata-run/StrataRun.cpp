@@ -36,7 +36,7 @@ constexpr const char *kUsage =
     "usage: strata-run PLAN_DIR --gguf FILE (--tokens IDS | --tokens-file F)\n"
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
     "                  [--dump-buffer NAME=OUT.f32 ...]\n"
-    "                  [--nan-check]\n"
+    "                  [--nan-check] [--profile]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
@@ -57,6 +57,12 @@ constexpr const char *kUsage =
     "  --top N              how many tokens to print (default 5)\n"
     "  --nan-check          after every kernel, check its output for NaN and\n"
     "                       name the first kernel that leaves one (slow)\n"
+    "  --profile            time every kernel (synchronising after each) and\n"
+    "                       print, per recipe: calls, ms, share of the run,\n"
+    "                       and GB/s and GFLOP/s from the compiler's byte and\n"
+    "                       FLOP counts (which are for T = the plan's\n"
+    "                       max_tokens, so rates need a prompt of that "
+    "length)\n"
     "  --help               show this help\n"
     "\n"
     "Exit status: 0 on success, 1 on any error (nothing is written then).\n";
@@ -106,6 +112,7 @@ struct Options {
   std::string planDir, gguf, tokens, tokensFile, backend = "cpu", dumpLogits;
   std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
+  bool profile = false;
   int64_t top = 5;
 };
 
@@ -120,6 +127,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--nan-check") {
       o.nanCheck = true;
+      continue;
+    }
+    if (a == "--profile") {
+      o.profile = true;
       continue;
     }
     if (a.rfind("--", 0) != 0 || a == "-") {
@@ -180,6 +191,57 @@ int parseArgs(int argc, char **argv, Options &o) {
   return 0;
 }
 
+/// The --profile table: per recipe, calls, time, share of the kernels' time
+/// and the rates from the compiler's counts, slowest first.
+void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
+                  int64_t tokens, const std::string &backend) {
+  struct Row {
+    std::string recipe;
+    uint64_t calls = 0, bytes = 0, flops = 0;
+    double seconds = 0;
+  };
+  std::vector<Row> rows;
+  double total = 0;
+  for (size_t k = 0; k < plan.kernels.size() && k < seconds.size(); ++k) {
+    const format::PlanKernel &pk = plan.kernels[k];
+    std::string name = format::recipeInfo(pk.recipe).name;
+    auto it = std::find_if(rows.begin(), rows.end(),
+                           [&](const Row &r) { return r.recipe == name; });
+    if (it == rows.end()) {
+      rows.push_back({name});
+      it = rows.end() - 1;
+    }
+    ++it->calls;
+    it->bytes += pk.bytes;
+    it->flops += pk.flops;
+    it->seconds += seconds[k];
+    total += seconds[k];
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
+    return a.seconds != b.seconds ? a.seconds > b.seconds : a.recipe < b.recipe;
+  });
+  // The counts are the compiler's at T = max_tokens; at a shorter prompt
+  // they overstate the work, so no rates then.
+  const bool rates = tokens == plan.maxTokens;
+  fmt::print("profile: {} kernels on {}, {} tokens, {:.3f} ms in kernels\n",
+             plan.kernels.size(), backend, tokens, total * 1e3);
+  fmt::print("  {:<20} {:>6} {:>10} {:>7} {:>9} {:>10}\n", "recipe", "calls",
+             "ms", "share", "GB/s", "GFLOP/s");
+  auto rate = [&](uint64_t count, double s) {
+    return rates && s > 0 ? fmt::format("{:.2f}", count / s / 1e9)
+                          : std::string("-");
+  };
+  for (const Row &r : rows)
+    fmt::print("  {:<20} {:>6} {:>10.3f} {:>6.1f}% {:>9} {:>10}\n", r.recipe,
+               r.calls, r.seconds * 1e3,
+               total > 0 ? 100.0 * r.seconds / total : 0.0,
+               rate(r.bytes, r.seconds), rate(r.flops, r.seconds));
+  if (!rates)
+    fmt::print("  (no rates: the plan's byte and FLOP counts are for {} "
+               "tokens; compile with --max-tokens {} to get them)\n",
+               plan.maxTokens, tokens);
+}
+
 int run(int argc, char **argv) {
   Options o;
   if (int rc = parseArgs(argc, argv, o))
@@ -207,6 +269,7 @@ int run(int argc, char **argv) {
   if (!ex)
     return fail(error);
   ex->setNanCheck(o.nanCheck);
+  ex->setProfile(o.profile);
   std::vector<std::string> captureNames;
   for (const auto &[name, file] : o.dumpBuffers)
     captureNames.push_back(name);
@@ -258,6 +321,9 @@ int run(int argc, char **argv) {
              "kernels, {:.1f} tokens/s)\n",
              loadMs, runMs, o.backend, tokens.size(), plan.kernels.size(),
              runMs > 0 ? tokens.size() * 1000.0 / runMs : 0.0);
+  if (o.profile)
+    printProfile(plan, ex->kernelSeconds(), static_cast<int64_t>(tokens.size()),
+                 o.backend);
   return 0;
 }
 
