@@ -31,11 +31,14 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 ARCHS = ["qwen3", "qwen3moe", "qwen3next"]
-# First matching rule wins; the default (q8_0) covers the rest.
-MIX = ("q8_0,*ffn_down_exps.*=iq4_nl,*_exps.*=iq3_s,*ffn_gate.*=q4_k,"
-       "*ffn_up.*=q4_k,*ffn_down.*=q6_k,*attn_v.*=iq4_nl,"
-       "*attn_output.*=iq4_xs,*shexp.*=q4_k,*attn_qkv.*=q6_k,"
+# First matching rule wins; the default (q8_0) covers the rest. Every arch's
+# file holds all of MIX_TYPES (checked before each comparison): the dense
+# qwen3 takes IQ3_S on ffn_up, the MoE archs take Q4_K on the up experts.
+MIX = ("q8_0,*ffn_down_exps.*=iq4_nl,*ffn_gate_exps.*=iq3_s,"
+       "*ffn_up_exps.*=q4_k,*ffn_gate.*=q4_k,*ffn_up.*=iq3_s,*ffn_down.*=q6_k,"
+       "*attn_v.*=iq4_nl,*attn_output.*=iq4_xs,*shexp.*=q4_k,*attn_qkv.*=q6_k,"
        "*attn_gate.*=iq4_nl,*ssm_out.*=iq4_xs,output.*=q6_k")
+MIX_TYPES = {"Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S"}
 BARS = {"f32": (1e-5, 0.0), "mix": (5e-3, 0.95)}
 
 
@@ -50,10 +53,11 @@ def main():
                     help="weight sets to compare: f32, mix")
     a = ap.parse_args()
     try:
+        from gguf import GGUFReader as gguf_reader
         from llama_logits import llama_logits
         import llama_cpp  # noqa: F401
     except ImportError as e:
-        print(f"SKIPPED: llama_cpp not importable ({e}); run scripts/install-deps.sh")
+        print(f"SKIPPED: {e}; run scripts/install-deps.sh")
         return 77
     os.makedirs(a.workdir, exist_ok=True)
     tool = lambda n: os.path.join(a.bin, n)
@@ -67,6 +71,12 @@ def main():
                 types = "f32" if kind == "f32" else MIX
                 run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
                      "--seed", str(seed), "--types", types, "-o", gguf])
+                if kind == "mix":
+                    held = {t.tensor_type.name for t in gguf_reader(gguf).tensors}
+                    if not MIX_TYPES <= held:
+                        print(f"{tag}: FAIL: the mix lacks {sorted(MIX_TYPES - held)}")
+                        failed += 1
+                        continue
                 run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
                      "--gguf", gguf, "--max-tokens", str(a.tokens), "--target", "host",
                      "-o", plan])
