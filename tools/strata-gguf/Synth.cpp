@@ -68,10 +68,12 @@ const char *const kSynthUsage =
     "Values: each tensor draws from its own xoshiro256** stream seeded with\n"
     "seed ^ fnv1a64(name) through SplitMix64, normals by Box-Muller, so a\n"
     "tensor's values do not depend on --types or on the other tensors.\n"
-    "Matrices, embeddings and conv taps are N(0, 1/sqrt(ne0)), routers 8x\n"
-    "that (decisive routing) and f32 unless a rule names them;\n"
-    "norm weights 1 + 0.1 N(0,1); ssm_a = -exp(U(0,1)); ssm_dt.bias\n"
-    "0.1 N(0,1).\n";
+    "Matrices and conv taps are N(0, 1/sqrt(ne0)); projections into the\n"
+    "residual stream 0.25x that; token embeddings 6x (the stream changes by\n"
+    "a fraction per layer, as in trained models); routers 4x (decisive\n"
+    "routing) and f32 unless a rule names them; LM-head rows times a\n"
+    "log-normal scale; norm weights 1 + 0.1 N(0,1); ssm_a = -U(1,16);\n"
+    "ssm_dt.bias = softplus^-1(dt), dt log-uniform in [1e-3, 1e-1].\n";
 
 //===----------------------------------------------------------------------===//
 // Random numbers
