@@ -39,6 +39,11 @@ public:
   virtual bool run(std::unique_ptr<ir::Module> &m, PassContext &ctx) = 0;
 };
 
+/// For passes that change the op list: reports an error naming \p pass and
+/// returns false if plan-memory has already placed a value of \p m (its
+/// liveness and arena bound would no longer describe the ops).
+bool checkNotPlanned(const ir::Module &m, const char *pass, PassContext &ctx);
+
 /// Creates the pass named \p name, or nullptr if there is none.
 std::unique_ptr<Pass> createPass(const std::string &name);
 

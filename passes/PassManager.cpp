@@ -3,6 +3,8 @@
 
 #include "ir/Verifier.h"
 
+#include <fmt/format.h>
+
 namespace strata::passes {
 
 #define PASS(Class, Name, Summary) std::unique_ptr<Pass> create##Class();
@@ -22,6 +24,25 @@ const std::vector<PassInfo> &allPasses() {
 #include "passes/Passes.def"
   };
   return kPasses;
+}
+
+bool checkNotPlanned(const ir::Module &m, const char *pass, PassContext &ctx) {
+  for (const auto &f : m.funcs) {
+    bool planned = false;
+    for (const ir::Param &p : f->params)
+      planned = planned || (p.value && p.value->offset);
+    for (const auto &op : f->body.ops)
+      for (const ir::Value *r : op->results)
+        planned = planned || r->offset;
+    if (planned) {
+      ctx.diag.error(f->loc,
+                     fmt::format("{}: @{} already has arena offsets; run {} "
+                                 "before plan-memory",
+                                 pass, f->name, pass));
+      return false;
+    }
+  }
+  return true;
 }
 
 bool PassManager::run(std::unique_ptr<ir::Module> &m, PassContext &ctx) {

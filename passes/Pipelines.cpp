@@ -7,6 +7,10 @@ std::vector<std::string> defaultPipeline() {
   return {
       // Bind the description to the model file and flatten it.
       "expand",
+      // Merge repeated computations, then drop what nothing uses (a merge
+      // can leave dead operands behind).
+      "cse",
+      "dce",
       // Pick a catalog recipe for every op.
       "lower-to-kernels",
       // Place every activation in one arena.
