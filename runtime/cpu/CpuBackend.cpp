@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 
 namespace strata::runtime {
 
@@ -26,7 +28,7 @@ constexpr KernelFn kKernels[] = {
 
 bool runCpuKernel(const Launch &launch, std::string &error, int threads) {
   try {
-    cpu::KernelCtx ctx(launch, threads < 2 ? 1 : 2);
+    cpu::KernelCtx ctx(launch, threads < 1 ? 1 : threads);
     kKernels[static_cast<size_t>(launch.recipe)](ctx);
     ctx.commit();
     return true;
@@ -41,7 +43,10 @@ bool runCpuKernel(const Launch &launch, std::string &error, int threads) {
 }
 
 CpuDevice::CpuDevice(int threads)
-    : threads_(threads < 1 ? 1 : (threads > 2 ? 2 : threads)) {}
+    : threads_(threads > 0
+                   ? threads
+                   : std::max(1, static_cast<int>(
+                                     std::thread::hardware_concurrency()))) {}
 
 bool CpuDevice::supports(format::Recipe r) const {
   return static_cast<size_t>(r) < std::size(kKernels);

@@ -20,8 +20,8 @@ bool runCpuKernel(const Launch &launch, std::string &error, int threads = 2);
 /// The `cpu` Device: host allocations, synchronous launches.
 class CpuDevice : public Device {
 public:
-  /// \p threads is clamped to 1..2.
-  explicit CpuDevice(int threads = 2);
+  /// \p threads workers per kernel; 0 = one per hardware thread.
+  explicit CpuDevice(int threads = 0);
 
   const char *name() const override { return "cpu"; }
   bool supports(format::Recipe r) const override;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace strata::runtime::cpu {
@@ -317,34 +318,46 @@ void KernelCtx::commit() {
 
 void onWorkers(int threads, int64_t items, int64_t work,
                const std::function<void(int, int)> &fn) {
-  int n = threads < 2 || items < 2 || work < (int64_t(1) << 16) ? 1 : 2;
+  int n =
+      items < 2 || work < (int64_t(1) << 16)
+          ? 1
+          : static_cast<int>(std::min<int64_t>(std::max(threads, 1), items));
   if (n == 1) {
     fn(0, 1);
     return;
   }
-  std::exception_ptr workerError;
-  std::thread worker;
-  try {
-    worker = std::thread([&] {
+  // Workers 1..n-1 on their own threads, worker 0 on this one. Each worker
+  // owns whole output items, so results do not depend on n.
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> pool;
+  for (int w = 1; w < n; ++w) {
+    try {
+      pool.emplace_back([&, w] {
+        try {
+          fn(w, n);
+        } catch (...) {
+          errors[w] = std::current_exception();
+        }
+      });
+    } catch (const std::system_error &) {
+      // No more threads to be had: this thread takes worker w's share.
       try {
-        fn(1, 2);
+        fn(w, n);
       } catch (...) {
-        workerError = std::current_exception();
+        errors[w] = std::current_exception();
       }
-    });
-  } catch (const std::system_error &) {
-    fn(0, 1); // no second thread to be had: do it all here
-    return;
+    }
   }
   try {
-    fn(0, 2);
+    fn(0, n);
   } catch (...) {
-    worker.join();
-    throw;
+    errors[0] = std::current_exception();
   }
-  worker.join();
-  if (workerError)
-    std::rethrow_exception(workerError);
+  for (std::thread &t : pool)
+    t.join();
+  for (const std::exception_ptr &e : errors)
+    if (e)
+      std::rethrow_exception(e);
 }
 
 float dotF32(const float *a, const float *b, int64_t n) {

@@ -125,6 +125,16 @@ TEST(CpuMoe, ExpertsFromQuantisedStacks) {
         }
       }
     EXPECT_LT(nmse(y.floats(), want), kF32Bar);
+    // Experts are shared out between workers; the bits must not depend on
+    // how many there are.
+    for (int threads : {1, 3, 5}) {
+      HostTensor y1 = output({t, k, d});
+      ASSERT_TRUE(runKernel(Recipe::MoeExperts, {},
+                            {&x, &id, &gate, &up, &down}, {&y1}, error,
+                            threads))
+          << error;
+      EXPECT_EQ(y.bytes, y1.bytes) << threads << " threads";
+    }
     // An expert id past the stack is an error, not a wild read.
     iv[0] = static_cast<int32_t>(e);
     HostTensor badIds = ids({t, k}, iv);

@@ -174,10 +174,13 @@ TEST(CpuSequence, Attention) {
     ASSERT_TRUE(runKernel(Recipe::Attention, attrs, ins, {&y}, error)) << error;
     EXPECT_LT(nmse(y.floats(), refAttention(c, qv, kv, vv, gv, iv, nb, scale)),
               kF32Bar);
-    HostTensor y1 = output({c.t, c.h, c.dv});
-    ASSERT_TRUE(runKernel(Recipe::Attention, attrs, ins, {&y1}, error, 1))
-        << error;
-    EXPECT_EQ(y.bytes, y1.bytes);
+    for (int threads : {1, 3, 5}) {
+      HostTensor y1 = output({c.t, c.h, c.dv});
+      ASSERT_TRUE(
+          runKernel(Recipe::Attention, attrs, ins, {&y1}, error, threads))
+          << error;
+      EXPECT_EQ(y.bytes, y1.bytes) << threads << " threads";
+    }
   }
 }
 
