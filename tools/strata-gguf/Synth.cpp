@@ -24,12 +24,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <numbers>
+#include <system_error>
+#include <thread>
 
 using namespace strata::format;
 
@@ -1388,15 +1391,39 @@ int synthMain(const std::vector<std::string> &args) {
     const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
     const int64_t rowBytes = rowSizeInBytes(types[i], rowLen);
     const int64_t rows = static_cast<int64_t>(values.size()) / rowLen;
-    for (int64_t r = 0; r < rows; ++r) {
-      if (!quantizeRow(types[i], values.data() + r * rowLen,
-                       td.bytes.data() + r * rowBytes, rowLen)) {
-        fmt::print(stderr,
-                   "strata-gguf: error: synth: cannot quantise tensor '{}' "
-                   "to {}\n",
-                   t.name, ggmlTypeInfo(types[i]).irName);
-        return 1;
+    // Rows quantise independently (IQ3_S's grid search dominates synth), so
+    // they are shared out between threads; each writes only its own rows, so
+    // the file does not depend on the thread count.
+    const int64_t workers =
+        values.size() < (size_t(1) << 16)
+            ? 1
+            : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, rows);
+    std::atomic<bool> failed{false};
+    auto quantiseShare = [&](int64_t w) {
+      for (int64_t r = rows * w / workers; r < rows * (w + 1) / workers; ++r)
+        if (!quantizeRow(types[i], values.data() + r * rowLen,
+                         td.bytes.data() + r * rowBytes, rowLen)) {
+          failed = true;
+          return;
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int64_t w = 1; w < workers; ++w) {
+      try {
+        pool.emplace_back(quantiseShare, w);
+      } catch (const std::system_error &) {
+        quantiseShare(w); // no thread to be had: do the share here
       }
+    }
+    quantiseShare(0);
+    for (std::thread &th : pool)
+      th.join();
+    if (failed) {
+      fmt::print(stderr,
+                 "strata-gguf: error: synth: cannot quantise tensor '{}' "
+                 "to {}\n",
+                 t.name, ggmlTypeInfo(types[i]).irName);
+      return 1;
     }
     data.push_back(std::move(td));
   }
