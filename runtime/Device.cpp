@@ -11,9 +11,10 @@ namespace strata::runtime {
 std::vector<std::string> deviceNames() { return {"cpu"}; }
 
 std::unique_ptr<Device> createDevice(const std::string &name,
-                                     std::string &error) {
+                                     std::string &error,
+                                     const DeviceOptions &options) {
   if (name == "cpu")
-    return std::make_unique<CpuDevice>();
+    return std::make_unique<CpuDevice>(options.threads);
   if (name == "cuda" || name == "hip")
     error = fmt::format("backend '{}' is not built into this runtime yet "
                         "(available: {})",

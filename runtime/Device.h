@@ -98,8 +98,14 @@ public:
 /// The backends this build has, in preference order ("cpu" first).
 std::vector<std::string> deviceNames();
 
+/// Settings a backend may use; each ignores what does not apply to it.
+struct DeviceOptions {
+  int threads = 0; ///< cpu: workers per kernel; 0 = one per hardware thread
+};
+
 /// Creates the backend named \p name, or returns null and sets \p error.
 std::unique_ptr<Device> createDevice(const std::string &name,
-                                     std::string &error);
+                                     std::string &error,
+                                     const DeviceOptions &options = {});
 
 } // namespace strata::runtime

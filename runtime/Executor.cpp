@@ -151,7 +151,8 @@ bool validatePlan(const Plan &p, std::string &error) {
 std::unique_ptr<Executor> Executor::create(const Plan &plan,
                                            const std::string &ggufPath,
                                            const std::string &backendName,
-                                           std::string &error) {
+                                           std::string &error,
+                                           const DeviceOptions &options) {
   if (!validatePlan(plan, error))
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor());
@@ -161,7 +162,7 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
     return nullptr;
   if (!format::checkPlanWeights(plan, ex->gguf_->info(), error))
     return nullptr;
-  ex->device_ = createDevice(backendName, error);
+  ex->device_ = createDevice(backendName, error, options);
   if (!ex->device_)
     return nullptr;
   for (size_t k = 0; k < plan.kernels.size(); ++k)

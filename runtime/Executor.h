@@ -49,7 +49,8 @@ public:
   static std::unique_ptr<Executor> create(const format::Plan &plan,
                                           const std::string &ggufPath,
                                           const std::string &backendName,
-                                          std::string &error);
+                                          std::string &error,
+                                          const DeviceOptions &options = {});
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;

@@ -36,7 +36,7 @@ constexpr const char *kUsage =
     "usage: strata-run PLAN_DIR --gguf FILE (--tokens IDS | --tokens-file F)\n"
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
     "                  [--dump-buffer NAME=OUT.f32 ...]\n"
-    "                  [--nan-check] [--profile]\n"
+    "                  [--threads N] [--nan-check] [--profile]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
@@ -48,6 +48,8 @@ constexpr const char *kUsage =
     "  --tokens-file F      read the token ids from F instead (separated by\n"
     "                       commas and/or whitespace; '-' is standard input)\n"
     "  --backend NAME       the device to run on (default cpu)\n"
+    "  --threads N          cpu: workers per kernel, 1 to 1024 (default: one\n"
+    "                       per hardware thread); results do not depend on it\n"
     "  --dump-logits OUT    write every position's logits to OUT as raw\n"
     "                       little-endian float32 [T, vocab], atomically\n"
     "  --dump-buffer NAME=OUT.f32\n"
@@ -114,6 +116,7 @@ struct Options {
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
   bool profile = false;
   int64_t top = 5;
+  int threads = 0; ///< 0 = the backend's default
 };
 
 /// Parses argv; returns 0 to go on, -1 after --help, 1 on an error.
@@ -172,6 +175,13 @@ int parseArgs(int argc, char **argv, Options &o) {
         return fail(
             fmt::format("--dump-buffer needs NAME=OUT.f32, got '{}'", value));
       o.dumpBuffers.push_back({value.substr(0, sep), value.substr(sep + 1)});
+    } else if (a == "--threads") {
+      auto [end, ec] =
+          std::from_chars(value.data(), value.data() + value.size(), o.threads);
+      if (ec != std::errc() || end != value.data() + value.size() ||
+          o.threads < 1 || o.threads > 1024)
+        return fail(fmt::format(
+            "--threads needs an integer from 1 to 1024, got '{}'", value));
     } else if (a == "--top") {
       auto [end, ec] =
           std::from_chars(value.data(), value.data() + value.size(), o.top);
@@ -264,8 +274,8 @@ int run(int argc, char **argv) {
   format::Plan plan;
   if (!format::readPlanDir(o.planDir, plan, error))
     return fail(error);
-  std::unique_ptr<runtime::Executor> ex =
-      runtime::Executor::create(plan, o.gguf, o.backend, error);
+  std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
+      plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads});
   if (!ex)
     return fail(error);
   ex->setNanCheck(o.nanCheck);
