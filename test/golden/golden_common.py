@@ -1,4 +1,5 @@
 """Helpers shared by the end-to-end golden scripts in this folder."""
+import argparse
 import os
 import subprocess
 
@@ -20,3 +21,16 @@ def nmse(ours, ref):
     ref = np.asarray(ref, dtype=np.float64)
     diff = np.asarray(ours, dtype=np.float64) - ref
     return float((diff ** 2).sum() / (ref ** 2).sum())
+
+
+def end_to_end_args(add_options=None):
+    """Parses --bin (the strata tools' folder) and --workdir (created), plus
+    what add_options(parser) adds; returns the args and tool(name) -> path."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with strata tools")
+    ap.add_argument("--workdir", required=True)
+    if add_options:
+        add_options(ap)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    return a, lambda name: os.path.join(a.bin, name)

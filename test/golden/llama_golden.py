@@ -16,13 +16,12 @@ counts near-ties of the top two logits, and over 64 tokens one such
 position moves it by 1.6 points. Prints every measurement; exit 1 if any
 bar fails, 77 if llama_cpp or numpy is missing.
 """
-import argparse
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from golden_common import ROOT, nmse, run  # noqa: E402
+from golden_common import ROOT, end_to_end_args, nmse, run  # noqa: E402
 
 try:
     import numpy as np
@@ -43,15 +42,13 @@ BARS = {"f32": (1e-5, 0.0), "mix": (5e-3, 0.95)}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory with strata tools")
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--seeds", default="1,2")
-    ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--archs", default=",".join(ARCHS))
-    ap.add_argument("--kinds", default="f32,mix",
-                    help="weight sets to compare: f32, mix")
-    a = ap.parse_args()
+    def options(ap):
+        ap.add_argument("--seeds", default="1,2")
+        ap.add_argument("--tokens", type=int, default=256)
+        ap.add_argument("--archs", default=",".join(ARCHS))
+        ap.add_argument("--kinds", default="f32,mix",
+                        help="weight sets to compare: f32, mix")
+    a, tool = end_to_end_args(options)
     try:
         from gguf import GGUFReader as gguf_reader
         from llama_logits import llama_logits
@@ -59,8 +56,6 @@ def main():
     except ImportError as e:
         print(f"SKIPPED: {e}; run scripts/install-deps.sh")
         return 77
-    os.makedirs(a.workdir, exist_ok=True)
-    tool = lambda n: os.path.join(a.bin, n)
     results, failed = [], 0
     for arch in a.archs.split(","):
         for seed in [int(s) for s in a.seeds.split(",")]:

@@ -11,14 +11,13 @@ logits_short.f32) and five intermediate activations of the long prompt
 output, first MoE output, final mixer output): NMSE <= 1e-5 each. Prints every measurement; exit 1 if a
 bar fails, 77 if numpy is missing.
 """
-import argparse
 import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from golden_common import ROOT, nmse, run  # noqa: E402
+from golden_common import ROOT, end_to_end_args, nmse, run  # noqa: E402
 GOLDEN = os.path.join(HERE, "qwen4exp")
 BAR = 1e-5
 
@@ -30,12 +29,7 @@ except ImportError as e:  # pragma: no cover
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory with strata tools")
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    tool = lambda n: os.path.join(a.bin, n)
+    a, tool = end_to_end_args()
     gguf = os.path.join(GOLDEN, "model.gguf")
     with open(os.path.join(GOLDEN, "logits.json")) as f:
         meta = json.load(f)

@@ -15,13 +15,12 @@ NMSE against the F32 copy (the quantisation error, printed) must be > 0.
 Prints every measurement; exit 1 if a bar
 fails, 77 if numpy is missing.
 """
-import argparse
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from golden_common import ROOT, nmse, run  # noqa: E402
+from golden_common import ROOT, end_to_end_args, nmse, run  # noqa: E402
 BAR = 1e-6
 TYPES = "q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl"
 MAX_TOKENS = 64
@@ -43,12 +42,7 @@ def prompts():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True, help="directory with strata tools")
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    tool = lambda n: os.path.join(a.bin, n)
+    a, tool = end_to_end_args()
     w = lambda n: os.path.join(a.workdir, n)
     model = os.path.join(ROOT, "models", "qwen4exp.strata")
 

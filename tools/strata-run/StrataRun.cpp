@@ -69,6 +69,17 @@ constexpr const char *kUsage =
     "\n"
     "Exit status: 0 on success, 1 on any error (nothing is written then).\n";
 
+/// Parses all of \p text as a decimal integer in [lo, hi] into \p out.
+template <typename Int>
+bool parseIntIn(std::string_view text, Int lo, Int hi, Int &out) {
+  Int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
+    return false;
+  out = v;
+  return true;
+}
+
 int fail(const std::string &message) {
   fmt::print(stderr, "strata-run: error: {}\n", message);
   return 1;
@@ -176,16 +187,12 @@ int parseArgs(int argc, char **argv, Options &o) {
             fmt::format("--dump-buffer needs NAME=OUT.f32, got '{}'", value));
       o.dumpBuffers.push_back({value.substr(0, sep), value.substr(sep + 1)});
     } else if (a == "--threads") {
-      auto [end, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), o.threads);
-      if (ec != std::errc() || end != value.data() + value.size() ||
-          o.threads < 1 || o.threads > 1024)
+      if (!parseIntIn(value, 1, 1024, o.threads))
         return fail(fmt::format(
             "--threads needs an integer from 1 to 1024, got '{}'", value));
     } else if (a == "--top") {
-      auto [end, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), o.top);
-      if (ec != std::errc() || end != value.data() + value.size() || o.top < 1)
+      if (!parseIntIn(value, int64_t{1}, std::numeric_limits<int64_t>::max(),
+                      o.top))
         return fail(
             fmt::format("--top needs a positive integer, got '{}'", value));
     } else {
