@@ -45,11 +45,16 @@ std::string_view SourceMgr::lineText(uint32_t id, uint32_t line) const {
 
 std::string DiagnosticEngine::format(Severity sev, SourceLoc loc,
                                      std::string_view message) const {
-  const char *kind = sev == Severity::Error ? "error" : "note";
+  const char *kind = sev == Severity::Error  ? "error"
+                     : sev == Severity::Note ? "note"
+                                             : "remark";
   if (!loc.valid())
     return fmt::format("{}: {}: {}\n", sm_.name(loc.buffer), kind, message);
   std::string out = fmt::format("{}:{}:{}: {}: {}\n", sm_.name(loc.buffer),
                                 loc.line, loc.col, kind, message);
+  // A remark is one line: it states a fact, there is nothing to point at.
+  if (sev == Severity::Remark)
+    return out;
   std::string_view line = sm_.lineText(loc.buffer, loc.line);
   // Show at most a window of the line so binary garbage or minified input
   // cannot produce megabytes of output; replace unprintable bytes.
@@ -92,6 +97,12 @@ void DiagnosticEngine::note(SourceLoc loc, std::string_view message) {
   if (errors_ > kMaxErrors)
     return;
   emit(Severity::Note, loc, message);
+}
+
+void DiagnosticEngine::remark(SourceLoc loc, std::string_view message) {
+  if (!remarked_.insert(std::string(message)).second)
+    return;
+  emit(Severity::Remark, loc, message);
 }
 
 } // namespace strata::ir

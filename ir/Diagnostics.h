@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +44,9 @@ private:
   std::vector<Buffer> buffers_;
 };
 
-enum class Severity { Error, Note };
+/// Remarks are one-line facts a description states about the model it was
+/// bound to (the `remark` statement); they are not errors.
+enum class Severity { Error, Note, Remark };
 
 /// A diagnostic as captured for --verify-diagnostics.
 struct Diagnostic {
@@ -63,6 +66,9 @@ public:
   void error(SourceLoc loc, std::string_view message);
   /// Attaches a note to the last error (dropped with it if over the cap).
   void note(SourceLoc loc, std::string_view message);
+  /// Reports a remark: one line, no source excerpt, each distinct message
+  /// once (a remark in an unrolled loop body is reached once per layer).
+  void remark(SourceLoc loc, std::string_view message);
 
   unsigned errorCount() const { return errors_; }
   bool hadError() const { return errors_ != 0; }
@@ -77,6 +83,7 @@ public:
   void reset() {
     errors_ = 0;
     captured_.clear();
+    remarked_.clear();
   }
 
   static constexpr unsigned kMaxErrors = 20;
@@ -93,6 +100,7 @@ private:
   unsigned errors_ = 0;
   bool capture_ = false;
   std::vector<Diagnostic> captured_;
+  std::set<std::string> remarked_;
 };
 
 } // namespace strata::ir

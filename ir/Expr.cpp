@@ -383,20 +383,22 @@ private:
   }
 
   std::optional<Const> evalBuiltin(const Expr &e, int depth) {
-    if (e.s == "meta") {
+    if (e.s == "meta" || e.s == "has_meta") {
       auto key = eval(*e.args[0], depth + 1);
       if (!key)
         return std::nullopt;
       if (key->kind != Const::Kind::Str)
-        return fail(*e.args[0], "meta() key must be a string");
+        return fail(*e.args[0], fmt::format("{}() key must be a string", e.s));
       if (!env_.model)
-        return fail(e, fmt::format("meta(\"{}\") needs model metadata (give "
+        return fail(e, fmt::format("{}(\"{}\") needs model metadata (give "
                                    "a GGUF or key/value file)",
-                                   key->s));
+                                   e.s, key->s));
       std::string full = env_.arch.empty() ? key->s : env_.arch + "." + key->s;
       const format::MetaValue *v = env_.model->findMeta(full);
       if (!v)
         v = env_.model->findMeta(key->s);
+      if (e.s == "has_meta")
+        return Const::ofBool(v != nullptr);
       if (v)
         return fromMeta(*v);
       if (e.args.size() > 1)

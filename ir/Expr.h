@@ -32,7 +32,7 @@ enum class ExprKind {
   Template, ///< string with {expr} holes: args alternate Str pieces / exprs
   List,     ///< [a, b, ...] (args)
   Name,     ///< a let, parameter or loop variable (s)
-  Builtin,  ///< meta, has_weight, dim, min, max, sqrt, float (s, args)
+  Builtin,  ///< meta, has_meta, has_weight, dim, min, max, sqrt, float
   Unary,    ///< -x, !x (s = operator, args[0])
   Binary,   ///< a op b (s = operator, args[0..1])
   Index,    ///< a[i] (args[0..1])

@@ -70,6 +70,8 @@ const char *opName(OpKind kind) {
     return "yield";
   case OpKind::Kernel:
     return "kernel";
+  case OpKind::Remark:
+    return "remark";
   default:
     return "?";
   }

@@ -29,6 +29,7 @@ enum class OpKind : uint16_t {
   Return, ///< return %v, ...
   Yield,  ///< yield %v, ... (ends a repeat or if body)
   Kernel, ///< %r = kernel<recipe>(...) {attrs} : types (after lowering)
+  Remark, ///< remark "text {l}": reported by expand where it is reached
 };
 
 /// An SSA value: a function parameter, a block argument or an op result.
@@ -92,7 +93,7 @@ struct Operation {
   std::string callee;  ///< Call: function name without '@'; Kernel: recipe
   std::string loopVar; ///< Repeat: induction variable
   ExprPtr lo, hi;      ///< Repeat: bounds [lo, hi)
-  ExprPtr cond;        ///< If: condition
+  ExprPtr cond;        ///< If: condition; Remark: the text (a string)
   /// Repeat: one body; If: then and else.
   std::vector<std::unique_ptr<Block>> regions;
 

@@ -283,18 +283,20 @@ ExprPtr Parser::parsePrimary(int depth) {
       size_t minArgs, maxArgs;
     };
     static const Builtin kBuiltins[] = {
-        {"meta", 1, 2}, {"has_weight", 1, 1}, {"min", 2, 2}, {"max", 2, 2},
-        {"sqrt", 1, 1}, {"float", 1, 1},      {"dim", 2, 2}};
+        {"meta", 1, 2},  {"has_meta", 1, 1}, {"has_weight", 1, 1},
+        {"min", 2, 2},   {"max", 2, 2},      {"sqrt", 1, 1},
+        {"float", 1, 1}, {"dim", 2, 2}};
     const Builtin *b = nullptr;
     for (const Builtin &c : kBuiltins)
       if (t.text == c.name)
         b = &c;
     if (!b) {
-      errorAt(
-          t.loc,
-          fmt::format("unknown function '{}' in an expression "
-                      "(known: meta, has_weight, dim, min, max, sqrt, float)",
-                      t.text));
+      errorAt(t.loc,
+              fmt::format(
+                  "unknown function '{}' in an expression "
+                  "(known: meta, has_meta, has_weight, dim, min, max, sqrt, "
+                  "float)",
+                  t.text));
       return nullptr;
     }
     advance();
@@ -323,8 +325,10 @@ ExprPtr Parser::parsePrimary(int depth) {
                                        e->args.size()));
       return nullptr;
     }
-    if (e->s == "meta" && e->args[0]->kind != ExprKind::Str) {
-      errorAt(e->args[0]->loc, "meta() key must be a string literal");
+    if ((e->s == "meta" || e->s == "has_meta") &&
+        e->args[0]->kind != ExprKind::Str) {
+      errorAt(e->args[0]->loc,
+              fmt::format("{}() key must be a string literal", e->s));
       return nullptr;
     }
     return e;
@@ -882,9 +886,26 @@ bool Parser::parseStatement(Block &block, int depth) {
     block.ops.push_back(std::move(op));
     return true;
   }
+  if (tok_.isIdent("remark")) {
+    // remark "text": a fact about the bound model, reported by expand when
+    // the statement is reached (e.g. in the branch a file's metadata picks).
+    op->kind = OpKind::Remark;
+    advance();
+    if (!tok_.is(Tok::String))
+      return errorHere(fmt::format("expected the remark text as a string, "
+                                   "found {}",
+                                   describe(tok_)));
+    Token text = tok_;
+    advance();
+    op->cond = parseStringExpr(text, /*allowHoles=*/true);
+    if (!op->cond)
+      return false;
+    block.ops.push_back(std::move(op));
+    return true;
+  }
   if (!tok_.is(Tok::ValueName))
-    return errorHere(fmt::format("expected a statement (%name = ..., return "
-                                 "or yield), found {}",
+    return errorHere(fmt::format("expected a statement (%name = ..., return, "
+                                 "yield or remark), found {}",
                                  describe(tok_)));
   std::vector<Token> names;
   while (true) {

@@ -81,6 +81,9 @@ private:
       out_ += " = ";
     }
     switch (op.kind) {
+    case OpKind::Remark:
+      out_ += "remark " + printExpr(*op.cond) + "\n";
+      return;
     case OpKind::Return:
     case OpKind::Yield:
       out_ += op.kind == OpKind::Return ? "return" : "yield";

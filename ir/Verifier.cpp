@@ -180,6 +180,8 @@ private:
     }
     case OpKind::Yield:
       return; // checked by the owning repeat / if
+    case OpKind::Remark:
+      return checkNames(*op.cond, scope);
     case OpKind::Call:
       return verifyCall(op, scope);
     case OpKind::Kernel:

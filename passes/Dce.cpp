@@ -33,8 +33,10 @@ void countUses(const Operation &op, UseCounts &uses, int delta) {
       countUses(*inner, uses, delta);
 }
 
+/// Terminators, and remarks (their effect is the report `expand` makes).
 bool isTerminator(const Operation &op) {
-  return op.kind == OpKind::Return || op.kind == OpKind::Yield;
+  return op.kind == OpKind::Return || op.kind == OpKind::Yield ||
+         op.kind == OpKind::Remark;
 }
 
 /// Removes the dead ops of \p b (backwards); returns how many went.

@@ -14,6 +14,7 @@
 #include "passes/Pass.h"
 
 #include "ir/Expr.h"
+#include "runtime/format/GgmlType.h"
 #include "runtime/format/ModelInfo.h"
 
 #include <fmt/format.h>
@@ -29,6 +30,21 @@ namespace {
 
 /// Signals that expansion stopped (error already reported).
 struct Abort {};
+
+/// True if IR shapes \p a and \p b (constant dims) are one ggml tensor:
+/// equal once ggml's implicit trailing extents of 1 are added (see
+/// format::sameGgmlShape; ggml order is the IR order reversed).
+bool sameGgmlExtents(const std::vector<Dim> &a, const std::vector<Dim> &b) {
+  auto ggml = [](const std::vector<Dim> &dims) {
+    std::vector<uint64_t> out;
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      std::optional<int64_t> c = it->constant();
+      out.push_back(c && *c >= 0 ? static_cast<uint64_t>(*c) : 0);
+    }
+    return out;
+  };
+  return format::sameGgmlShape(ggml(a), ggml(b));
+}
 
 class Expander {
 public:
@@ -183,6 +199,11 @@ private:
     }
     if (w.shape) {
       Type want = substType(Type::tensor(elem, *w.shape), names, loc);
+      // ggml's view: leading extents of 1 (IR order) do not change a tensor,
+      // so a [D] vector binds where the description wants [1, D] and takes
+      // the description's shape.
+      if (want.dims != shape && sameGgmlExtents(want.dims, shape))
+        shape = want.dims;
       if (want.dims != shape) {
         diag_.error(loc, fmt::format("weight '{}' has shape {} in {}, the "
                                      "description expects {}",
@@ -234,6 +255,15 @@ private:
         for (const Operand &o : op.operands)
           r.push_back(mapOperand(o, names, vmap));
         return r;
+      }
+      case OpKind::Remark: {
+        Const text = eval(*op.cond, &names);
+        if (text.kind != Const::Kind::Str) {
+          diag_.error(op.cond->loc, "a remark must be a string");
+          abort();
+        }
+        diag_.remark(op.loc, text.s);
+        break;
       }
       case OpKind::Call:
         emitCall(op, names, vmap, out, depth);

@@ -1,6 +1,7 @@
 //===- GgmlType.cpp - ggml tensor element types ---------------------------===//
 #include "runtime/format/GgmlType.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace strata::format {
@@ -47,6 +48,15 @@ std::optional<GgmlTypeInfo> ggmlTypeFromName(std::string_view name) {
     if (equalsIgnoreCase(name, t.name))
       return t;
   return std::nullopt;
+}
+
+bool sameGgmlShape(const std::vector<uint64_t> &a,
+                   const std::vector<uint64_t> &b) {
+  size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    if ((i < a.size() ? a[i] : 1) != (i < b.size() ? b[i] : 1))
+      return false;
+  return true;
 }
 
 } // namespace strata::format

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace strata::format {
 
@@ -33,5 +34,12 @@ std::optional<GgmlTypeInfo> ggmlTypeFromIrName(std::string_view irName);
 /// The type named \p name in ggml's upper-case spelling ("Q4_K"),
 /// case-insensitive.
 std::optional<GgmlTypeInfo> ggmlTypeFromName(std::string_view name);
+
+/// True if two tensor extents in ggml order (ne[0] first) describe the same
+/// tensor the way ggml sees it: ggml tensors are 4-D with trailing extents 1,
+/// so [D], [D, 1] and [D, 1, 1] are one shape (llama.cpp's converter writes
+/// a [D] vector as [D, 1] when the checkpoint holds it as [1, D]).
+bool sameGgmlShape(const std::vector<uint64_t> &a,
+                   const std::vector<uint64_t> &b);
 
 } // namespace strata::format

@@ -116,6 +116,7 @@ std::string planToJson(const Plan &p) {
   j["arch"] = p.arch;
   j["target"] = p.target;
   j["max_tokens"] = p.maxTokens;
+  j["options"] = p.options;
   j["arena"] = {{"bytes", p.arenaBytes}, {"lower_bound", p.arenaLowerBound}};
   j["inputs"] = p.inputs;
   j["outputs"] = p.outputs;
@@ -308,6 +309,14 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
     return false;
   if (p.maxTokens <= 0 || p.maxTokens > (int64_t(1) << 24))
     return r.fail("$.max_tokens", "expected 1 .. 2^24");
+  const json *options = r.field(j, "$", "options");
+  if (!options)
+    return false;
+  if (!options->is_object())
+    return r.fail("$.options", "expected an object");
+  for (auto it = options->begin(); it != options->end(); ++it)
+    if (!r.i64(*options, "$.options", it.key().c_str(), p.options[it.key()]))
+      return false;
   const json *arena = r.field(j, "$", "arena");
   if (!arena || !r.u64(*arena, "$.arena", "bytes", p.arenaBytes) ||
       !r.u64(*arena, "$.arena", "lower_bound", p.arenaLowerBound))
@@ -514,7 +523,7 @@ bool checkPlanWeights(const Plan &plan, const ModelInfo &model,
                           model.source);
       return false;
     }
-    if (t->type != w.type || t->dims != w.dims) {
+    if (t->type != w.type || !sameGgmlShape(t->dims, w.dims)) {
       auto dims = [](const std::vector<uint64_t> &d) {
         return fmt::format("[{}]", fmt::join(d, ", "));
       };

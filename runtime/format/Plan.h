@@ -122,6 +122,10 @@ struct Plan {
   std::string model;  ///< the description's model name
   std::string arch;   ///< general.architecture of the GGUF it was built for
   std::string target; ///< "host", "gfx1151", "sm_90"
+  /// Compile options that changed what the plan computes, by name (e.g.
+  /// "qsa_compress_ratio" from strata-compile --qsa-compress-ratio), so a
+  /// plan says how it was made.
+  std::map<std::string, int64_t> options;
   int64_t maxTokens = 0;
   uint64_t arenaBytes = 0;
   uint64_t arenaLowerBound = 0; ///< max over time of live bytes

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """strata's CPU plan against llama.cpp, on synthetic models of each arch.
 
-For each arch (qwen3, qwen3moe, qwen3next), each seed, and each weight set
-(all F32; a quantised mix with Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS and IQ3_S):
+For each arch (qwen3, qwen3moe, qwen3next, qwen4exp), each seed, and each
+weight set (all F32; a quantised mix with Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS
+and IQ3_S; for qwen4exp the UD-IQ4_XS layout: Q6_K trunk, IQ3_S gate/up and
+IQ4_NL down experts):
   strata-gguf synth -> strata-compile -> strata-run --dump-logits
   llama.cpp (llama-cpp-python) logits for the same tokens
 and compares all T x vocab logits:
@@ -11,7 +13,12 @@ and compares all T x vocab logits:
 (llama.cpp quantises activations to 8 bits for quantised matmuls, so the mix
 cannot match exactly), and strata on the mix against llama.cpp on the same
 weights dequantised to F32 (strata-gguf dequant-all): NMSE <= 1e-5, which
-pins the remaining mix difference on llama.cpp's activation rounding. The default prompt is 256 tokens: top-1 agreement
+pins the remaining mix difference on llama.cpp's activation rounding.
+qwen4exp files are written with attention.compress_ratios 0 (synth
+--compress-ratio 0: dense attention layers, as llama.cpp's converter writes
+them with a transformers that knows qwen4_exp), PLE on: on the QSA path
+llama.cpp departs from HF transformers, which strata follows (see
+docs/qsa-llamacpp.md and qwen4exp_llama_qsa.py). The default prompt is 256 tokens: top-1 agreement
 counts near-ties of the top two logits, and over 64 tokens one such
 position moves it by 1.6 points. Prints every measurement; exit 1 if any
 bar fails, 77 if llama_cpp or numpy is missing.
@@ -22,6 +29,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from golden_common import ROOT, end_to_end_args, nmse, run  # noqa: E402
+from qwen4exp_udiq4xs import TYPES as UD_TYPES  # noqa: E402
 
 try:
     import numpy as np
@@ -29,7 +37,9 @@ except ImportError as e:  # pragma: no cover
     print(f"SKIPPED: {e}")
     sys.exit(77)
 
-ARCHS = ["qwen3", "qwen3moe", "qwen3next"]
+ARCHS = ["qwen3", "qwen3moe", "qwen3next", "qwen4exp"]
+# Extra synth arguments per arch.
+SYNTH_ARGS = {"qwen4exp": ["--compress-ratio", "0"]}
 # First matching rule wins; the default (q8_0) covers the rest. Every arch's
 # file holds all of MIX_TYPES (checked before each comparison): the dense
 # qwen3 takes IQ3_S on ffn_up, the MoE archs take Q4_K on the up experts.
@@ -38,6 +48,8 @@ MIX = ("q8_0,*ffn_down_exps.*=iq4_nl,*ffn_gate_exps.*=iq3_s,"
        "*attn_v.*=iq4_nl,*attn_output.*=iq4_xs,*shexp.*=q4_k,*attn_qkv.*=q6_k,"
        "*attn_gate.*=iq4_nl,*ssm_out.*=iq4_xs,output.*=q6_k")
 MIX_TYPES = {"Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S"}
+# qwen4exp's mix is the published UD-IQ4_XS layout (see qwen4exp_udiq4xs.py).
+ARCH_MIX = {"qwen4exp": (UD_TYPES, {"Q6_K", "IQ3_S", "IQ4_NL", "Q8_0"})}
 BARS = {"f32": (1e-5, 0.0), "mix": (5e-3, 0.95)}
 
 
@@ -63,13 +75,15 @@ def main():
                 tag = f"{arch}-s{seed}-{kind}"
                 gguf = os.path.join(a.workdir, tag + ".gguf")
                 plan = os.path.join(a.workdir, tag + ".plan")
-                types = "f32" if kind == "f32" else MIX
+                mix, mix_types = ARCH_MIX.get(arch, (MIX, MIX_TYPES))
+                types = "f32" if kind == "f32" else mix
                 run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
-                     "--seed", str(seed), "--types", types, "-o", gguf])
+                     "--seed", str(seed), "--types", types, "-o", gguf]
+                    + SYNTH_ARGS.get(arch, []))
                 if kind == "mix":
                     held = {t.tensor_type.name for t in gguf_reader(gguf).tensors}
-                    if not MIX_TYPES <= held:
-                        print(f"{tag}: FAIL: the mix lacks {sorted(MIX_TYPES - held)}")
+                    if not mix_types <= held:
+                        print(f"{tag}: FAIL: the mix lacks {sorted(mix_types - held)}")
                         failed += 1
                         continue
                 run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),

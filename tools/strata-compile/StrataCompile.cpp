@@ -23,6 +23,7 @@ const char *kUsage =
     R"(usage: strata-compile MODEL.strata --gguf FILE --max-tokens T
                       [--target host] -o PLAN_DIR [--report]
                       [--print-ir-after-all] [--print-ir-after=NAME]
+                      [--qsa-compress-ratio N]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -39,6 +40,14 @@ options:
                          and the arena size against its lower bound
   --print-ir-after-all   print the IR after every pass (to stderr)
   --print-ir-after=NAME  print the IR after pass NAME (to stderr)
+  --qsa-compress-ratio N qwen4exp: run QSA with indexer blocks of N tokens
+                         (the checkpoint's indexer_compress_ratio) on the
+                         attention layers whose attention.compress_ratios
+                         entry is 0, which otherwise run dense attention
+                         (llama.cpp's converter writes 0 when the
+                         transformers beside it knows qwen4_exp); the model
+                         reads it as meta "strata.qsa_compress_ratio"; it is
+                         recorded in the plan's options
   --help                 show this help
 )";
 
@@ -114,7 +123,7 @@ void printReport(const format::Plan &p) {
 
 int main(int argc, char **argv) {
   std::string input, gguf, out, target = "host";
-  int64_t maxTokens = 0;
+  int64_t maxTokens = 0, qsaRatio = 0;
   bool report = false, printAll = false;
   std::vector<std::string> printAfter;
   for (int i = 1; i < argc; ++i) {
@@ -157,6 +166,13 @@ int main(int argc, char **argv) {
         return fail(
             fmt::format("--max-tokens needs an integer in 1..{}", 1 << 24));
       maxTokens = n;
+    } else if (a.rfind("--qsa-compress-ratio", 0) == 0) {
+      auto v = value("--qsa-compress-ratio");
+      char *end = nullptr;
+      long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
+      if (!v || v->empty() || *end || n <= 0 || n > 65536)
+        return fail("--qsa-compress-ratio needs an integer in 1..65536");
+      qsaRatio = n;
     } else if (a == "-o") {
       if (i + 1 >= argc)
         return fail("-o needs a directory");
@@ -193,6 +209,13 @@ int main(int argc, char **argv) {
   auto model = format::loadModelInfo(gguf, error);
   if (!model)
     return fail(error);
+  if (qsaRatio && !model->addMeta("strata.qsa_compress_ratio",
+                                  format::MetaValue::makeUInt(
+                                      static_cast<uint64_t>(qsaRatio)))) {
+    return fail(fmt::format("{} already holds strata.qsa_compress_ratio; "
+                            "drop --qsa-compress-ratio",
+                            gguf));
+  }
 
   ir::SourceMgr sm;
   ir::DiagnosticEngine diag(sm, std::cerr);
@@ -220,6 +243,8 @@ int main(int argc, char **argv) {
   if (!codegen::buildPlan(*m, maxTokens, target, model->architecture(), plan,
                           error))
     return fail(error);
+  if (qsaRatio)
+    plan.options["qsa_compress_ratio"] = qsaRatio;
   // Round-trip through the loader's validation before anything is written.
   format::Plan check;
   if (!format::planFromJson(format::planToJson(plan), "plan.json", check,

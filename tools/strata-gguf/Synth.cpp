@@ -40,7 +40,8 @@ namespace strata::tools {
 
 const char *const kSynthUsage =
     "usage: strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
-    "                         [--types SPEC] [--shapes-only] -o FILE\n"
+    "                         [--types SPEC] [--compress-ratio N]\n"
+    "                         [--shapes-only] -o FILE\n"
     "\n"
     "Writes a small model with random weights that llama.cpp loads and that\n"
     "models/ARCH.strata binds: llama.cpp's tensor names, ggml shapes, block\n"
@@ -57,12 +58,19 @@ const char *const kSynthUsage =
     "                  overrides it for the weights whose name matches GLOB\n"
     "                  (fnmatch syntax: * ? [a-z] [!x] \\c), the first\n"
     "                  matching rule winning. 1-D tensors (norms, biases,\n"
-    "                  ssm_a, ffn_gate_inp_shexp) are always f32; ssm_conv1d\n"
-    "                  stays f32 unless a rule names it, as do routers and\n"
-    "                  qwen4exp's hc_*_{down,up,inject}, ssm_alpha, ssm_beta\n"
-    "                  and ple_conv1d. Types: f32 f16 bf16\n"
+    "                  ssm_a, qwen3next's ffn_gate_inp_shexp) are always\n"
+    "                  f32; ssm_conv1d stays f32 unless a rule names it, as\n"
+    "                  do routers and qwen4exp's hc_*_{down,up,inject},\n"
+    "                  ssm_alpha, ssm_beta, ple_conv1d, ffn_gate_inp_shexp\n"
+    "                  ([D, 1]) and per_layer_token_embd. Types: f32 f16\n"
+    "                  bf16\n"
     "                  q8_0 q4_0 q4_k q5_k q6_k iq4_nl iq4_xs iq3_s.\n"
     "                  Example: q8_0,*_exps*=iq3_s,token_embd*=q6_k\n"
+    "  --compress-ratio N\n"
+    "                  qwen4exp: attention.compress_ratios of the attention\n"
+    "                  layers (default: the preset's, 4); 0 writes dense\n"
+    "                  attention layers, as llama.cpp's converter does when\n"
+    "                  the transformers beside it knows qwen4_exp\n"
     "  --shapes-only   write the tensor infos and metadata with\n"
     "                  strata.shapes_only = true and no tensor data:\n"
     "                  strata-compile plans from it, nothing runs it\n"
@@ -424,8 +432,11 @@ struct Preset {
   uint32_t pleHeadsPerNgram = 0; ///< ple.heads_per_ngram
   uint32_t pleConv = 0;          ///< ple.conv_kernel
   uint32_t pleDim = 0;           ///< embedding_length_per_layer_input
-  uint32_t pleSeed = 0;          ///< ple.seed
-  uint32_t pleVocabBase = 0;     ///< ple.ngram_vocab_size_base
+  /// The HF config's seed and ngram_vocab_size_base, from which the hash
+  /// constants are derived; llama.cpp's converter stores only the derived
+  /// constants, and so does synth.
+  uint32_t pleSeed = 0;
+  uint32_t pleVocabBase = 0;
   /// Real-size: no synthetic vocabulary (tokenizer.ggml.model "no_vocab",
   /// this EOS id) and only written with --shapes-only.
   bool realSize = false;
@@ -534,7 +545,9 @@ constexpr Preset kPresets[] = {
      .pleNgram = 3,
      .pleHeadsPerNgram = 2,
      .pleConv = 4,
-     .pleDim = 256,
+     // llama.cpp takes the PLE row to be D wide (ple_value is [D, D]):
+     // NH * pleDim = 4 * 64 = D.
+     .pleDim = 64,
      .pleSeed = 1234,
      .pleVocabBase = 500},
     // The real Qwen4-Exp text model's dimensions (docs/qwen4exp-model.md §0,
@@ -683,7 +696,11 @@ void qwen4expTensors(const Preset &p, std::vector<SynthTensor> &t) {
   add("token_embd.weight", {D, p.vocab}, SynthInit::Embed);
   add("output.weight", {D, p.vocab}, SynthInit::Head);
   site("output_hc", false);
-  add("per_layer_token_embd.weight", {HP, pleConstants(p).rows});
+  // Rows of HP = D / NH values (64 in the tiny preset) fit no 256-element
+  // block, so the table keeps f32 unless a rule names it (published files
+  // store it Q8_0).
+  add("per_layer_token_embd.weight", {HP, pleConstants(p).rows},
+      SynthInit::FanIn, /*defaultF32=*/true);
   for (uint32_t l = 0; l < p.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     site(b + "hc_attn", true);
@@ -733,7 +750,8 @@ void qwen4expTensors(const Preset &p, std::vector<SynthTensor> &t) {
     add(b + "ffn_gate_shexp.weight", {D, FS});
     add(b + "ffn_up_shexp.weight", {D, FS});
     add(b + "ffn_down_shexp.weight", {FS, D}, SynthInit::Residual);
-    add(b + "ffn_gate_inp_shexp.weight", {D});
+    // As llama.cpp's converter writes it: ggml [D, 1] (HF's [1, D]).
+    add(b + "ffn_gate_inp_shexp.weight", {D, 1}, SynthInit::FanIn, true);
   }
 }
 
@@ -917,9 +935,11 @@ uint32_t fileTypeOf(GgmlType t) {
   return 0;
 }
 
-/// The qwen4exp keys past the common ones (docs/qwen4exp-model.md §2),
-/// through \p put(key, value).
-template <typename Put> void qwen4expMetadata(const Preset &p, Put &&put) {
+/// The qwen4exp keys past the common ones, as llama.cpp's converter writes
+/// them (docs/qwen4exp-model.md §2), through \p put(key, value); attention
+/// layers get \p compressRatio (0: dense attention).
+template <typename Put>
+void qwen4expMetadata(const Preset &p, uint32_t compressRatio, Put &&put) {
   auto u32 = [](uint64_t v) { return MetaValue::makeUInt(v); };
   auto array = [](GgufValueType t, const auto &values) {
     std::vector<MetaValue> elems;
@@ -931,12 +951,17 @@ template <typename Put> void qwen4expMetadata(const Preset &p, Put &&put) {
   const std::string a = p.arch;
   const uint32_t eos = p.realSize ? p.eosToken : buildVocab(p.vocab).endOfText;
   std::vector<uint64_t> ratios;
-  for (uint32_t l = 0; l < p.layers; ++l)
-    ratios.push_back(isFullAttention(p, l) ? p.compressRatio : 0);
+  std::vector<MetaValue> recurrent;
+  for (uint32_t l = 0; l < p.layers; ++l) {
+    ratios.push_back(isFullAttention(p, l) ? compressRatio : 0);
+    recurrent.push_back(MetaValue::makeBool(!isFullAttention(p, l)));
+  }
   const PleConstants ple = pleConstants(p);
   put(a + ".vocab_size", u32(p.vocab));
   put(a + ".rope.dimension_sections",
       array(GgufValueType::Int32, p.ropeSections));
+  put(a + ".attention.recurrent_layers",
+      MetaValue::makeArray(GgufValueType::Bool, std::move(recurrent)));
   put(a + ".full_attention_interval", u32(p.fullAttnInterval));
   put(a + ".attention.compress_ratios", array(GgufValueType::UInt32, ratios));
   put(a + ".attention.indexer.head_count", u32(p.indexerHeads));
@@ -946,8 +971,6 @@ template <typename Put> void qwen4expMetadata(const Preset &p, Put &&put) {
   put(a + ".expert_used_count", u32(p.expertUsed));
   put(a + ".expert_feed_forward_length", u32(p.expertFfn));
   put(a + ".expert_shared_feed_forward_length", u32(p.sharedFfn));
-  put(a + ".expert_weights_norm", MetaValue::makeBool(true));
-  put(a + ".expert_gating_func", u32(1)); // softmax
   put(a + ".ssm.conv_kernel", u32(p.ssmConv));
   put(a + ".ssm.state_size", u32(p.ssmState));
   put(a + ".ssm.group_count", u32(p.ssmGroups));
@@ -964,15 +987,14 @@ template <typename Put> void qwen4expMetadata(const Preset &p, Put &&put) {
   put(a + ".ple.layer_multipliers", array(GgufValueType::UInt64, ple.mults));
   put(a + ".ple.head_vocab_sizes", array(GgufValueType::UInt64, ple.sizes));
   put(a + ".ple.head_offsets", array(GgufValueType::UInt64, ple.offsets));
-  put(a + ".ple.seed", u32(p.pleSeed));
-  put(a + ".ple.ngram_vocab_size_base", u32(p.pleVocabBase));
   put(a + ".embedding_length_per_layer_input", u32(p.pleDim));
 }
 
 ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
                         std::string_view typesText,
                         const std::vector<SynthTensor> &tensors,
-                        const std::vector<GgmlType> &types, bool shapesOnly) {
+                        const std::vector<GgmlType> &types, bool shapesOnly,
+                        uint32_t compressRatio) {
   ModelInfo info;
   auto put = [&](std::string key, MetaValue v) {
     bool added = info.addMeta(std::move(key), std::move(v));
@@ -1030,7 +1052,7 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
   put(a + ".rope.freq_base", f32(p.ropeBase));
   put(a + ".rope.dimension_count", u32(p.ropeDims));
   if (arch == Arch::Qwen4Exp)
-    qwen4expMetadata(p, put);
+    qwen4expMetadata(p, compressRatio, put);
   else if (arch != Arch::Qwen3) {
     put(a + ".expert_count", u32(p.experts));
     put(a + ".expert_used_count", u32(p.expertUsed));
@@ -1247,8 +1269,8 @@ std::vector<SynthTensor> synthTensors(std::string_view arch,
 //===----------------------------------------------------------------------===//
 
 int synthMain(const std::vector<std::string> &args) {
-  constexpr const char *kOptions[] = {"--arch", "--preset", "--seed", "--types",
-                                      "-o"};
+  constexpr const char *kOptions[] = {"--arch",  "--preset",         "--seed",
+                                      "--types", "--compress-ratio", "-o"};
   auto isOption = [&](std::string_view s) {
     return std::find(std::begin(kOptions), std::end(kOptions), s) !=
            std::end(kOptions);
@@ -1342,6 +1364,20 @@ int synthMain(const std::vector<std::string> &args) {
   else if (out && out->empty())
     errors.push_back("-o needs a file name");
 
+  uint32_t compressRatio = preset ? preset->compressRatio : 0;
+  if (const std::string *text = get("--compress-ratio")) {
+    uint32_t n = 0;
+    auto [end, ec] =
+        std::from_chars(text->data(), text->data() + text->size(), n);
+    if (ec != std::errc() || end != text->data() + text->size() || n > 65536)
+      errors.push_back(fmt::format("--compress-ratio '{}' is not an integer "
+                                   "in 0..65536",
+                                   *text));
+    else if (arch && arch->arch != Arch::Qwen4Exp)
+      errors.push_back("--compress-ratio applies to --arch qwen4exp only");
+    else
+      compressRatio = n;
+  }
   if (preset && preset->realSize && !shapesOnly)
     errors.push_back(fmt::format("--preset {} is real-size: it is written "
                                  "with --shapes-only (tensor infos, no data)",
@@ -1361,7 +1397,7 @@ int synthMain(const std::vector<std::string> &args) {
     return 1;
 
   ModelInfo info = buildMetadata(*preset, arch->arch, seed, typesText, tensors,
-                                 types, shapesOnly);
+                                 types, shapesOnly, compressRatio);
   if (shapesOnly) {
     std::vector<TensorInfo> infos;
     for (size_t i = 0; i < tensors.size(); ++i) {

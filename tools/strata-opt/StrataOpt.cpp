@@ -190,7 +190,7 @@ struct Expected {
 std::vector<Expected> collectExpected(std::string_view text, uint32_t firstLine,
                                       std::vector<std::string> &badMarkers) {
   static const std::regex kMarker(
-      R"(expected-(error|note)(@([+-]?)(\d+))?\s*\{\{(.*?)\}\})");
+      R"(expected-(error|note|remark)(@([+-]?)(\d+))?\s*\{\{(.*?)\}\})");
   std::vector<Expected> out;
   uint32_t line = firstLine;
   size_t start = 0;
@@ -206,7 +206,9 @@ std::vector<Expected> collectExpected(std::string_view text, uint32_t firstLine,
         const std::smatch &m = *it;
         any = true;
         Expected e;
-        e.severity = m[1] == "error" ? ir::Severity::Error : ir::Severity::Note;
+        e.severity = m[1] == "error"  ? ir::Severity::Error
+                     : m[1] == "note" ? ir::Severity::Note
+                                      : ir::Severity::Remark;
         e.line = line;
         if (m[2].matched) {
           int64_t n = std::stoll(m[4]);
@@ -297,11 +299,13 @@ bool processChunk(const Options &o, const std::string &name,
   for (const Expected &e : expected)
     if (!e.matched) {
       match = false;
-      std::cerr << fmt::format(
-          "{}:{}: error: expected {} \"{}\" was not "
-          "produced\n",
-          name, e.markerLine,
-          e.severity == ir::Severity::Error ? "error" : "note", e.text);
+      std::cerr << fmt::format("{}:{}: error: expected {} \"{}\" was not "
+                               "produced\n",
+                               name, e.markerLine,
+                               e.severity == ir::Severity::Error  ? "error"
+                               : e.severity == ir::Severity::Note ? "note"
+                                                                  : "remark",
+                               e.text);
     }
   if (ok)
     output += printed;

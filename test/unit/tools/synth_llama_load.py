@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """llama.cpp (through llama-cpp-python) loads what `strata-gguf synth` writes.
 
-For each architecture (qwen3, qwen3moe, qwen3next) and three --types settings
+For each architecture (qwen3, qwen3moe, qwen3next, qwen4exp with QSA and,
+as llama.cpp's converter also writes it, with compress ratio 0) and three
+--types settings
 (all f32; a mix whose first-matching rules make experts q4_k; a mix with every
 block type strata writes) the file must load, report the synthetic vocabulary
 (1000 tokens), evaluate a prompt to finite logits of a sane spread, and
@@ -26,7 +28,9 @@ except ImportError as e:  # pragma: no cover
     print(f"SKIPPED: {e}")
     sys.exit(77)
 
-ARCHES = ["qwen3", "qwen3moe", "qwen3next"]
+# (arch, label, extra synth arguments)
+ARCHES = [("qwen3", "", []), ("qwen3moe", "", []), ("qwen3next", "", []),
+          ("qwen4exp", "", []), ("qwen4exp", "-dense", ["--compress-ratio", "0"])]
 TYPES = {
     "f32": "f32",
     "mix": "q8_0,*ffn_*=q4_k,*attn_v*=q6_k,*_exps*=iq3_s,"
@@ -45,10 +49,15 @@ def check(cond, what):
         raise AssertionError(what)
 
 
-def run_one(strata_gguf, workdir, arch, label, spec):
+def run_one(strata_gguf, workdir, arch, label, spec, extra):
     path = os.path.join(workdir, f"{arch}-{label}.gguf")
+    if arch == "qwen4exp" and "," in spec:
+        # The hyper-connection up projections have rows of 32 values (the
+        # rank) that no block type fits; *ffn_* would name hc_ffn_up.
+        default, rules = spec.split(",", 1)
+        spec = f"{default},*hc_*=f16,{rules}"
     subprocess.run([strata_gguf, "synth", "--arch", arch, "--preset", "tiny",
-                    "--seed", "11", "--types", spec, "-o", path],
+                    "--seed", "11", "--types", spec, "-o", path] + extra,
                    check=True, stderr=subprocess.DEVNULL)
     reader = gguf.GGUFReader(path)
     check(reader.fields["general.architecture"].contents() == arch,
@@ -79,12 +88,13 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     failed = 0
-    for arch in ARCHES:
+    for arch, variant, extra in ARCHES:
         for label, spec in TYPES.items():
             try:
-                run_one(args.strata_gguf, args.workdir, arch, label, spec)
+                run_one(args.strata_gguf, args.workdir, arch, label + variant,
+                        spec, extra)
             except Exception as e:  # report every case, then fail
-                print(f"FAIL: {arch} {label}: {e}")
+                print(f"FAIL: {arch} {label}{variant}: {e}")
                 failed += 1
     total = len(ARCHES) * len(TYPES)
     print(f"{total - failed} passed, {failed} failed")
