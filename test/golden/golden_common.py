@@ -7,12 +7,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def run(cmd):
-    """Runs a tool; raises with its whole output if it fails."""
+def run(cmd, stderr_out=False):
+    """Runs a tool; raises with its whole output if it fails. Returns its
+    standard output, or its standard error with stderr_out."""
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r.stdout
+    return r.stderr if stderr_out else r.stdout
 
 
 def nmse(ours, ref):

@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 """strata's CPU plan of models/qwen4exp.strata against HF transformers.
 
-The tiny qwen4exp model in test/golden/qwen4exp/ (3 layers: GDN, GDN + PLE,
-QSA; made by qwen4exp_oracle.py) is compiled once for the long prompt's
-length, then run with the long (72 tokens: an EOS inside, sparse attention
-from query 19 on) and the short (11 tokens, dense) prompt of logits.json.
-All T x vocab logits are compared with HF's (logits_long.f32,
-logits_short.f32) and five intermediate activations of the long prompt
-(strata-run --dump-buffer: first HC read u and injection gates, first GDN
-output, first MoE output, final mixer output): NMSE <= 1e-5 each. Prints every measurement; exit 1 if a
-bar fails, 77 if numpy is missing.
+The tiny qwen4exp model in test/golden/qwen4exp_llama/ (3 layers: GDN,
+GDN + PLE, QSA; qwen4exp_llama_convert.py builds it in HF transformers and
+writes its GGUFs with llama.cpp's own converter, in both kinds found in the
+wild): model_ratios.gguf holds attention.compress_ratios [0, 0, 4],
+model_zero.gguf holds 0 everywhere. Each file is compiled unchanged for the
+long prompt's length and run on the long (72 tokens: an EOS inside, sparse
+attention from query 19 on) and the short (11 tokens, dense) prompt of
+logits.json; all T x vocab logits and five intermediate activations of the
+long prompt (strata-run --dump-buffer: first HC read u and injection gates,
+first GDN output, first MoE output, final mixer output) are compared with
+HF's: NMSE <= 1e-5 each.
+  - model_ratios.gguf: both prompts;
+  - model_zero.gguf with --qsa-compress-ratio 4 (the checkpoint's
+    indexer_compress_ratio): both prompts;
+  - model_zero.gguf as is: dense attention, which equals HF on the short
+    prompt; strata-compile says so in one remark line.
+Prints every measurement; exit 1 if a bar fails, 77 if numpy is missing.
 """
 import json
 import os
@@ -18,7 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from golden_common import ROOT, end_to_end_args, nmse, run  # noqa: E402
-GOLDEN = os.path.join(HERE, "qwen4exp")
+GOLDEN = os.path.join(HERE, "qwen4exp_llama")
 BAR = 1e-5
 
 try:
@@ -28,21 +36,25 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 
+def compare(tag, got, ref, bar):
+    """NMSE of \p got against \p ref; prints a line; returns (ok, nmse)."""
+    ok = got.size == ref.size
+    err = nmse(got, ref.reshape(got.shape)) if ok else float("inf")
+    ok = ok and bool(np.isfinite(got).all()) and err <= bar
+    print(f"{tag:34s} NMSE={err:.3e} (bar {bar:g}) {'ok' if ok else 'FAIL'}", flush=True)
+    return ok, err
+
+
 def main():
     a, tool = end_to_end_args()
-    gguf = os.path.join(GOLDEN, "model.gguf")
     with open(os.path.join(GOLDEN, "logits.json")) as f:
-        meta = json.load(f)
-    prompts = meta["prompts"]
-    max_tokens = max(len(p["tokens"]) for p in prompts.values())
-    plan = os.path.join(a.workdir, "qwen4exp.plan")
-    run([tool("strata-compile"), os.path.join(ROOT, "models", "qwen4exp.strata"),
-         "--gguf", gguf, "--max-tokens", str(max_tokens), "--target", "host",
-         "-o", plan])
-    # Intermediate activations of the long prompt: HF hook (activations.json)
-    # -> the IR value that holds the same tensor in the expanded model.
+        prompts = json.load(f)["prompts"]
     with open(os.path.join(GOLDEN, "activations.json")) as f:
         acts = json.load(f)["activations"]
+    max_tokens = max(len(p["tokens"]) for p in prompts.values())
+    model = os.path.join(ROOT, "models", "qwen4exp.strata")
+    # Intermediate activations of the long prompt: HF hook (activations.json)
+    # -> the IR value that holds the same tensor in the expanded model.
     intermediates = {
         "hc0_attn_read_u": "u",     # first gated-residual read: u [T, D]
         "hc0_attn_inject": "lam",   # its injection gates [T, HC]
@@ -50,55 +62,58 @@ def main():
         "moe0_out": "m",            # first MoE block output [T, D]
         "final_hidden": "u.6",      # final mixer output, the LM head's input
     }
-    failed = 0
-    checks = 0
-    for name in ("long", "short"):
-        p = prompts[name]
-        tokens = p["tokens"]
-        theirs = np.fromfile(os.path.join(GOLDEN, p["file"]),
-                             dtype="<f4").reshape(p["shape"])
-        ours_path = os.path.join(a.workdir, f"logits_{name}.f32")
-        dumps = []
-        if name == "long":
-            for act, value in intermediates.items():
-                dumps += ["--dump-buffer",
-                          f"{value}={os.path.join(a.workdir, act + '.f32')}"]
-        run([tool("strata-run"), plan, "--gguf", gguf, "--tokens",
-             ",".join(map(str, tokens)), "--dump-logits", ours_path] + dumps)
-        if name == "long":
-            for act, value in intermediates.items():
-                info = acts[act]
-                ref = np.fromfile(os.path.join(GOLDEN, info["file"]),
-                                  dtype="<f4").astype(np.float64)
-                got = np.fromfile(os.path.join(a.workdir, act + ".f32"),
-                                  dtype="<f4").astype(np.float64)
-                checks += 1
-                if got.size != ref.size:
-                    print(f"{act:16s} (%{value}) FAIL: {got.size} values, "
-                          f"expected {ref.size}")
-                    failed += 1
-                    continue
-                err = nmse(got, ref)
-                ok = bool(np.isfinite(got).all()) and err <= BAR
-                failed += not ok
-                print(f"{act:16s} (%{value}) shape={info['shape']} "
-                      f"NMSE={err:.3e} (bar {BAR:g}) {'ok' if ok else 'FAIL'}")
-        ours = np.fromfile(ours_path, dtype="<f4")
-        if ours.size != theirs.size:
-            print(f"{name:6s} FAIL: {ours.size} logits, expected {theirs.size}")
-            failed += 1
-            continue
-        ours = ours.reshape(theirs.shape)
-        ref = theirs.astype(np.float64)
-        diff = ours.astype(np.float64) - ref
-        err = nmse(ours, ref)
-        top1 = float((ours.argmax(1) == theirs.argmax(1)).mean())
-        ok = bool(np.isfinite(ours).all()) and err <= BAR
+    # (file, strata-compile flags, prompts that must match HF). The file
+    # with ratio 0 runs dense attention unless told the checkpoint's ratio:
+    # then only the short (dense-regime) prompt matches HF.
+    cases = [("model_ratios.gguf", [], ["long", "short"]),
+             ("model_zero.gguf", ["--qsa-compress-ratio", "4"], ["long", "short"]),
+             ("model_zero.gguf", [], ["short"])]
+    failed = checks = 0
+    for gguf_name, flags, names in cases:
+        tag = gguf_name.split(".")[0] + ("+ratio4" if flags else "")
+        gguf = os.path.join(GOLDEN, gguf_name)
+        plan = os.path.join(a.workdir, tag + ".plan")
+        err = run([tool("strata-compile"), model, "--gguf", gguf, "--max-tokens",
+                   str(max_tokens), "--target", "host", "-o", plan] + flags,
+                  stderr_out=True)
+        # Only the file without ratios, compiled without the flag, says that
+        # QSA is off (one remark line).
+        remarks = [l for l in err.splitlines() if "remark: QSA is off" in l]
+        want = 1 if (gguf_name == "model_zero.gguf" and not flags) else 0
+        ok = len(remarks) == want and len(err.splitlines()) == want
+        checks += 1
         failed += not ok
-        print(f"{name:6s} T={len(tokens)} vocab={theirs.shape[1]} "
-              f"NMSE={err:.3e} (bar {BAR:g}) max|diff|={np.abs(diff).max():.2e} "
-              f"top1={top1 * 100:.1f}% {'ok' if ok else 'FAIL'}", flush=True)
-    checks += 2
+        print(f"{tag:34s} {want} remark line(s) from strata-compile: "
+              f"{'ok' if ok else 'FAIL: ' + repr(err)}")
+        for name in names:
+            p = prompts[name]
+            ours_path = os.path.join(a.workdir, f"{tag}_{name}.f32")
+            dumps = []
+            if name == "long":
+                for act, value in intermediates.items():
+                    dumps += ["--dump-buffer",
+                              f"{value}={os.path.join(a.workdir, tag + act + '.f32')}"]
+            run([tool("strata-run"), plan, "--gguf", gguf, "--tokens",
+                 ",".join(map(str, p["tokens"])), "--dump-logits", ours_path] + dumps)
+            if name == "long":
+                for act, value in intermediates.items():
+                    ref = np.fromfile(os.path.join(GOLDEN, acts[act]["file"]), dtype="<f4")
+                    got = np.fromfile(os.path.join(a.workdir, tag + act + ".f32"),
+                                      dtype="<f4")
+                    ok, _ = compare(f"{tag} {act} (%{value})", got.astype(np.float64),
+                                    ref.astype(np.float64), BAR)
+                    checks += 1
+                    failed += not ok
+            theirs = np.fromfile(os.path.join(GOLDEN, p["file"]), dtype="<f4")
+            ours = np.fromfile(ours_path, dtype="<f4")
+            ok, _ = compare(f"{tag} logits {name} T={len(p['tokens'])}",
+                            ours.astype(np.float64), theirs.astype(np.float64), BAR)
+            if ok:
+                top1 = float((ours.reshape(p["shape"]).argmax(1) ==
+                              theirs.reshape(p["shape"]).argmax(1)).mean())
+                print(f"{'':34s} top-1 {top1 * 100:.1f}%")
+            checks += 1
+            failed += not ok
     print(f"{checks - failed} passed, {failed} failed")
     return 1 if failed else 0
 

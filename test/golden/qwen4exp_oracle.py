@@ -1,33 +1,16 @@
 #!/usr/bin/env python3
-"""HF transformers as the qwen4exp oracle: a tiny random Qwen4-Exp text model,
-its GGUF, its logits and a few intermediate activations.
+"""HF transformers as the qwen4exp oracle: the library behind
+qwen4exp_llama_convert.py, which makes the goldens in test/golden/qwen4exp_llama/.
 
 Builds `Qwen4ExpForCausalLM` (transformers 5.17, model_type "qwen4_exp_text")
 from a fixed tiny config with seeded random weights, in float32 on the CPU,
-eager attention and eager experts, no KV cache; runs two fixed prompts and
-writes into --out DIR:
+eager attention and eager experts, no KV cache; runs two fixed prompts; saves
+logits and activations captured by forward hooks (write_hf_outputs), and
+checks them against its own float64 re-implementation of the spec (Replica)
+reading the GGUF. Its GGUF writer (write_gguf, llama.cpp's key and shape
+conventions) only feeds the seed search; the committed files are written by
+llama.cpp's own converter. Run directly, it says so and exits 2.
 
-  model.gguf            the same weights under llama.cpp's qwen4exp names and
-                        conventions (below)
-  logits_long.f32       raw little-endian float32 [T_long, vocab], row-major
-  logits_short.f32      same for the short prompt (shorter than the QSA budget)
-  logits.json           prompts (token ids), shapes, files, dtype
-  act_*.{f32,i32,u8}    activations of the long prompt captured by forward
-                        hooks (raw little-endian, row-major, batch dim dropped)
-  activations.json      name -> file, dtype, shape, HF module, meaning
-  conventions.json      every GGUF convention this file uses (machine-readable)
-  versions.json         torch/transformers/gguf/numpy/python versions, seeds,
-                        the HF config, the self-check and margin results
-
-Usage:
-  qwen4exp_oracle.py --out DIR [--gguf-py PATH] [--seed N] [--device cpu|cuda]
-                     [--strict]
-
---gguf-py PATH: a directory holding the gguf package (llama.cpp's gguf-py
-folder, or a site-packages copy), or the package folder itself; it is put
-first on sys.path. Without it the gguf package must be importable
-(pip install gguf, or PYTHONPATH). numpy, torch and transformers >= 5.17
-(with models/qwen4_exp) are required. The run takes seconds on a CPU.
 
 Determinism. Weights come from torch.Generator(seed) on the CPU in a fixed
 parameter order; prompts from numpy's RandomState(1234). The script then
@@ -100,7 +83,8 @@ conventions.json lists them per tensor):
   * indexer.index_qk_proj is split into indexer.q_proj (the first
     indexer_n_heads*indexer_head_dim rows) and indexer.k_proj (the rest);
   * experts.gate_up_proj [E, 2I, D] is split into ffn_gate_exps (rows :I) and
-    ffn_up_exps (rows I:); shared_expert_gate [1, D] is stored as [D];
+    ffn_up_exps (rows I:); shared_expert_gate [1, D] is stored as is
+    (ggml [D, 1]), as llama.cpp's converter does;
   * the PLE table is the global tensor per_layer_token_embd (rows = padded
     n-gram vocabulary, cols = ple_embed_dim / n-gram heads); the hash
     constants are metadata (ple.layer_multipliers, ple.head_vocab_sizes,
@@ -110,10 +94,11 @@ conventions.json lists them per tensor):
     attention.compress_ratios (0 for GDN layers); rope.dimension_count = the
     rotary dims (partial_rotary_factor * head_dim); rope.dimension_sections =
     mrope_section + [0] (i32); ssm.inner_size = n_v * head_v_dim;
-    embedding_length_per_layer_input = PLE row width.
-  Keys marked "strata" in conventions.json (ple.seed,
-  ple.ngram_vocab_size_base, expert_gating_func, expert_weights_norm) are
-  informative additions; the derived arrays are authoritative.
+    embedding_length_per_layer_input = PLE row width;
+    attention.recurrent_layers = bool per layer (true for linear_attention).
+  These are llama.cpp's converter's keys (docs/qwen4exp-model.md 2.2); the
+  goldens themselves are written by that converter
+  (qwen4exp_llama_convert.py), this writer only feeds the seed search.
 """
 
 import argparse
@@ -234,11 +219,8 @@ def import_gguf(path):
 
 
 def gguf_version(gguf):
-    try:
-        from importlib import metadata
-        return metadata.version("gguf")
-    except Exception:
-        pass
+    # a source folder (llama.cpp's gguf-py) first: an installed gguf's
+    # metadata would name another copy than the one imported
     parent = os.path.dirname(os.path.dirname(gguf.__file__))
     pyproject = os.path.join(parent, "pyproject.toml")
     if os.path.isfile(pyproject):
@@ -247,6 +229,11 @@ def gguf_version(gguf):
                 if line.strip().startswith("version"):
                     return line.split("=", 1)[1].strip().strip('"') + \
                         " (pyproject)"
+    try:
+        from importlib import metadata
+        return metadata.version("gguf")
+    except Exception:
+        pass
     return "unknown"
 
 
@@ -476,8 +463,8 @@ def gguf_plan(model, cfg, torch):
         for nm in ("gate", "up", "down"):
             src = e + f"shared_expert.{nm}_proj.weight"
             add(b + f"ffn_{nm}_shexp.weight", sd[src], "F16", src, "as is")
-        add(b + "ffn_gate_inp_shexp.weight", sd[e + "shared_expert_gate.weight"][0],
-            "F32", e + "shared_expert_gate.weight", "[1, D] -> [D]")
+        add(b + "ffn_gate_inp_shexp.weight", sd[e + "shared_expert_gate.weight"],
+            "F32", e + "shared_expert_gate.weight", "as is ([1, D], ggml [D, 1])")
     return out
 
 
@@ -578,6 +565,9 @@ def write_gguf(path, model, cfg, gguf, torch, np):
     arr("rope.dimension_sections", list(rp["mrope_section"]) + [0], V.INT32)
     fai = [i for i, t in enumerate(cfg.layer_types)
            if t != "linear_attention"][0] + 1
+    w.add_key_value(a + "attention.recurrent_layers",
+                    [t == "linear_attention" for t in cfg.layer_types],
+                    V.ARRAY, sub_type=V.BOOL)
     u32("full_attention_interval", fai)
     cr = cfg.indexer_compress_ratio
     arr("attention.compress_ratios",
@@ -591,8 +581,6 @@ def write_gguf(path, model, cfg, gguf, torch, np):
     u32("expert_feed_forward_length", cfg.moe_intermediate_size)
     u32("expert_shared_feed_forward_length",
         cfg.shared_expert_intermediate_size)
-    w.add_bool(a + "expert_weights_norm", bool(cfg.norm_topk_prob))
-    u32("expert_gating_func", 1)  # softmax
     u32("ssm.conv_kernel", cfg.linear_conv_kernel_dim)
     u32("ssm.state_size", cfg.linear_key_head_dim)
     u32("ssm.group_count", cfg.linear_num_key_heads)
@@ -608,11 +596,8 @@ def write_gguf(path, model, cfg, gguf, torch, np):
     arr("ple.layer_multipliers", ple["multipliers"], V.UINT64)
     arr("ple.head_vocab_sizes", ple["head_vocab_sizes"], V.UINT64)
     arr("ple.head_offsets", ple["head_offsets"], V.UINT64)
-    u32("ple.seed", cfg.seed)
-    u32("ple.ngram_vocab_size_base", cfg.ngram_vocab_size_base)
     u32("embedding_length_per_layer_input", ple["row_dim"])
     w.add_string("tokenizer.ggml.model", "no_vocab")
-    w.add_uint32("tokenizer.ggml.eos_token_id", cfg.eos_token_id)
     for name, t, dt, _, _ in plan:
         x = t.numpy().astype(np.float16 if dt == "F16" else np.float32)
         w.add_tensor(name, np.ascontiguousarray(x))
@@ -621,64 +606,6 @@ def write_gguf(path, model, cfg, gguf, torch, np):
     w.write_tensors_to_file()
     w.close()
     return plan, ple
-
-
-def conventions(plan, cfg, ple):
-    return {
-        "arch": ARCH,
-        "ggml_dims": "reverse of the HF/numpy shape; a torch [N, K] weight is "
-                     "ggml [K, N] and the strata IR tensor [N, K]",
-        "dtypes": "2-D/3-D matmul weights F16 (HF weights were rounded to "
-                  "float16 first, so values are identical); 1-D tensors, "
-                  "conv kernels, ssm_alpha/ssm_beta, hc_*_inject, "
-                  "ffn_gate_inp, ffn_gate_inp_shexp F32",
-        "zero_centred_norms_stored_as": "1 + w (float32 add)",
-        "plain_norms": ["ssm_norm (GDN gated norm)"],
-        "ssm_a": "-exp(A_log)",
-        "gdn_value_heads": {
-            "gguf_order": "tiled: GGUF v-head j uses key head j % n_k",
-            "hf_order": "grouped: HF v-head h uses key head h // (n_v/n_k)",
-            "gguf_head_j_is_hf_head": "(j % n_k) * (n_v / n_k) + j // n_k",
-            "applies_to": ["attn_qkv (V rows only)", "attn_gate rows",
-                           "ssm_alpha rows", "ssm_beta rows", "ssm_a",
-                           "ssm_dt.bias", "ssm_conv1d (V channels only)",
-                           "ssm_out input columns"],
-        },
-        "attn_q_layout": "per head: head_dim query rows then head_dim gate rows",
-        "indexer_split": "index_qk_proj rows [0, n_idx_heads*idx_dim) -> "
-                         "indexer.q_proj, the rest -> indexer.k_proj",
-        "experts_split": "gate_up_proj [E, 2I, D]: [:, :I] -> ffn_gate_exps, "
-                         "[:, I:] -> ffn_up_exps",
-        "ple": {
-            "table": "per_layer_token_embd.weight (global), HF "
-                     "ple_embedding.ngram_embedding.weight [rows, row_dim]",
-            "layers_key_is_zero_based": True,
-            "hf_ple_layer_ids_are_one_based": True,
-            "constants": ple,
-        },
-        "metadata_strata_additions": [
-            ARCH + ".ple.seed", ARCH + ".ple.ngram_vocab_size_base",
-            ARCH + ".expert_weights_norm", ARCH + ".expert_gating_func",
-            ARCH + ".vocab_size", "tokenizer.ggml.model = no_vocab",
-            "tokenizer.ggml.eos_token_id"],
-        "indexer_top_k_unit": "tokens (= indexer_budget); blocks = top_k / "
-                              "compress_ratio",
-        "full_attention_interval": "layer l is QSA iff (l+1) % interval == 0 "
-                                   "(here 3); attention.compress_ratios is "
-                                   "the per-layer truth (0 = GDN)",
-        "not_in_file": ["MTP (blk.{L}.nextn.*)", "vision tower",
-                        "a real tokenizer"],
-        "tensors": [
-            {"gguf": n, "hf": src, "dtype": dt, "shape_hf": list(t.shape),
-             "ggml_dims": list(reversed(t.shape)), "transform": note}
-            for n, t, dt, src, note in plan
-        ],
-    }
-
-
-# --------------------------------------------------------------------------
-# running HF
-# --------------------------------------------------------------------------
 
 
 def prompts(np, cfg):
@@ -773,10 +700,19 @@ def qsa_mask_from_hf(caps, torch):
 
 
 class Replica:
-    """docs/qwen4exp-model.md, executed: reads model.gguf, runs prefill."""
+    """docs/qwen4exp-model.md, executed: reads model.gguf, runs prefill.
 
-    def __init__(self, path, gguf, np):
+    compress_ratio: when given, every attention layer uses it in place of
+    attention.compress_ratios (for files whose ratios are 0, as strata's
+    --qsa-compress-ratio does). A ratio of 0 means dense causal attention.
+    Attention layers are the ones attention.recurrent_layers marks false (when
+    the file has that key), else those with (l + 1) % full_attention_interval
+    == 0.
+    """
+
+    def __init__(self, path, gguf, np, compress_ratio=None):
         self.np = np
+        self.compress_ratio = compress_ratio
         r = gguf.GGUFReader(path)
         self.kv = {}
         for name, f in r.fields.items():
@@ -791,6 +727,17 @@ class Replica:
 
     def meta(self, key):
         return self.kv[ARCH + "." + key]
+
+    def is_attention(self, l):
+        rec = self.kv.get(ARCH + ".attention.recurrent_layers")
+        if rec is not None:
+            return not bool(rec[l])
+        return (l + 1) % int(self.meta("full_attention_interval")) == 0
+
+    def ratio(self, l):
+        if self.compress_ratio is not None:
+            return int(self.compress_ratio)
+        return int(self.meta("attention.compress_ratios")[l])
 
     def W(self, name):
         return self.w[name]
@@ -885,7 +832,10 @@ class Replica:
         hi = int(self.meta("attention.indexer.head_count"))
         di = int(self.meta("attention.indexer.key_length"))
         budget = int(self.meta("attention.indexer.top_k"))
-        cr = int(self.meta("attention.compress_ratios")[l])
+        cr = self.ratio(l)
+        if cr == 0:  # no ratio: dense causal attention
+            self.scores[l] = float("inf")
+            return np.tril(np.ones((T, T), dtype=bool))
         top = budget // cr
         eps = float(self.meta("attention.layer_norm_rms_epsilon"))
         pos = np.arange(T)
@@ -966,7 +916,8 @@ class Replica:
         sh = (self.silu(u @ self.W(b + "ffn_gate_shexp.weight").T) *
               (u @ self.W(b + "ffn_up_shexp.weight").T)) @ \
             self.W(b + "ffn_down_shexp.weight").T
-        sg = self.sigmoid(u @ self.W(b + "ffn_gate_inp_shexp.weight"))
+        # [D] (strata's writer) or ggml [D, 1] (llama.cpp's converter)
+        sg = self.sigmoid(u @ self.W(b + "ffn_gate_inp_shexp.weight").reshape(-1))
         if l == 0:
             self.acts["router0_ids"] = order
         return y + sg[:, None] * sh
@@ -1031,7 +982,6 @@ class Replica:
         self.acts = {}
         L = int(self.meta("block_count"))
         n = int(self.meta("hyper_connection.count"))
-        ratios = [int(x) for x in self.meta("attention.compress_ratios")]
         ple_layers = [int(x) for x in self.meta("ple.layers")]
         x = self.W("token_embd.weight")[np.asarray(tokens)]
         R = np.repeat(x[:, None, :], n, axis=1)
@@ -1041,7 +991,7 @@ class Replica:
             u, lam = self.gr_read(R, f"blk.{l}.hc_attn")
             if l == 0:
                 self.acts["hc0_attn_read"] = (u, lam)
-            f = self.qsa(u, l) if ratios[l] else self.gdn(u, l)
+            f = self.qsa(u, l) if self.is_attention(l) else self.gdn(u, l)
             if l == 0:
                 self.acts["gdn0_out"] = f
             R = R + lam[:, :, None] * f[:, None, :]
@@ -1062,11 +1012,14 @@ def rel_err(a, b, np):
 
 
 # --------------------------------------------------------------------------
-# main
+# main (and the pieces qwen4exp_llama_convert.py reuses)
 # --------------------------------------------------------------------------
 
 
-def build_model(Config, Model, seed, torch, device):
+def build_model(Config, Model, seed, torch, device, f16_names=None):
+    """The seeded tiny model. Every parameter named in f16_names (default:
+    those strata's writer stores as F16, f16_sources) is rounded to float16
+    values, so that the HF run uses the numbers the GGUF holds."""
     cfg = build_config(Config)
     torch.manual_seed(seed)
     model = Model(cfg)
@@ -1079,7 +1032,9 @@ def build_model(Config, Model, seed, torch, device):
                 pass
     model.eval()
     init_weights(model, cfg, seed, torch)
-    f16 = set(f16_sources(model, cfg, torch))
+    if f16_names is None:
+        f16_names = f16_sources(model, cfg, torch)
+    f16 = set(f16_names)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name in f16:
@@ -1095,24 +1050,16 @@ def save_raw(path, arr, np, dtype):
     return list(a.shape)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_common_args(ap):
     ap.add_argument("--out", required=True, help="output directory")
-    ap.add_argument("--gguf-py", default=None,
-                    help="directory holding the gguf package")
     ap.add_argument("--seed", type=int, default=0, help="first weight seed")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when the GGUF self-check fails")
-    args = ap.parse_args()
 
-    gguf = import_gguf(args.gguf_py)
-    Config, Model = import_hf()
-    import numpy as np
-    import torch
-    import transformers
 
+def setup_torch(torch, args):
     torch.set_default_dtype(torch.float32)
     torch.set_num_threads(max(1, args.threads))
     if args.device == "cuda":
@@ -1121,24 +1068,24 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
-    os.makedirs(args.out, exist_ok=True)
-    out = lambda f: os.path.join(args.out, f)  # noqa: E731
 
-    cfg0 = build_config(Config)
-    toks = prompts(np, cfg0)
 
-    # ---- choose a seed without near-ties --------------------------------
+def choose_seed(Config, Model, toks, first_seed, gguf_path, gguf, np, torch,
+                device, f16_names=None):
+    """The first seed from first_seed on whose router and indexer decisions
+    have no near-ties. Each try writes strata's GGUF to gguf_path (the spec
+    replica reads it to get the indexer scores).
+
+    Returns (seed, cfg, model, {prompt: (logits, captures)}, tries)."""
     tries = []
-    chosen = None
     for attempt in range(MAX_SEED_TRIES):
-        seed = args.seed + attempt
-        cfg, model = build_model(Config, Model, seed, torch, args.device)
+        seed = first_seed + attempt
+        cfg, model = build_model(Config, Model, seed, torch, device, f16_names)
         res = {}
         for key, t in toks.items():
-            res[key] = run_hf(model, cfg, t, torch, args.device,
+            res[key] = run_hf(model, cfg, t, torch, device,
                               full=(key == "long"))
-        gguf_path = out("model.gguf")
-        plan, ple = write_gguf(gguf_path, model, cfg, gguf, torch, np)
+        write_gguf(gguf_path, model, cfg, gguf, torch, np)
         rep = Replica(gguf_path, gguf, np)
         rmarg = min(router_margin(res[k][1], cfg, torch) for k in res)
         imarg = float("inf")
@@ -1153,14 +1100,15 @@ def main():
         print(f"seed {seed}: router gap {rmarg:.3g}, indexer gap {imarg:.3g}, "
               f"selection match {sel_ok}")
         if rmarg > ROUTER_GAP and imarg > INDEXER_GAP:
-            chosen = seed
-            break
-    if chosen is None:
-        die(f"no seed in [{args.seed}, {args.seed + MAX_SEED_TRIES}) without "
-            "near-ties")
+            return seed, cfg, model, res, tries
+    die(f"no seed in [{first_seed}, {first_seed + MAX_SEED_TRIES}) without "
+        "near-ties")
 
-    # ---- outputs ---------------------------------------------------------
-    files = {}
+
+def write_hf_outputs(outdir, toks, res, cfg, np, torch):
+    """logits_{long,short}.f32 + logits.json, act_* + activations.json.
+    Returns the activations' metadata (name -> file, dtype, shape, ...)."""
+    out = lambda f: os.path.join(outdir, f)  # noqa: E731
     logits_meta = {"byte_order": "little", "dtype": "float32",
                    "layout": "row-major [T, vocab]", "prompts": {}}
     for key, t in toks.items():
@@ -1224,13 +1172,23 @@ def main():
         json.dump({"prompt": "long", "byte_order": "little",
                    "layout": "row-major, batch dim dropped",
                    "activations": acts}, fh, indent=1)
+    return acts
 
-    with open(out("conventions.json"), "w") as fh:
-        json.dump(conventions(plan, cfg, ple), fh, indent=1)
 
-    # ---- self-check from the GGUF ---------------------------------------
-    rep = Replica(out("model.gguf"), gguf, np)
-    sc = {"tolerance_rel": 2e-4}
+def selfcheck(gguf_path, gguf, np, torch, toks, res, cfg, ple,
+              compress_ratio=None, tolerance=2e-4):
+    """Runs the spec replica from a GGUF and compares it with HF: logits,
+    QSA selections and (long prompt) activations, router ids, PLE ids; and
+    the PLE constants re-derived from the config. Returns the result dict
+    (key "ok")."""
+    rep = Replica(gguf_path, gguf, np, compress_ratio=compress_ratio)
+    caps = res["long"][1]
+    u, inj = caps["hc0_attn_read"]
+    _, ri = caps["router0"]
+    lp = cfg.ple_layer_ids[0] - 1
+    sc = {"tolerance_rel": tolerance}
+    if compress_ratio is not None:
+        sc["compress_ratio_override"] = compress_ratio
     ok = True
     for key, t in toks.items():
         lg = rep.forward(t)
@@ -1265,16 +1223,22 @@ def main():
                                    "head_offsets", "rows"))
     ok &= sc["ple_constants_rederived_match"]
     sc["ok"] = bool(ok)
+    return sc
 
+
+def activation_stats(outdir, acts, res, np):
     stats = {k: {"rms": float(np.sqrt(np.mean(np.square(
-        np.fromfile(out(v["file"]), dtype=np.dtype(v["dtype"]))
+        np.fromfile(os.path.join(outdir, v["file"]), dtype=np.dtype(v["dtype"]))
         .astype(np.float64)))))}
         for k, v in acts.items() if v["dtype"] == "float32"}
     lg = res["long"][0].numpy()
     stats["logits_long"] = {"rms": float(np.sqrt(np.mean(lg.astype(np.float64) ** 2))),
                             "max_abs": float(np.abs(lg).max())}
+    return stats
 
-    versions = {
+
+def env_versions(args, gguf, model, np, torch, transformers):
+    return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -1286,30 +1250,22 @@ def main():
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "experts_implementation": getattr(model.config, "_experts_implementation",
                                           None),
-        "seed_requested": args.seed,
-        "seed_used": chosen,
-        "prompt_seed": PROMPT_SEED,
-        "seed_tries": tries,
-        "margins": {"router_gap_min": ROUTER_GAP, "indexer_gap_min": INDEXER_GAP},
-        "activation_stats": stats,
-        "selfcheck": sc,
-        "config": json.loads(cfg.to_json_string()),
     }
-    with open(out("versions.json"), "w") as fh:
-        json.dump(versions, fh, indent=1, default=str)
 
+
+def list_outputs(outdir):
     total = 0
-    for f in sorted(os.listdir(args.out)):
-        sz = os.path.getsize(out(f))
+    for f in sorted(os.listdir(outdir)):
+        sz = os.path.getsize(os.path.join(outdir, f))
         total += sz
         print(f"{sz:>10}  {f}")
     print(f"{total:>10}  total")
-    print("self-check:", json.dumps(sc))
-    if not sc["ok"]:
-        print("qwen4exp_oracle: SELF-CHECK FAILED (HF outputs were still "
-              "written)", file=sys.stderr)
-        if args.strict:
-            sys.exit(1)
+
+
+def main():
+    die("qwen4exp_oracle.py is the library of the HF oracle; the goldens are "
+        "made by qwen4exp_llama_convert.py, which writes the GGUFs with "
+        "llama.cpp's own converter (see its --help)", code=2)
 
 
 if __name__ == "__main__":

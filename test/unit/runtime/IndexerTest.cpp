@@ -186,7 +186,7 @@ TEST(CpuIndexer, NgramHashMatchesHfGolden) {
       234, 107, 174, 156, 81,  87,  13,  116, 96,  140, 197, 253};
   ASSERT_EQ(tv.size(), 72u);
   std::ifstream f(STRATA_SOURCE_DIR
-                  "/test/golden/qwen4exp/act_ple1_ngram_ids.i32",
+                  "/test/golden/qwen4exp_llama/act_ple1_ngram_ids.i32",
                   std::ios::binary);
   ASSERT_TRUE(f) << "missing golden file";
   std::vector<int32_t> want(72 * 4);
