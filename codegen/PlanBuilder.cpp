@@ -2,6 +2,7 @@
 #include "codegen/PlanBuilder.h"
 
 #include "ir/Liveness.h"
+#include "ir/OpCost.h"
 #include "runtime/format/Quants.h"
 
 #include <fmt/format.h>
@@ -17,21 +18,7 @@ namespace {
 std::optional<format::PlanDType> planDType(const ElemType &e) {
   if (e.isBlock)
     return std::nullopt;
-  switch (e.dtype) {
-  case DType::F32:
-    return format::PlanDType::F32;
-  case DType::F16:
-    return format::PlanDType::F16;
-  case DType::BF16:
-    return format::PlanDType::BF16;
-  case DType::I32:
-    return format::PlanDType::I32;
-  case DType::I64:
-    return format::PlanDType::I64;
-  case DType::Bool:
-    return format::PlanDType::Bool;
-  }
-  return std::nullopt;
+  return e.dtype;
 }
 
 /// Converts a literal attribute expression.
@@ -98,65 +85,129 @@ std::optional<format::PlanAttr> planAttr(const Expr &e) {
   }
 }
 
-uint64_t elements(const Type &t, int64_t maxTokens) {
-  uint64_t n = 1;
+std::optional<std::vector<format::PlanDim>> planShape(const Type &t,
+                                                      std::string &why) {
+  std::vector<format::PlanDim> shape;
   for (const Dim &d : t.dims) {
     auto lin = d.affineIn("T");
-    n *= lin ? static_cast<uint64_t>(lin->coef * maxTokens / lin->div +
-                                     lin->constant)
-             : 0;
+    if (!lin || lin->coef < 0 || lin->constant < 0) {
+      why = fmt::format("dim '{}' is not c*T + d or c*T / q + d", d.str());
+      return std::nullopt;
+    }
+    shape.push_back({lin->coef, lin->constant, lin->div});
   }
-  return n;
+  return shape;
 }
 
-/// Bytes moved and FLOPs of one kernel at T = maxTokens: every operand read
-/// once, every result written once (a weight read in full, as a GEMM
-/// streams it); FLOPs from the recipe's arithmetic.
-void cost(const Operation &op, int64_t maxTokens, uint64_t &bytes,
-          uint64_t &flops) {
-  bytes = 0;
-  for (const Operand &o : op.operands) {
-    Type t = o.type();
-    if (t.elem.isBlock || o.isWeight()) {
-      uint64_t rowLen = t.dims.empty() ? 1 : *t.dims.back().constant();
-      uint64_t rows = elements(t, maxTokens) / std::max<uint64_t>(rowLen, 1);
-      if (t.elem.isBlock)
-        bytes += rows * format::rowSizeInBytes(t.elem.block, rowLen);
-      else
-        bytes += elements(t, maxTokens) * (t.elem.dtype == DType::F32 ? 4 : 2);
-    } else {
-      bytes += ir::bytesAt(t, maxTokens, nullptr);
+bool planAttrs(const Operation &op,
+               std::map<std::string, format::PlanAttr> &out,
+               std::string &error) {
+  for (const Attr &a : op.attrs) {
+    auto pa = planAttr(*a.value);
+    if (!pa) {
+      error =
+          fmt::format("attribute '{}' of {} is not a literal", a.name,
+                      op.kind == OpKind::Kernel ? "kernel<" + op.callee + ">"
+                                                : opName(op.kind));
+      return false;
     }
+    out[a.name] = *pa;
   }
-  uint64_t out = 0;
-  for (const Value *r : op.results) {
-    bytes += ir::bytesAt(r->type, maxTokens, nullptr);
-    out += elements(r->type, maxTokens);
+  return true;
+}
+
+/// The body of fused kernel \p op as sub-kernels of \p k: block arguments
+/// are the kernel's inputs, yielded values its outputs, other values
+/// temporaries; a reshape becomes a view of its operand's storage; weights
+/// named in the body become further inputs (through \p input).
+template <typename AddInput>
+bool buildBody(const Operation &op, format::PlanKernel &k, AddInput &input,
+               std::string &error) {
+  const Block &body = *op.regions[0];
+  std::map<const Value *, format::BodyRef> refOf;
+  for (size_t i = 0; i < body.args.size(); ++i)
+    refOf[body.args[i]] = {
+        format::BodyRef::Kind::In, static_cast<uint32_t>(i), {}};
+  const Operation &yield = *body.ops.back();
+  std::map<const Value *, uint32_t> outOf;
+  for (size_t j = 0; j < yield.operands.size(); ++j) {
+    const Value *v = yield.operands[j].value;
+    if (refOf.count(v) || outOf.count(v)) {
+      error = fmt::format("fused kernel \"{}\" yields %{} twice or yields "
+                          "an argument; a kernel output is written by its "
+                          "body",
+                          op.callee, v->name);
+      return false;
+    }
+    outOf[v] = static_cast<uint32_t>(j);
   }
-  const std::string &r = op.callee;
-  auto dimOf = [&](size_t operand, size_t d) -> uint64_t {
-    Type t = op.operands[operand].type();
-    auto lin = d < t.dims.size() ? t.dims[d].affineIn("T") : std::nullopt;
-    return lin ? lin->coef * maxTokens / lin->div + lin->constant : 0;
-  };
-  if (r == "matmul") {
-    flops = 2 * out * dimOf(1, 1);
-  } else if (r == "moe_experts") {
-    // Per (token, slot): gate and up (2*F*D each) and down (2*D*F).
-    uint64_t slots = elements(op.results[0]->type, maxTokens) / dimOf(0, 1);
-    flops = slots * 6 * dimOf(2, 1) * dimOf(2, 2);
-  } else if (r == "attention") {
-    // Causal: about T*T/2 scores per head, each 2*D for QK and 2*Dv for PV.
-    uint64_t t = dimOf(0, 0), h = dimOf(0, 1), d = dimOf(0, 2);
-    uint64_t dv = dimOf(2, 2);
-    flops = t * (t + 1) / 2 * h * 2 * (d + dv);
-  } else if (r == "gated_delta_rule") {
-    uint64_t t = dimOf(2, 0), h = dimOf(2, 1), dk = dimOf(0, 2),
-             dv = dimOf(2, 2);
-    flops = t * h * dk * dv * 8;
-  } else {
-    flops = out;
+  std::map<std::string, uint32_t> weightInput;
+  for (const auto &innerPtr : body.ops) {
+    const Operation &inner = *innerPtr;
+    if (inner.kind == OpKind::Yield)
+      continue;
+    if (inner.kind == OpKind::Reshape && inner.operands[0].isValue()) {
+      format::BodyRef ref = refOf.at(inner.operands[0].value);
+      auto shape = planShape(inner.results[0]->type, error);
+      if (!shape)
+        return false;
+      ref.view = *shape;
+      if (outOf.count(inner.results[0])) {
+        error = fmt::format("fused kernel \"{}\" yields the view %{}",
+                            op.callee, inner.results[0]->name);
+        return false;
+      }
+      refOf[inner.results[0]] = ref;
+      continue;
+    }
+    if (inner.kind != OpKind::Kernel) {
+      error = fmt::format("'{}' in fused kernel \"{}\" was not lowered",
+                          opName(inner.kind), op.callee);
+      return false;
+    }
+    format::BodyOp bop;
+    bop.recipe = format::lookupRecipe(inner.callee)->id;
+    for (const Operand &o : inner.operands) {
+      if (o.isWeight()) {
+        const std::string &name = o.weight->name->s;
+        auto it = weightInput.find(name);
+        if (it == weightInput.end()) {
+          it = weightInput.emplace(name, k.inputs.size()).first;
+          input(o);
+        }
+        bop.inputs.push_back({format::BodyRef::Kind::In, it->second, {}});
+        continue;
+      }
+      bop.inputs.push_back(refOf.at(o.value));
+    }
+    for (const Value *r : inner.results) {
+      format::BodyRef ref;
+      if (auto it = outOf.find(r); it != outOf.end()) {
+        ref = {format::BodyRef::Kind::Out, it->second, {}};
+      } else {
+        format::BodyTemp t;
+        auto dt = planDType(r->type.elem);
+        auto shape = planShape(r->type, error);
+        if (!dt || !shape) {
+          error = fmt::format("%{} in fused kernel \"{}\": {}", r->name,
+                              op.callee, error);
+          return false;
+        }
+        t.dtype = *dt;
+        t.shape = *shape;
+        ref = {format::BodyRef::Kind::Tmp,
+               static_cast<uint32_t>(k.temps.size()),
+               {}};
+        k.temps.push_back(std::move(t));
+      }
+      refOf[r] = ref;
+      bop.outputs.push_back(ref);
+    }
+    if (!planAttrs(inner, bop.attrs, error))
+      return false;
+    k.body.push_back(std::move(bop));
   }
+  return true;
 }
 
 } // namespace
@@ -241,14 +292,13 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
         return false;
     if (op.kind == OpKind::Reshape)
       continue; // a view: its buffer aliases the operand's storage
-    if (op.kind != OpKind::Kernel) {
+    if (op.kind != OpKind::Kernel && op.kind != OpKind::Fused) {
       error = fmt::format("'{}' was not lowered (run lower-to-kernels)",
                           opName(op.kind));
       return false;
     }
     format::PlanKernel k;
-    k.recipe = format::lookupRecipe(op.callee)->id;
-    for (const Operand &o : op.operands) {
+    auto input = [&](const Operand &o) {
       format::PlanOperand po;
       if (o.isWeight()) {
         po.isWeight = true;
@@ -257,19 +307,26 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
         po.index = bufferOf.at(o.value);
       }
       k.inputs.push_back(po);
-    }
+    };
+    for (const Operand &o : op.operands)
+      input(o);
     for (const Value *r : op.results)
       k.outputs.push_back(bufferOf.at(r));
-    for (const Attr &a : op.attrs) {
-      auto pa = planAttr(*a.value);
-      if (!pa) {
-        error = fmt::format("attribute '{}' of kernel<{}> is not a literal",
-                            a.name, op.callee);
+    if (!planAttrs(op, k.attrs, error))
+      return false;
+    if (op.kind == OpKind::Kernel) {
+      k.recipe = format::lookupRecipe(op.callee)->id;
+    } else {
+      k.fused = op.callee;
+      k.attrs.erase("tied");
+      for (int t : ir::tiedOperands(op))
+        k.tied.push_back(t);
+      if (!buildBody(op, k, input, error))
         return false;
-      }
-      k.attrs[a.name] = *pa;
     }
-    cost(op, maxTokens, k.bytes, k.flops);
+    ir::KernelCost c = ir::kernelCost(op);
+    k.bytes = c.bytes;
+    k.flops = c.flops;
     plan.kernels.push_back(std::move(k));
   }
   std::vector<ir::LiveSet> sets = ir::computeLiveness(*main, maxTokens, error);

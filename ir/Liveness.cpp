@@ -8,21 +8,7 @@
 namespace strata::ir {
 
 static size_t elemBytes(const ElemType &e) {
-  if (e.isBlock)
-    return 0;
-  switch (e.dtype) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F16:
-  case DType::BF16:
-    return 2;
-  case DType::I64:
-    return 8;
-  case DType::Bool:
-    return 1;
-  }
-  return 0;
+  return e.isBlock ? 0 : format::planDTypeSize(e.dtype);
 }
 
 uint64_t bytesAt(const Type &t, int64_t maxTokens, std::string *why) {
@@ -62,6 +48,7 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
                                      std::string &error) {
   std::vector<LiveSet> sets;
   std::map<const Value *, size_t> setOf;
+  std::map<const Value *, size_t> lastUse;
   auto define = [&](Value *v, size_t pos) -> bool {
     std::string why;
     uint64_t b = bytesAt(v->type, maxTokens, &why);
@@ -74,10 +61,13 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
     return true;
   };
   auto use = [&](const Value *v, size_t pos) {
+    lastUse[v] = std::max(lastUse[v], pos);
     auto it = setOf.find(v);
     if (it != setOf.end())
       sets[it->second].end = std::max(sets[it->second].end, pos);
   };
+  // (values sharing storage when a kernel overwrote them, its position)
+  std::vector<std::pair<std::vector<Value *>, size_t>> overwritten;
   for (const Param &p : main.params)
     if (!p.isScalar() && !define(p.value, 0))
       return {};
@@ -94,10 +84,30 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
       setOf[op.results[0]] = s;
       continue;
     }
-    for (Value *r : op.results)
-      if (!define(r, pos))
-        return {};
+    std::vector<int> tied = tiedOperands(op);
+    for (size_t k = 0; k < op.results.size(); ++k) {
+      Value *r = op.results[k];
+      int in = k < tied.size() ? tied[k] : -1;
+      if (in < 0) {
+        if (!define(r, pos))
+          return {};
+        continue;
+      }
+      // Written in place: the result continues the operand's storage.
+      size_t s = setOf.at(op.operands[in].value);
+      overwritten.push_back({sets[s].values, pos});
+      sets[s].values.push_back(r);
+      setOf[r] = s;
+    }
   }
+  for (const auto &[values, pos] : overwritten)
+    for (const Value *v : values)
+      if (lastUse[v] > pos) {
+        error = fmt::format("%{} is read after a kernel overwrote it in place "
+                            "(tied)",
+                            v->name);
+        return {};
+      }
   return sets;
 }
 

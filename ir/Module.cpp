@@ -20,6 +20,22 @@ const Attr *Operation::findAttr(const std::string &name) const {
   return nullptr;
 }
 
+std::vector<int> tiedOperands(const Operation &op) {
+  const Attr *a = op.kind == OpKind::Fused ? op.findAttr("tied") : nullptr;
+  if (!a || a->value->kind != ExprKind::List)
+    return {};
+  std::vector<int> tied;
+  for (const ExprPtr &e : a->value->args) {
+    int i = -1;
+    if (e->kind == ExprKind::Int && e->i >= 0 &&
+        static_cast<size_t>(e->i) < op.operands.size() &&
+        op.operands[e->i].isValue())
+      i = static_cast<int>(e->i);
+    tied.push_back(i);
+  }
+  return tied;
+}
+
 Value *Func::newValue(std::string name, Type type, SourceLoc loc) {
   values_.push_back(Value{std::move(name), std::move(type), loc, {}});
   return &values_.back();
@@ -34,9 +50,11 @@ Func *Module::findFunc(const std::string &name) const {
 
 const std::vector<OpInfo> &allOps() {
   static const std::vector<OpInfo> kOps = {
-#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule)    \
-  {OpKind::Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs},
-#include "ir/Ops.def"
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
+  {OpKind::Id, Mnemonic, MinOperands,           MaxOperands,                   \
+   NumResults, Attrs,    format::OpClass::Class},
+#include "runtime/format/Ops.def"
   };
   return kOps;
 }
@@ -72,42 +90,16 @@ const char *opName(OpKind kind) {
     return "kernel";
   case OpKind::Remark:
     return "remark";
+  case OpKind::Fused:
+    return "fused";
   default:
     return "?";
   }
 }
 
 const std::vector<AttrSpec> &attrSpecs(OpKind kind) {
-  static const std::vector<std::vector<AttrSpec>> kSpecs = [] {
-    std::vector<std::vector<AttrSpec>> all;
-    for (const OpInfo &o : allOps()) {
-      std::vector<AttrSpec> specs;
-      std::string s = o.attrs;
-      size_t pos = 0;
-      while (pos < s.size()) {
-        size_t comma = s.find(',', pos);
-        std::string item =
-            s.substr(pos, comma == std::string::npos ? comma : comma - pos);
-        size_t colon = item.find(':');
-        AttrSpec a;
-        a.name = item.substr(0, colon);
-        a.kind = item.substr(colon + 1);
-        if (!a.name.empty() && a.name.back() == '?') {
-          a.optional = true;
-          a.name.pop_back();
-        }
-        specs.push_back(a);
-        if (comma == std::string::npos)
-          break;
-        pos = comma + 1;
-      }
-      all.push_back(std::move(specs));
-    }
-    return all;
-  }();
   static const std::vector<AttrSpec> kNone;
-  size_t i = static_cast<size_t>(kind);
-  return i < kSpecs.size() ? kSpecs[i] : kNone;
+  return opInfo(kind) ? format::attrSchema(recipeOf(kind)) : kNone;
 }
 
 } // namespace strata::ir

@@ -19,10 +19,13 @@
 
 namespace strata::ir {
 
-/// Every operation kind: the registry ops of Ops.def, then structural ops.
+/// Every operation kind: the ops of the op table (runtime/format/Ops.def, in
+/// the order of format::Recipe), then structural ops.
 enum class OpKind : uint16_t {
-#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule) Id,
-#include "ir/Ops.def"
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
+  Id,
+#include "runtime/format/Ops.def"
   Call,   ///< %r = call @f(args)
   Repeat, ///< %r = repeat i in lo..hi carry(%c = %init) { ... yield }
   If,     ///< %r = if cond { ... yield } else { ... yield }
@@ -30,6 +33,11 @@ enum class OpKind : uint16_t {
   Yield,  ///< yield %v, ... (ends a repeat or if body)
   Kernel, ///< %r = kernel<recipe>(...) {attrs} : types (after lowering)
   Remark, ///< remark "text {l}": reported by expand where it is reached
+  /// %r, ... = fused "name"(%a = %x, ...) {attrs} { ops; yield ... }: one
+  /// kernel covering several ops. The body sees only its arguments (bound
+  /// to the operands), its own values and weights; yielded values are the
+  /// kernel's outputs, all other body values kernel-local temporaries.
+  Fused,
 };
 
 /// An SSA value: a function parameter, a block argument or an op result.
@@ -90,11 +98,12 @@ struct Operation {
   /// The `: type` annotation, one per result, if written.
   std::vector<std::optional<Type>> declaredTypes;
 
-  std::string callee;  ///< Call: function name without '@'; Kernel: recipe
+  /// Call: function name without '@'; Kernel: recipe; Fused: kernel name
+  std::string callee;
   std::string loopVar; ///< Repeat: induction variable
   ExprPtr lo, hi;      ///< Repeat: bounds [lo, hi)
   ExprPtr cond;        ///< If: condition; Remark: the text (a string)
-  /// Repeat: one body; If: then and else.
+  /// Repeat, Fused: one body; If: then and else.
   std::vector<std::unique_ptr<Block>> regions;
 
   const Attr *findAttr(const std::string &name) const;
@@ -141,7 +150,7 @@ struct Module {
   Func *findFunc(const std::string &name) const;
 };
 
-/// Facts about a registry op, from Ops.def.
+/// Facts about a registry op, from the op table.
 struct OpInfo {
   OpKind kind;
   const char *mnemonic;
@@ -149,7 +158,19 @@ struct OpInfo {
   int maxOperands; ///< -1 = variadic
   int numResults;
   const char *attrs;
+  format::OpClass cls;
 };
+
+/// The catalog recipe of registry op \p kind (the same row of Ops.def).
+inline format::Recipe recipeOf(OpKind kind) {
+  return static_cast<format::Recipe>(kind);
+}
+/// The registry op of recipe \p r.
+inline OpKind opKindOf(format::Recipe r) { return static_cast<OpKind>(r); }
+
+/// Per result of \p op, the operand it overwrites in place (a fused
+/// kernel's `tied` attribute), or -1; empty when none is tied.
+std::vector<int> tiedOperands(const Operation &op);
 
 /// The registry entry for \p kind, or nullptr for structural ops.
 const OpInfo *opInfo(OpKind kind);
@@ -160,12 +181,8 @@ const std::vector<OpInfo> &allOps();
 /// The spelling of any op kind ("matmul", "call", "repeat", ...).
 const char *opName(OpKind kind);
 
-/// One attribute of an op's signature.
-struct AttrSpec {
-  std::string name;
-  std::string kind; ///< int float bool str type ints floats
-  bool optional = false;
-};
+/// One attribute of an op's schema (from the op table).
+using AttrSpec = format::AttrSpec;
 /// The parsed attribute signature of a registry op.
 const std::vector<AttrSpec> &attrSpecs(OpKind kind);
 

@@ -776,10 +776,11 @@ bool inferConcat(RuleCtx &c) {
 
 bool runOpRule(RuleCtx &ctx) {
   switch (ctx.op.kind) {
-#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule)    \
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
   case OpKind::Id:                                                             \
     return infer##Rule(ctx);
-#include "ir/Ops.def"
+#include "runtime/format/Ops.def"
   default:
     return true;
   }

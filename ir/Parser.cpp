@@ -1007,6 +1007,55 @@ bool Parser::parseStatement(Block &block, int depth) {
     if (!ok)
       return false;
     regions.push_back(std::move(body));
+  } else if (opTok.text == "fused") {
+    op->kind = OpKind::Fused;
+    if (!tok_.is(Tok::String))
+      return errorHere(fmt::format("expected the kernel name (a string) "
+                                   "after 'fused', found {}",
+                                   describe(tok_)));
+    op->callee = std::string(tok_.text);
+    advance();
+    if (!expect(Tok::LParen, "after the fused kernel name"))
+      return false;
+    auto body = std::make_unique<Block>();
+    std::vector<Token> argNames;
+    while (!tok_.is(Tok::RParen)) {
+      if (!tok_.is(Tok::ValueName))
+        return errorHere(
+            fmt::format("expected an argument name, found {}", describe(tok_)));
+      argNames.push_back(tok_);
+      advance();
+      if (!expect(Tok::Equal, "after the argument name"))
+        return false;
+      Operand arg;
+      if (!parseOperand(arg, false))
+        return false;
+      op->operands.push_back(std::move(arg));
+      if (!consumeIf(Tok::Comma))
+        break;
+    }
+    if (!expect(Tok::RParen, "to close the fused arguments"))
+      return false;
+    if (!tok_.is(Tok::LBrace))
+      return errorHere(fmt::format("expected '{{' to start the fused body, "
+                                   "found {}",
+                                   describe(tok_)));
+    advance();
+    scopes_.emplace_back();
+    bool ok = true;
+    for (const Token &a : argNames) {
+      Value *v = func_->newValue(std::string(a.text), Type::unknown(), a.loc);
+      ok = ok && defineValue(v);
+      body->args.push_back(v);
+    }
+    ok = ok && parseBlock(*body, depth + 1, false);
+    scopes_.pop_back();
+    if (!ok)
+      return false;
+    regions.push_back(std::move(body));
+    // The kernel's own attributes follow its body.
+    if (tok_.is(Tok::LBrace) && !parseAttrs(*op))
+      return false;
   } else if (opTok.text == "if") {
     op->kind = OpKind::If;
     op->cond = parseExpr();

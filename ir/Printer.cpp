@@ -103,6 +103,20 @@ private:
       indent(level);
       out_ += "}\n";
       return;
+    case OpKind::Fused: {
+      out_ += fmt::format("fused \"{}\"(", op.callee);
+      for (size_t k = 0; k < op.operands.size(); ++k)
+        out_ +=
+            fmt::format("{}%{} = {}", k ? ", " : "",
+                        op.regions[0]->args[k]->name, operand(op.operands[k]));
+      out_ += ") {\n";
+      printBlock(*op.regions[0], level + 1);
+      indent(level);
+      out_ += "}";
+      printAttrs(op);
+      printTypesAndOffsets(op);
+      return;
+    }
     case OpKind::If:
       out_ += fmt::format("if {} {{\n", printExpr(*op.cond));
       printBlock(*op.regions[0], level + 1);
@@ -125,13 +139,21 @@ private:
     for (size_t k = 0; k < op.operands.size(); ++k)
       out_ += (k ? ", " : "") + operand(op.operands[k]);
     out_ += ")";
-    if (!op.attrs.empty()) {
-      out_ += " {";
-      for (size_t k = 0; k < op.attrs.size(); ++k)
-        out_ += fmt::format("{}{} = {}", k ? ", " : "", op.attrs[k].name,
-                            printExpr(*op.attrs[k].value));
-      out_ += "}";
-    }
+    printAttrs(op);
+    printTypesAndOffsets(op);
+  }
+
+  void printAttrs(const Operation &op) {
+    if (op.attrs.empty())
+      return;
+    out_ += " {";
+    for (size_t k = 0; k < op.attrs.size(); ++k)
+      out_ += fmt::format("{}{} = {}", k ? ", " : "", op.attrs[k].name,
+                          printExpr(*op.attrs[k].value));
+    out_ += "}";
+  }
+
+  void printTypesAndOffsets(const Operation &op) {
     // Result types are printed once all are known, so a re-parse checks them.
     std::vector<Type> types;
     for (const Value *r : op.results)

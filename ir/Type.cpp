@@ -9,21 +9,12 @@
 namespace strata::ir {
 
 namespace {
-struct DTypeInfo {
-  DType id;
-  const char *spelling;
-};
-constexpr DTypeInfo kDTypes[] = {
-#define DTYPE(Id, Spelling, Bytes) {DType::Id, Spelling},
-#include "ir/Types.def"
-};
 constexpr const char *kOverflowAtom = "(overflow)";
 } // namespace
 
 std::optional<ElemType> ElemType::parse(std::string_view s) {
-  for (const DTypeInfo &d : kDTypes)
-    if (s == d.spelling)
-      return ElemType::of(d.id);
+  if (auto d = format::planDTypeFromName(s))
+    return ElemType::of(*d);
   // Block formats: every loadable GGUF type that is not also an activation
   // dtype (f32/f16/bf16/i32 are spelled as dtypes).
   if (auto g = format::ggmlTypeFromIrName(s); g && g->loadable)
@@ -49,10 +40,7 @@ ElemType ElemType::fromGgml(format::GgmlType g) {
 std::string ElemType::str() const {
   if (isBlock)
     return format::ggmlTypeInfo(block).irName;
-  for (const DTypeInfo &d : kDTypes)
-    if (d.id == dtype)
-      return d.spelling;
-  return "?";
+  return format::planDTypeName(dtype);
 }
 
 Dim Dim::constant(int64_t v) {

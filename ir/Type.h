@@ -3,6 +3,7 @@
 
 #include "ir/Expr.h"
 #include "runtime/format/GgmlType.h"
+#include "runtime/format/OpTable.h"
 
 #include <cstdint>
 #include <map>
@@ -13,11 +14,8 @@
 
 namespace strata::ir {
 
-/// Activation dtypes (Types.def).
-enum class DType : uint8_t {
-#define DTYPE(Id, Spelling, Bytes) Id,
-#include "ir/Types.def"
-};
+/// Activation dtypes: the one table of runtime/format/DTypes.def.
+using DType = format::DType;
 
 /// An element type: an activation dtype or a GGUF block format (weights).
 struct ElemType {

@@ -190,6 +190,8 @@ private:
       return verifyRepeat(op, scope);
     case OpKind::If:
       return verifyIf(op, scope);
+    case OpKind::Fused:
+      return verifyFused(op, scope);
     default:
       return verifyRegistryOp(op, scope);
     }
@@ -270,10 +272,12 @@ private:
       error(op.loc, fmt::format("unknown kernel recipe '{}'", op.callee));
       return;
     }
-    int n = static_cast<int>(op.operands.size());
-    if (n < r->minInputs || n > r->maxInputs)
+    if (!format::arityAccepts(*r, op.operands.size()))
       error(op.loc, fmt::format("kernel<{}> takes {} to {} input(s), got {}",
-                                r->name, r->minInputs, r->maxInputs, n));
+                                r->name, r->minInputs,
+                                r->maxInputs < 0 ? std::string("any")
+                                                 : std::to_string(r->maxInputs),
+                                op.operands.size()));
     if (static_cast<int>(op.results.size()) != r->numOutputs) {
       error(op.loc, fmt::format("kernel<{}> produces {} result(s), but {} "
                                 "are named",
@@ -339,6 +343,83 @@ private:
     }
     for (size_t k = 0; k < op.results.size(); ++k)
       setResult(op, k, body.args[k]->type);
+  }
+
+  /// A fused kernel: its body is isolated (it reads only its arguments, its
+  /// own values and weights), holds only ops a kernel can run, and yields
+  /// the results; `tied = [i, ...]` names per result the operand it
+  /// overwrites in place (or -1), which must be a value of the same type.
+  void verifyFused(Operation &op, std::set<std::string> &scope) {
+    Block &body = *op.regions[0];
+    for (size_t k = 0; k < body.args.size(); ++k)
+      body.args[k]->type = op.operands[k].type();
+    std::set<const Value *> visible(body.args.begin(), body.args.end());
+    for (auto &inner : body.ops) {
+      Operation &b = *inner;
+      bool allowed = b.kind == OpKind::Yield || b.kind == OpKind::Kernel ||
+                     opInfo(b.kind) != nullptr;
+      if (!allowed)
+        error(b.loc, fmt::format("'{}' cannot be inside a fused kernel (its "
+                                 "body holds ops and kernels only)",
+                                 opName(b.kind)));
+      for (const Operand &o : b.operands)
+        if (o.isValue() && !visible.count(o.value))
+          error(o.loc, fmt::format("%{} is defined outside the fused kernel "
+                                   "\"{}\"; pass it as an argument",
+                                   o.value->name, op.callee));
+      for (const Value *r : b.results)
+        visible.insert(r);
+    }
+    std::set<std::string> inner = scope;
+    verifyBlock(body, inner, OpKind::Yield, op.loc);
+    if (body.ops.empty() || body.ops.back()->kind != OpKind::Yield)
+      return;
+    Operation &y = *body.ops.back();
+    if (y.operands.size() != op.results.size()) {
+      error(y.loc, fmt::format("yield gives {} value(s) but the fused kernel "
+                               "has {} result(s)",
+                               y.operands.size(), op.results.size()));
+      return;
+    }
+    for (size_t k = 0; k < op.results.size(); ++k) {
+      if (y.operands[k].isWeight())
+        error(y.operands[k].loc, "a fused kernel yields values, not weights");
+      setResult(op, k, y.operands[k].type());
+    }
+    for (const Attr &a : op.attrs) {
+      if (a.name != "tied") {
+        error(a.loc, fmt::format("'fused' has no attribute '{}' (known: "
+                                 "tied)",
+                                 a.name));
+        continue;
+      }
+      if (!literalMatches(*a.value, "ints") ||
+          a.value->args.size() != op.results.size()) {
+        error(a.loc, fmt::format("'tied' must list one operand index or -1 "
+                                 "per result ({} results)",
+                                 op.results.size()));
+        continue;
+      }
+      for (size_t k = 0; k < a.value->args.size(); ++k) {
+        const Expr &e = *a.value->args[k];
+        int64_t i =
+            e.kind == ExprKind::Int ? e.i
+            : e.kind == ExprKind::Unary && e.args[0]->kind == ExprKind::Int
+                ? -e.args[0]->i
+                : -2;
+        if (i == -1)
+          continue;
+        if (i < 0 || static_cast<size_t>(i) >= op.operands.size() ||
+            !op.operands[i].isValue()) {
+          error(a.loc, fmt::format("'tied' entry {} names operand {}, which "
+                                   "is not a value operand",
+                                   k, i));
+          continue;
+        }
+        checkTypeMatch(a.loc, op.results[k]->type, op.operands[i].type(),
+                       fmt::format("result #{} tied to operand #{}", k, i));
+      }
+    }
   }
 
   void verifyIf(Operation &op, std::set<std::string> &scope) {

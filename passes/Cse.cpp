@@ -76,8 +76,10 @@ void cseBlock(Block &b, Available available, Replacements &repl) {
   for (size_t i = 0; i < b.ops.size();) {
     Operation &op = *b.ops[i];
     rewriteOperands(op, repl);
+    // A fused body sees nothing from outside it: nothing is available there.
     for (auto &region : op.regions)
-      cseBlock(*region, available, repl);
+      cseBlock(*region, op.kind == OpKind::Fused ? Available{} : available,
+               repl);
     std::string key = opKey(op);
     if (key.empty()) {
       ++i;

@@ -284,6 +284,25 @@ private:
         bindResults(op, ys, vmap);
         break;
       }
+      case OpKind::Fused: {
+        // The kernel and its body are copied; the body stays a region.
+        emitOp(op, names, vmap, out);
+        Operation &n = *out.ops.back();
+        auto body = std::make_unique<Block>();
+        for (Value *a : op.regions[0]->args) {
+          Value *v =
+              func_->newValue(uniqueName(a->name), Type::unknown(), a->loc);
+          vmap[a] = v;
+          body->args.push_back(v);
+        }
+        auto y = std::make_unique<Operation>();
+        y->kind = OpKind::Yield;
+        y->loc = op.loc;
+        y->operands = emitBlock(*op.regions[0], names, vmap, *body, depth + 1);
+        body->ops.push_back(std::move(y));
+        n.regions.push_back(std::move(body));
+        break;
+      }
       default:
         emitOp(op, names, vmap, out);
         break;

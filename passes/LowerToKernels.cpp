@@ -1,16 +1,16 @@
 //===- LowerToKernels.cpp - one catalog recipe per op ---------------------===//
 //
-// Replaces every registry op of the flat @main by `kernel<recipe>` with the
-// same operands and attributes and its inferred result types written out.
-// The recipe is the catalog entry (runtime/format/Recipes.def) named like the
-// op; `reshape` of a value stays an op because it is a view that plan-memory
-// aliases, not a launch (a reshape of a weight becomes kernel<copy>). Fusion
-// passes run before this one and leave fused ops that map to fused recipes.
+// Replaces every op of the flat @main by `kernel<recipe>` with the same
+// operands and attributes and its inferred result types written out; the
+// recipe is the op table's row of the same name (runtime/format/Ops.def).
+// A `fused` kernel stays one kernel: the ops of its body are lowered the
+// same way, and the plan builder turns the whole region into one plan
+// kernel. A `reshape` of a value stays an op: it is a view that plan-memory
+// aliases (inside a fused body, a view of a temporary), not a launch; a
+// reshape of a weight becomes `kernel<reshape>`, which brings the weight in.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Pass.h"
-
-#include "runtime/format/Plan.h"
 
 #include <fmt/format.h>
 
@@ -31,31 +31,25 @@ public:
                              "expand first");
       return false;
     }
+    return lowerBlock(main->body, ctx);
+  }
+
+private:
+  bool lowerBlock(Block &b, PassContext &ctx) {
     bool ok = true;
-    for (auto &op : main->body.ops) {
-      if (op->kind == OpKind::Return || op->kind == OpKind::Kernel)
+    for (auto &op : b.ops) {
+      if (op->kind == OpKind::Return || op->kind == OpKind::Yield ||
+          op->kind == OpKind::Kernel)
         continue;
-      // A reshape of a value is a view; a reshape of a weight must bring the
-      // weight into the arena, which is a copy.
-      if (op->kind == OpKind::Reshape) {
-        if (op->operands[0].isWeight()) {
-          op->declaredTypes[0] = op->results[0]->type;
-          op->callee = "copy";
-          op->kind = OpKind::Kernel;
-        }
+      if (op->kind == OpKind::Fused) {
+        ok = lowerBlock(*op->regions[0], ctx) && ok;
         continue;
       }
+      if (op->kind == OpKind::Reshape && !op->operands[0].isWeight())
+        continue;
       if (!opInfo(op->kind)) {
         ctx.diag.error(op->loc, fmt::format("lower-to-kernels: '{}' must be "
                                             "expanded first",
-                                            opName(op->kind)));
-        ok = false;
-        continue;
-      }
-      const format::RecipeInfo *r = format::lookupRecipe(opName(op->kind));
-      if (!r) {
-        ctx.diag.error(op->loc, fmt::format("no kernel recipe implements "
-                                            "'{}'",
                                             opName(op->kind)));
         ok = false;
         continue;
@@ -71,7 +65,7 @@ public:
         }
         op->declaredTypes[k] = t;
       }
-      op->callee = r->name;
+      op->callee = opName(op->kind);
       op->kind = OpKind::Kernel;
     }
     return ok;

@@ -51,7 +51,7 @@ struct TensorArg {
 
 /// One kernel launch.
 struct Launch {
-  format::Recipe recipe = format::Recipe::Copy;
+  format::Recipe recipe = format::Recipe::Reshape;
   /// The kernel's attributes; null means none.
   const AttrMap *attrs = nullptr;
   std::vector<TensorArg> inputs;

@@ -17,143 +17,12 @@ using format::PlanBuffer;
 using format::PlanDType;
 using format::PlanOperand;
 
-namespace {
-
-/// Structural checks for plans that did not come through planFromJson (built
-/// in code); cheap, so every plan gets them.
-bool validatePlan(const Plan &p, std::string &error) {
-  if (p.maxTokens < 1) {
-    error = fmt::format("plan: max_tokens is {}, expected >= 1", p.maxTokens);
-    return false;
-  }
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const PlanBuffer &b = p.buffers[i];
-    unsigned __int128 elems = 1;
-    for (const format::PlanDim &d : b.shape) {
-      if (d.coef < 0 || d.constant < 0 || d.div < 1 ||
-          d.at(p.maxTokens) < (d.div > 1 ? 0 : 1) ||
-          elems > (static_cast<unsigned __int128>(1) << 62)) {
-        error =
-            fmt::format("plan: buffer {} '{}' has an invalid shape", i, b.name);
-        return false;
-      }
-      elems *= static_cast<unsigned __int128>(d.at(p.maxTokens));
-    }
-    unsigned __int128 need = elems * format::planDTypeSize(b.dtype);
-    if (need > b.bytes || b.offset > p.arenaBytes ||
-        b.bytes > p.arenaBytes - b.offset) {
-      error = fmt::format("plan: buffer {} '{}' ({} bytes at offset {}) does "
-                          "not fit its shape or the arena of {} bytes",
-                          i, b.name, b.bytes, b.offset, p.arenaBytes);
-      return false;
-    }
-  }
-  for (const format::PlanWeight &w : p.weights)
-    if (w.dims.empty() || w.dims.size() > 4) {
-      error = fmt::format("plan: weight '{}' has {} dims, expected 1..4",
-                          w.name, w.dims.size());
-      return false;
-    }
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    const format::PlanKernel &pk = p.kernels[k];
-    if (static_cast<size_t>(pk.recipe) >= format::allRecipes().size()) {
-      error = fmt::format("plan: kernel {} has an unknown recipe", k);
-      return false;
-    }
-    const format::RecipeInfo &ri = format::recipeInfo(pk.recipe);
-    int nin = static_cast<int>(pk.inputs.size());
-    if (nin < ri.minInputs || nin > ri.maxInputs ||
-        static_cast<int>(pk.outputs.size()) != ri.numOutputs) {
-      error = fmt::format("plan: kernel {} ({}) takes {}..{} inputs and {} "
-                          "outputs, got {} and {}",
-                          k, ri.name, ri.minInputs, ri.maxInputs, ri.numOutputs,
-                          nin, pk.outputs.size());
-      return false;
-    }
-    for (const PlanOperand &o : pk.inputs)
-      if (o.index >= (o.isWeight ? p.weights.size() : p.buffers.size())) {
-        error =
-            fmt::format("plan: kernel {} ({}) reads {} {}, which does not "
-                        "exist",
-                        k, ri.name, o.isWeight ? "weight" : "buffer", o.index);
-        return false;
-      }
-    for (uint32_t o : pk.outputs)
-      if (o >= p.buffers.size()) {
-        error = fmt::format("plan: kernel {} ({}) writes buffer {}, which "
-                            "does not exist",
-                            k, ri.name, o);
-        return false;
-      }
-  }
-  for (const std::vector<uint32_t> *list : {&p.inputs, &p.outputs})
-    for (uint32_t b : *list)
-      if (b >= p.buffers.size()) {
-        error = fmt::format("plan: input/output buffer {} does not exist", b);
-        return false;
-      }
-  if (p.inputs.empty() || p.outputs.empty()) {
-    error = "plan: needs an input buffer (the tokens) and an output buffer";
-    return false;
-  }
-  const PlanBuffer &tok = p.buffers[p.inputs[0]];
-  if (tok.dtype != PlanDType::I32 || tok.numElements(1) != 1 ||
-      tok.numElements(p.maxTokens) != p.maxTokens) {
-    error =
-        fmt::format("plan: the input buffer '{}' must be i32 [T]", tok.name);
-    return false;
-  }
-  // Every buffer a kernel reads must hold data: a plan input, an earlier
-  // kernel's output, or a view (reshape) of one, which has the same offset
-  // and size. Anything else would read whatever the arena held.
-  std::vector<bool> written(p.buffers.size(), false);
-  for (uint32_t b : p.inputs)
-    written[b] = true;
-  auto defined = [&](uint32_t b) {
-    if (written[b])
-      return true;
-    for (size_t o = 0; o < p.buffers.size(); ++o)
-      if (written[o] && p.buffers[o].offset == p.buffers[b].offset &&
-          p.buffers[o].bytes == p.buffers[b].bytes)
-        return true;
-    return false;
-  };
-  auto undefinedError = [&](uint32_t b, const std::string &reader) {
-    error = fmt::format("plan: {} buffer {} '{}', which no plan input, "
-                        "earlier kernel or view of one (same offset and "
-                        "size) writes; recompile the plan",
-                        reader, b, p.buffers[b].name);
-    return false;
-  };
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    const format::PlanKernel &pk = p.kernels[k];
-    for (const PlanOperand &o : pk.inputs)
-      if (!o.isWeight && !defined(o.index))
-        return undefinedError(o.index,
-                              fmt::format("kernel {} ({}) reads", k,
-                                          format::recipeInfo(pk.recipe).name));
-    for (uint32_t o : pk.outputs)
-      written[o] = true;
-  }
-  if (!defined(p.outputs[0]))
-    return undefinedError(p.outputs[0], "the output is");
-  if (!isFloatType(p.buffers[p.outputs[0]].dtype)) {
-    error = fmt::format("plan: the output buffer '{}' must be f32, f16 or "
-                        "bf16",
-                        p.buffers[p.outputs[0]].name);
-    return false;
-  }
-  return true;
-}
-
-} // namespace
-
 std::unique_ptr<Executor> Executor::create(const Plan &plan,
                                            const std::string &ggufPath,
                                            const std::string &backendName,
                                            std::string &error,
                                            const DeviceOptions &options) {
-  if (!validatePlan(plan, error))
+  if (!format::validatePlan(plan, error))
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor());
   ex->plan_ = plan;
@@ -165,14 +34,25 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
   ex->device_ = createDevice(backendName, error, options);
   if (!ex->device_)
     return nullptr;
-  for (size_t k = 0; k < plan.kernels.size(); ++k)
-    if (!ex->device_->supports(plan.kernels[k].recipe)) {
-      error = fmt::format("backend '{}' does not implement recipe '{}' "
-                          "(kernel {})",
-                          backendName,
-                          format::recipeInfo(plan.kernels[k].recipe).name, k);
-      return nullptr;
+  uint64_t workspaceBytes = 0;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const format::PlanKernel &pk = plan.kernels[k];
+    std::vector<format::Recipe> recipes{pk.recipe};
+    if (pk.isFused()) {
+      recipes.clear();
+      for (const format::BodyOp &op : pk.body)
+        recipes.push_back(op.recipe);
+      workspaceBytes =
+          std::max(workspaceBytes, pk.workspaceBytes(plan.maxTokens));
     }
+    for (format::Recipe r : recipes)
+      if (!ex->device_->supports(r)) {
+        error = fmt::format("backend '{}' does not implement recipe '{}' "
+                            "(kernel {})",
+                            backendName, format::recipeInfo(r).name, k);
+        return nullptr;
+      }
+  }
   for (const format::PlanWeight &w : plan.weights) {
     const format::TensorInfo *t = ex->gguf_->info().findTensor(w.name);
     void *data =
@@ -189,12 +69,23 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
     error = fmt::format("arena of {} bytes: {}", plan.arenaBytes, error);
     return nullptr;
   }
+  if (workspaceBytes > 0) {
+    ex->workspace_ =
+        static_cast<uint8_t *>(ex->device_->alloc(workspaceBytes, error));
+    if (!ex->workspace_) {
+      error = fmt::format("workspace of {} bytes for fused kernels: {}",
+                          workspaceBytes, error);
+      return nullptr;
+    }
+  }
   return ex;
 }
 
 Executor::~Executor() {
   if (device_ && arena_)
     device_->release(arena_);
+  if (device_ && workspace_)
+    device_->release(workspace_);
 }
 
 TensorArg Executor::bufferArg(uint32_t index, int64_t tokens) const {
@@ -223,6 +114,71 @@ TensorArg Executor::operandArg(const PlanOperand &o, int64_t tokens) const {
     a.shape.push_back(static_cast<int64_t>(*it));
   a.name = w.name;
   return a;
+}
+
+TensorArg Executor::bodyArg(const format::PlanKernel &k,
+                            const format::BodyRef &ref, int64_t tokens) const {
+  TensorArg a;
+  switch (ref.kind) {
+  case format::BodyRef::Kind::In:
+    a = operandArg(k.inputs[ref.index], tokens);
+    break;
+  case format::BodyRef::Kind::Out:
+    a = bufferArg(k.outputs[ref.index], tokens);
+    break;
+  case format::BodyRef::Kind::Tmp: {
+    // Temporaries are packed in order, each 256-byte aligned, as
+    // PlanKernel::workspaceBytes counts them.
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < ref.index; ++i)
+      offset += (k.temps[i].bytes(plan_.maxTokens) + 255) / 256 * 256;
+    const format::BodyTemp &t = k.temps[ref.index];
+    a.data = workspace_ + offset;
+    a.dtype = t.dtype;
+    for (const format::PlanDim &d : t.shape)
+      a.shape.push_back(d.at(tokens));
+    a.bytes = a.numElements() * format::planDTypeSize(t.dtype);
+    a.name = fmt::format("{} temporary {}", k.fused, ref.index);
+    break;
+  }
+  }
+  if (!ref.view.empty()) {
+    a.shape.clear();
+    for (const format::PlanDim &d : ref.view)
+      a.shape.push_back(d.at(tokens));
+  }
+  return a;
+}
+
+bool Executor::launchKernel(const format::PlanKernel &k, int64_t tokens,
+                            std::string &error) {
+  if (!k.isFused()) {
+    Launch l;
+    l.recipe = k.recipe;
+    l.attrs = &k.attrs;
+    for (const PlanOperand &o : k.inputs)
+      l.inputs.push_back(operandArg(o, tokens));
+    for (uint32_t o : k.outputs)
+      l.outputs.push_back(bufferArg(o, tokens));
+    return device_->launch(l, error);
+  }
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const format::BodyOp &op = k.body[i];
+    Launch l;
+    l.recipe = op.recipe;
+    l.attrs = &op.attrs;
+    for (const format::BodyRef &r : op.inputs)
+      l.inputs.push_back(bodyArg(k, r, tokens));
+    for (const format::BodyRef &r : op.outputs)
+      l.outputs.push_back(bodyArg(k, r, tokens));
+    std::string what;
+    if (!device_->launch(l, what)) {
+      error = fmt::format("body op {} ({}): {}", i,
+                          format::recipeInfo(op.recipe).name, what);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Executor::readBuffer(uint32_t index, int64_t tokens,
@@ -257,8 +213,8 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
       return false;
     }
   for (const format::PlanKernel &k : plan_.kernels) {
-    if (k.recipe != format::Recipe::GetRows || k.inputs[1].isWeight ||
-        k.inputs[1].index != plan_.inputs[0])
+    if (k.isFused() || k.recipe != format::Recipe::GetRows ||
+        k.inputs[1].isWeight || k.inputs[1].index != plan_.inputs[0])
       continue;
     TensorArg table = operandArg(k.inputs[0], t);
     if (table.shape.size() != 2)
@@ -285,17 +241,10 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
     return false;
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
-    const char *recipe = format::recipeInfo(pk.recipe).name;
-    Launch l;
-    l.recipe = pk.recipe;
-    l.attrs = &pk.attrs;
-    for (const PlanOperand &o : pk.inputs)
-      l.inputs.push_back(operandArg(o, t));
-    for (uint32_t o : pk.outputs)
-      l.outputs.push_back(bufferArg(o, t));
+    std::string recipe = pk.label();
     std::string what;
     const Clock::time_point start = Clock::now();
-    if (!device_->launch(l, what)) {
+    if (!launchKernel(pk, t, what)) {
       error = fmt::format("kernel {} ({}): {}", k, recipe, what);
       return false;
     }

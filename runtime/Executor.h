@@ -88,6 +88,14 @@ private:
   /// Buffer \p index (or any operand) at T' = \p tokens.
   TensorArg bufferArg(uint32_t index, int64_t tokens) const;
   TensorArg operandArg(const format::PlanOperand &o, int64_t tokens) const;
+  /// The tensor \p ref names inside fused kernel \p k at T' = \p tokens.
+  TensorArg bodyArg(const format::PlanKernel &k, const format::BodyRef &ref,
+                    int64_t tokens) const;
+  /// Launches kernel \p k: a catalog recipe, or a fused body interpreted
+  /// one recipe at a time over its inputs, outputs and temporaries (the
+  /// temporaries live in a workspace outside the arena).
+  bool launchKernel(const format::PlanKernel &k, int64_t tokens,
+                    std::string &error);
   /// Copies buffer \p index at T' = \p tokens to the host as f32.
   bool readBuffer(uint32_t index, int64_t tokens, std::vector<float> &out,
                   std::string &error);
@@ -96,6 +104,8 @@ private:
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<Device> device_;
   uint8_t *arena_ = nullptr;
+  /// Room for the temporaries of the largest fused kernel.
+  uint8_t *workspace_ = nullptr;
   std::vector<void *> weightData_; ///< device address per plan weight
   std::vector<uint64_t> weightBytes_;
   bool nanCheck_ = false;

@@ -17,11 +17,12 @@ namespace {
 
 using KernelFn = void (*)(cpu::KernelCtx &);
 
-/// One entry per recipe, in catalog order (Recipes.def).
+/// One entry per op of the op table, in its order (Ops.def).
 constexpr KernelFn kKernels[] = {
-#define RECIPE(Id, Name, MinInputs, MaxInputs, NumOutputs, Summary)            \
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
   &cpu::run##Id,
-#include "runtime/format/Recipes.def"
+#include "runtime/format/Ops.def"
 };
 
 } // namespace

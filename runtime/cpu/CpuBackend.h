@@ -1,8 +1,8 @@
 //===- CpuBackend.h - the CPU reference backend -----------------*- C++ -*-===//
 //
-// Simple, obviously correct reference code for every recipe of Recipes.def;
-// its numerics define the recipes (the GPU backends are checked against it).
-// Host memory, at most two threads.
+// Simple, obviously correct reference code for every op of the op table
+// (Ops.def); its numerics define the recipes (the GPU backends are checked
+// against it). Host memory, at most two threads.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

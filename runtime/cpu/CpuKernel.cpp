@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 namespace strata::runtime::cpu {
@@ -111,12 +112,11 @@ KernelCtx::KernelCtx(const Launch &launch, int threads)
   if (static_cast<size_t>(launch.recipe) >= format::allRecipes().size())
     fail("unknown recipe");
   const format::RecipeInfo &ri = format::recipeInfo(launch.recipe);
-  int nin = static_cast<int>(launch.inputs.size());
-  if (nin < ri.minInputs || nin > ri.maxInputs ||
+  if (!format::arityAccepts(ri, launch.inputs.size()) ||
       static_cast<int>(launch.outputs.size()) != ri.numOutputs)
     fail(fmt::format("takes {}..{} inputs and {} outputs, got {} and {}",
-                     ri.minInputs, ri.maxInputs, ri.numOutputs, nin,
-                     launch.outputs.size()));
+                     ri.minInputs, ri.maxInputs, ri.numOutputs,
+                     launch.inputs.size(), launch.outputs.size()));
   for (size_t i = 0; i < launch.inputs.size(); ++i)
     checkOperand(launch.inputs[i], describeIn(i));
   for (size_t o = 0; o < launch.outputs.size(); ++o) {
@@ -130,11 +130,46 @@ const char *KernelCtx::recipeName() const {
   return format::recipeInfo(launch_.recipe).name;
 }
 
-static const PlanAttr *findAttr(const AttrMap *attrs, const std::string &n) {
-  if (!attrs)
-    return nullptr;
-  auto it = attrs->find(n);
-  return it == attrs->end() ? nullptr : &it->second;
+/// The default of every optional attribute that has one in the op table,
+/// parsed once: the kernels' defaults are the table's, not their own.
+static const PlanAttr *schemaDefault(format::Recipe r, const std::string &n) {
+  static const std::map<std::pair<format::Recipe, std::string>, PlanAttr>
+      kDefaults = [] {
+        std::map<std::pair<format::Recipe, std::string>, PlanAttr> all;
+        for (const format::RecipeInfo &ri : format::allRecipes())
+          for (const format::AttrSpec &s : format::attrSchema(ri.id)) {
+            if (!s.dflt)
+              continue;
+            PlanAttr a;
+            if (s.kind == "int") {
+              a.kind = PlanAttr::Kind::Int;
+              a.i = std::stoll(*s.dflt);
+            } else if (s.kind == "float") {
+              a.kind = PlanAttr::Kind::Float;
+              a.f = std::stod(*s.dflt);
+            } else if (s.kind == "bool") {
+              a.kind = PlanAttr::Kind::Bool;
+              a.b = *s.dflt == "true";
+            } else {
+              a.kind = PlanAttr::Kind::Str;
+              a.s = *s.dflt;
+            }
+            all[{ri.id, s.name}] = a;
+          }
+        return all;
+      }();
+  auto it = kDefaults.find({r, n});
+  return it == kDefaults.end() ? nullptr : &it->second;
+}
+
+const PlanAttr *KernelCtx::findAttr(const AttrMap *attrs,
+                                    const std::string &n) const {
+  if (attrs) {
+    auto it = attrs->find(n);
+    if (it != attrs->end())
+      return &it->second;
+  }
+  return schemaDefault(launch_.recipe, n);
 }
 
 bool KernelCtx::hasAttr(const std::string &name) const {
@@ -167,6 +202,12 @@ float KernelCtx::floatAttr(const std::string &name) const {
 
 float KernelCtx::floatAttr(const std::string &name, float dflt) const {
   return hasAttr(name) ? floatAttr(name) : dflt;
+}
+
+bool KernelCtx::boolAttr(const std::string &name) const {
+  if (!hasAttr(name))
+    fail(fmt::format("missing attribute '{}'", name));
+  return boolAttr(name, false);
 }
 
 bool KernelCtx::boolAttr(const std::string &name, bool dflt) const {

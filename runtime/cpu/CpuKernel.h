@@ -1,9 +1,9 @@
 //===- CpuKernel.h - shared machinery of the CPU reference kernels -*- C++ -*-//
 //
-// Internal to runtime/cpu. Each recipe of Recipes.def is one function
-// `run<Id>(KernelCtx &)` (declared below from the catalog, so a missing one
-// is a link error). A kernel validates its operands first and throws
-// KernelError for anything inconsistent; runCpuKernel turns that into an
+// Internal to runtime/cpu. Each op of the op table (runtime/format/Ops.def) is
+// one function `run<Id>(KernelCtx &)` (declared below from the catalog, so a
+// missing one is a link error). A kernel validates its operands first and
+// throws KernelError for anything inconsistent; runCpuKernel turns that into an
 // error message. Kernels read inputs as f32 (or i32) through the context,
 // which converts f16/bf16 buffers and dequantises weights, and write f32 (or
 // i32) outputs, which the context stages and converts when the output
@@ -80,6 +80,7 @@ public:
   int64_t intAttr(const std::string &name, int64_t dflt) const;
   float floatAttr(const std::string &name) const;
   float floatAttr(const std::string &name, float dflt) const;
+  bool boolAttr(const std::string &name) const;
   bool boolAttr(const std::string &name, bool dflt) const;
   std::string strAttr(const std::string &name) const;
   std::string strAttr(const std::string &name, const std::string &dflt) const;
@@ -117,6 +118,9 @@ public:
   void commit();
 
 private:
+  /// The attribute \p n of the launch, else its op-table default.
+  const format::PlanAttr *findAttr(const AttrMap *attrs,
+                                   const std::string &n) const;
   uint8_t *scratch(uint64_t bytes);
 
   const Launch &launch_;
@@ -161,8 +165,9 @@ inline void softmaxRow(const float *x, float *y, int64_t n) {
 }
 
 // One entry point per recipe.
-#define RECIPE(Id, Name, MinInputs, MaxInputs, NumOutputs, Summary)            \
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
   void run##Id(KernelCtx &ctx);
-#include "runtime/format/Recipes.def"
+#include "runtime/format/Ops.def"
 
 } // namespace strata::runtime::cpu

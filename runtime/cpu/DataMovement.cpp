@@ -33,7 +33,9 @@ const uint8_t *inputAsOutput(KernelCtx &ctx, size_t i) {
 
 } // namespace
 
-void runCopy(KernelCtx &ctx) {
+/// A reshape as a kernel materialises its operand (a weight brought into
+/// the arena); reshapes of buffers are views and never launch.
+void runReshape(KernelCtx &ctx) {
   int64_t n = ctx.in(0).numElements();
   if (ctx.out(0).numElements() != n)
     fail(fmt::format("{} and {} differ in element count", ctx.describeIn(0),

@@ -147,7 +147,7 @@ void runClamp(KernelCtx &ctx) {
 
 void runScale(KernelCtx &ctx) {
   float s = ctx.floatAttr("s");
-  float b = ctx.floatAttr("b", 0.0f);
+  float b = ctx.floatAttr("b");
   unary(ctx, [s, b](float x) { return x * s + b; });
 }
 

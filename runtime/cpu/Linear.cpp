@@ -63,7 +63,7 @@ void runArange(KernelCtx &ctx) {
     fail(fmt::format("{} must have rank >= 1 (its first dim is the length)",
                      ctx.describeIn(0)));
   int64_t n = xs[0];
-  int64_t step = ctx.intAttr("step", 1);
+  int64_t step = ctx.intAttr("step");
   ctx.expectOutShape(0, {n});
   if (ctx.out(0).dtype == format::PlanDType::I32 ||
       ctx.out(0).dtype == format::PlanDType::I64) {

@@ -73,7 +73,7 @@ void runRmsNorm(KernelCtx &ctx) {
   if (ctx.inShape(0).empty())
     fail(fmt::format("{} must have rank >= 1", ctx.describeIn(0)));
   auto [rows, d] = rowsOf(ctx);
-  int64_t groups = ctx.intAttr("groups", 1);
+  int64_t groups = ctx.intAttr("groups");
   if (groups <= 0 || d % groups != 0)
     fail(fmt::format("groups = {} does not split the last dim {}", groups, d));
   const float *w = nullptr;
@@ -96,7 +96,7 @@ void runRmsNorm(KernelCtx &ctx) {
 
 void runL2Norm(KernelCtx &ctx) {
   float eps = ctx.floatAttr("eps");
-  std::string form = ctx.strAttr("form", "max");
+  std::string form = ctx.strAttr("form");
   if (form != "max" && form != "add")
     fail(fmt::format("attribute 'form' must be \"max\" or \"add\", got "
                      "\"{}\"",

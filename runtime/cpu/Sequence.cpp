@@ -64,8 +64,8 @@ void runRope(KernelCtx &ctx) {
 void runAttention(KernelCtx &ctx) {
   for (size_t i = 0; i < 3; ++i)
     ctx.expectInRank(i, 3, "q, k or v [T, heads, dim]");
-  bool gated = ctx.boolAttr("gated", false);
-  int64_t block = ctx.intAttr("block", 0);
+  bool gated = ctx.boolAttr("gated");
+  int64_t block = ctx.intAttr("block");
   if (block < 0)
     fail(fmt::format("attribute 'block' = {} must be >= 0", block));
   size_t want = 3 + (gated ? 1 : 0) + (block > 0 ? 1 : 0);
@@ -74,7 +74,7 @@ void runAttention(KernelCtx &ctx) {
                      gated ? ", gate" : "", block > 0 ? ", index" : "",
                      ctx.numInputs()));
   float scale = ctx.floatAttr("scale");
-  bool causal = ctx.boolAttr("causal", true);
+  bool causal = ctx.boolAttr("causal");
   const std::vector<int64_t> &qs = ctx.inShape(0);
   int64_t t = qs[0], h = qs[1], d = qs[2];
   int64_t tk = ctx.inShape(1)[0], hkv = ctx.inShape(1)[1];
@@ -157,7 +157,7 @@ void runConv1dCausal(KernelCtx &ctx) {
   int64_t kw = ctx.inShape(1)[1];
   expectDim(ctx, 1, 0, c, "the channel count");
   ctx.expectOutShape(0, {t, c});
-  int64_t dilation = ctx.intAttr("dilation", 1);
+  int64_t dilation = ctx.intAttr("dilation");
   if (dilation <= 0)
     fail(
         fmt::format("attribute 'dilation' must be positive, got {}", dilation));
@@ -197,7 +197,7 @@ void runGatedDeltaRule(KernelCtx &ctx) {
   ctx.expectOutShape(0, {t, h, dv});
   float scale = ctx.floatAttr(
       "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
-  std::string heads = ctx.strAttr("heads", "grouped");
+  std::string heads = ctx.strAttr("heads");
   if (heads != "grouped" && heads != "tiled")
     fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
                      "got \"{}\"",

@@ -11,64 +11,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <set>
+
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace strata::format {
 
 using json = nlohmann::json;
-
-const std::vector<RecipeInfo> &allRecipes() {
-  static const std::vector<RecipeInfo> kRecipes = {
-#define RECIPE(Id, Name, MinInputs, MaxInputs, NumOutputs, Summary)            \
-  {Recipe::Id, Name, MinInputs, MaxInputs, NumOutputs, Summary},
-#include "runtime/format/Recipes.def"
-  };
-  return kRecipes;
-}
-
-const RecipeInfo *lookupRecipe(const std::string &name) {
-  for (const RecipeInfo &r : allRecipes())
-    if (name == r.name)
-      return &r;
-  return nullptr;
-}
-
-const RecipeInfo &recipeInfo(Recipe r) {
-  return allRecipes()[static_cast<size_t>(r)];
-}
-
-namespace {
-struct DTypeRow {
-  PlanDType t;
-  const char *name;
-  size_t size;
-};
-constexpr DTypeRow kDTypes[] = {
-    {PlanDType::F32, "f32", 4},   {PlanDType::F16, "f16", 2},
-    {PlanDType::BF16, "bf16", 2}, {PlanDType::I32, "i32", 4},
-    {PlanDType::I64, "i64", 8},   {PlanDType::Bool, "bool", 1}};
-} // namespace
-
-const char *planDTypeName(PlanDType t) {
-  for (const DTypeRow &r : kDTypes)
-    if (r.t == t)
-      return r.name;
-  return "?";
-}
-
-std::optional<PlanDType> planDTypeFromName(const std::string &s) {
-  for (const DTypeRow &r : kDTypes)
-    if (s == r.name)
-      return r.t;
-  return std::nullopt;
-}
-
-size_t planDTypeSize(PlanDType t) {
-  for (const DTypeRow &r : kDTypes)
-    if (r.t == t)
-      return r.size;
-  return 0;
-}
 
 int64_t PlanBuffer::numElements(int64_t t) const {
   int64_t n = 1;
@@ -77,12 +29,116 @@ int64_t PlanBuffer::numElements(int64_t t) const {
   return n;
 }
 
+//===----------------------------------------------------------------------===//
+// PlanPoly
+//===----------------------------------------------------------------------===//
+
+double PlanPoly::at(int64_t t) const {
+  const Piece *p = nullptr;
+  for (const Piece &q : pieces)
+    if (q.from <= t)
+      p = &q;
+  if (!p)
+    return 0;
+  double v = 0, x = 1;
+  for (double c : p->c) {
+    v += c * x;
+    x *= static_cast<double>(t);
+  }
+  return v;
+}
+
+PlanPoly PlanPoly::constant(double v) { return of({v}); }
+
+PlanPoly PlanPoly::of(std::vector<double> c) {
+  PlanPoly p;
+  p.pieces.push_back({0, std::move(c)});
+  return p;
+}
+
+PlanPoly &PlanPoly::operator+=(const PlanPoly &o) {
+  if (o.pieces.empty())
+    return *this;
+  if (pieces.empty())
+    return *this = o;
+  // The sum has a piece wherever either operand starts one.
+  std::vector<int64_t> starts;
+  for (const PlanPoly *p : {static_cast<const PlanPoly *>(this), &o})
+    for (const Piece &q : p->pieces)
+      starts.push_back(q.from);
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  auto coefsAt = [](const PlanPoly &p, int64_t t) {
+    const Piece *best = nullptr;
+    for (const Piece &q : p.pieces)
+      if (q.from <= t)
+        best = &q;
+    return best ? best->c : std::vector<double>{};
+  };
+  PlanPoly sum;
+  for (int64_t s : starts) {
+    std::vector<double> a = coefsAt(*this, s), b = coefsAt(o, s);
+    a.resize(std::max(a.size(), b.size()), 0.0);
+    for (size_t i = 0; i < b.size(); ++i)
+      a[i] += b[i];
+    sum.pieces.push_back({s, std::move(a)});
+  }
+  return *this = std::move(sum);
+}
+
+PlanPoly PlanPoly::operator*(double s) const {
+  PlanPoly p = *this;
+  for (Piece &q : p.pieces)
+    for (double &c : q.c)
+      c *= s;
+  return p;
+}
+
+bool PlanPoly::operator==(const PlanPoly &o) const {
+  if (pieces.size() != o.pieces.size())
+    return false;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i].from != o.pieces[i].from || pieces[i].c != o.pieces[i].c)
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// PlanKernel
+//===----------------------------------------------------------------------===//
+
+static uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
+
+uint64_t BodyTemp::bytes(int64_t t) const {
+  uint64_t n = planDTypeSize(dtype);
+  for (const PlanDim &d : shape)
+    n *= static_cast<uint64_t>(std::max<int64_t>(d.at(t), 0));
+  return n;
+}
+
+std::string PlanKernel::label() const {
+  return isFused() ? "fused:" + fused : recipeInfo(recipe).name;
+}
+
+uint64_t PlanKernel::workspaceBytes(int64_t t) const {
+  uint64_t n = 0;
+  for (const BodyTemp &tmp : temps)
+    n += align256(tmp.bytes(t));
+  return n;
+}
+
 const PlanAttr *PlanKernel::attr(const std::string &name) const {
   auto it = attrs.find(name);
   return it == attrs.end() ? nullptr : &it->second;
 }
 
-static json dimToJson(const PlanDim &d) {
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+json dimToJson(const PlanDim &d) {
   if (d.coef == 0)
     return d.constant;
   if (d.div != 1)
@@ -90,7 +146,14 @@ static json dimToJson(const PlanDim &d) {
   return json::array({d.coef, d.constant});
 }
 
-static json attrToJson(const PlanAttr &a) {
+json shapeToJson(const std::vector<PlanDim> &shape) {
+  json a = json::array();
+  for (const PlanDim &d : shape)
+    a.push_back(dimToJson(d));
+  return a;
+}
+
+json attrToJson(const PlanAttr &a) {
   switch (a.kind) {
   case PlanAttr::Kind::Int:
     return a.i;
@@ -108,6 +171,85 @@ static json attrToJson(const PlanAttr &a) {
   return nullptr;
 }
 
+json attrsToJson(const std::map<std::string, PlanAttr> &attrs) {
+  json j = json::object();
+  for (const auto &[name, a] : attrs)
+    j[name] = attrToJson(a);
+  return j;
+}
+
+json polyToJson(const PlanPoly &p) {
+  json a = json::array();
+  for (const PlanPoly::Piece &q : p.pieces) {
+    json piece = json::array({q.from});
+    for (double c : q.c)
+      piece.push_back(c);
+    a.push_back(piece);
+  }
+  return a;
+}
+
+json refToJson(const BodyRef &r) {
+  static const char *kKinds[] = {"in", "out", "tmp"};
+  json j = {{kKinds[static_cast<int>(r.kind)], r.index}};
+  if (!r.view.empty())
+    j["view"] = shapeToJson(r.view);
+  return j;
+}
+
+json kernelToJson(const PlanKernel &k) {
+  json ins = json::array();
+  for (const PlanOperand &o : k.inputs)
+    ins.push_back({{o.isWeight ? "weight" : "buffer", o.index}});
+  json j;
+  if (k.isFused()) {
+    j["fused"] = k.fused;
+  } else {
+    j["recipe"] = recipeInfo(k.recipe).name;
+  }
+  j["inputs"] = ins;
+  j["outputs"] = k.outputs;
+  if (!k.tied.empty())
+    j["tied"] = k.tied;
+  j["attrs"] = attrsToJson(k.attrs);
+  if (k.isFused()) {
+    json temps = json::array();
+    for (const BodyTemp &t : k.temps)
+      temps.push_back(
+          {{"dtype", planDTypeName(t.dtype)}, {"shape", shapeToJson(t.shape)}});
+    j["temps"] = temps;
+    json body = json::array();
+    for (const BodyOp &op : k.body) {
+      json bi = json::array(), bo = json::array();
+      for (const BodyRef &r : op.inputs)
+        bi.push_back(refToJson(r));
+      for (const BodyRef &r : op.outputs)
+        bo.push_back(refToJson(r));
+      body.push_back({{"recipe", recipeInfo(op.recipe).name},
+                      {"inputs", bi},
+                      {"outputs", bo},
+                      {"attrs", attrsToJson(op.attrs)}});
+    }
+    j["body"] = body;
+  }
+  if (!k.variant.empty())
+    j["variant"] = k.variant;
+  j["bytes"] = polyToJson(k.bytes);
+  j["flops"] = polyToJson(k.flops);
+  if (k.code) {
+    const PlanCode &c = *k.code;
+    j["code"] = {{"module", c.module},
+                 {"symbol", c.symbol},
+                 {"grid", shapeToJson(c.grid)},
+                 {"block", c.block},
+                 {"shared_bytes", c.sharedBytes},
+                 {"args", c.args}};
+  }
+  return j;
+}
+
+} // namespace
+
 std::string planToJson(const Plan &p) {
   json j;
   j["format"] = "strata-plan";
@@ -121,16 +263,12 @@ std::string planToJson(const Plan &p) {
   j["inputs"] = p.inputs;
   j["outputs"] = p.outputs;
   json bufs = json::array();
-  for (const PlanBuffer &b : p.buffers) {
-    json shape = json::array();
-    for (const PlanDim &d : b.shape)
-      shape.push_back(dimToJson(d));
+  for (const PlanBuffer &b : p.buffers)
     bufs.push_back({{"name", b.name},
                     {"dtype", planDTypeName(b.dtype)},
-                    {"shape", shape},
+                    {"shape", shapeToJson(b.shape)},
                     {"offset", b.offset},
                     {"bytes", b.bytes}});
-  }
   j["buffers"] = bufs;
   json ws = json::array();
   for (const PlanWeight &w : p.weights)
@@ -139,23 +277,17 @@ std::string planToJson(const Plan &p) {
                   {"dims", w.dims}});
   j["weights"] = ws;
   json ks = json::array();
-  for (const PlanKernel &k : p.kernels) {
-    json ins = json::array();
-    for (const PlanOperand &o : k.inputs)
-      ins.push_back({{o.isWeight ? "weight" : "buffer", o.index}});
-    json attrs = json::object();
-    for (const auto &[name, a] : k.attrs)
-      attrs[name] = attrToJson(a);
-    ks.push_back({{"recipe", recipeInfo(k.recipe).name},
-                  {"inputs", ins},
-                  {"outputs", k.outputs},
-                  {"attrs", attrs},
-                  {"bytes", k.bytes},
-                  {"flops", k.flops}});
-  }
+  for (const PlanKernel &k : p.kernels)
+    ks.push_back(kernelToJson(k));
   j["kernels"] = ks;
-  return j.dump(1) + "\n";
+  // Names come from files nobody here controls; bytes that are not UTF-8
+  // are written as U+FFFD rather than failing the whole plan.
+  return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -223,17 +355,78 @@ public:
     }
     return v;
   }
+  /// An index below 2^32 (range against the plan is validatePlan's job).
+  bool index(const json &e, const std::string &path, uint32_t &out) {
+    if (!e.is_number_unsigned() || e.get<uint64_t>() > UINT32_MAX)
+      return fail(path, "expected an index (a non-negative integer below "
+                        "2^32)");
+    out = static_cast<uint32_t>(e.get<uint64_t>());
+    return true;
+  }
   bool indexList(const json &obj, const std::string &path, const char *key,
-                 size_t limit, std::vector<uint32_t> &out) {
+                 std::vector<uint32_t> &out) {
     const json *a = array(obj, path, key);
     if (!a)
       return false;
     for (size_t i = 0; i < a->size(); ++i) {
+      uint32_t v = 0;
+      if (!index((*a)[i], fmt::format("{}.{}[{}]", path, key, i), v))
+        return false;
+      out.push_back(v);
+    }
+    return true;
+  }
+  bool shape(const json &a, const std::string &path,
+             std::vector<PlanDim> &out) {
+    if (!a.is_array())
+      return fail(path, "expected an array of dims");
+    if (a.size() > 8)
+      return fail(path, "more than 8 dims");
+    for (size_t d = 0; d < a.size(); ++d) {
+      const json &e = a[d];
+      PlanDim dim;
+      if (e.is_number_integer()) {
+        dim.constant = e.get<int64_t>();
+      } else if (e.is_array() && (e.size() == 2 || e.size() == 3) &&
+                 e[0].is_number_integer() && e[1].is_number_integer() &&
+                 (e.size() == 2 || e[2].is_number_integer())) {
+        dim.coef = e[0].get<int64_t>();
+        dim.constant = e[1].get<int64_t>();
+        if (e.size() == 3)
+          dim.div = e[2].get<int64_t>();
+      } else {
+        return fail(fmt::format("{}[{}]", path, d),
+                    "expected an integer, [coef, constant] or [coef, "
+                    "constant, div]");
+      }
+      out.push_back(dim);
+    }
+    return true;
+  }
+  bool poly(const json &obj, const std::string &path, const char *key,
+            PlanPoly &out) {
+    const json *a = array(obj, path, key);
+    if (!a)
+      return false;
+    int64_t last = -1;
+    for (size_t i = 0; i < a->size(); ++i) {
       const json &e = (*a)[i];
-      if (!e.is_number_unsigned() || e.get<uint64_t>() >= limit)
-        return fail(fmt::format("{}.{}[{}]", path, key, i),
-                    fmt::format("expected a buffer index below {}", limit));
-      out.push_back(e.get<uint32_t>());
+      std::string p = fmt::format("{}.{}[{}]", path, key, i);
+      if (!e.is_array() || e.size() < 2 || e.size() > 4 ||
+          !e[0].is_number_integer())
+        return fail(p, "expected [from, c0, c1, ...] with 1 to 3 "
+                       "coefficients");
+      PlanPoly::Piece piece;
+      piece.from = e[0].get<int64_t>();
+      if (piece.from <= last || piece.from < 0)
+        return fail(p, "pieces must start at increasing T >= 0");
+      last = piece.from;
+      for (size_t c = 1; c < e.size(); ++c) {
+        if (!e[c].is_number() || !std::isfinite(e[c].get<double>()))
+          return fail(p, "coefficients must be finite numbers");
+        piece.c.push_back(e[c].get<double>());
+      }
+      out.pieces.push_back(std::move(piece));
     }
     return true;
   }
@@ -277,13 +470,216 @@ bool readAttr(Reader &r, const std::string &path, const json &v, PlanAttr &a) {
   return true;
 }
 
+bool readAttrs(Reader &r, const json &obj, const std::string &path,
+               std::map<std::string, PlanAttr> &out) {
+  const json *attrs = r.field(obj, path, "attrs");
+  if (!attrs)
+    return false;
+  if (!attrs->is_object())
+    return r.fail(path + ".attrs", "expected an object");
+  for (auto it = attrs->begin(); it != attrs->end(); ++it) {
+    PlanAttr a;
+    if (!readAttr(r, path + ".attrs." + it.key(), it.value(), a))
+      return false;
+    out[it.key()] = std::move(a);
+  }
+  return true;
+}
+
+bool readRecipe(Reader &r, const json &obj, const std::string &path,
+                Recipe &out) {
+  std::string recipe;
+  if (!r.str(obj, path, "recipe", recipe))
+    return false;
+  const RecipeInfo *ri = lookupRecipe(recipe);
+  if (!ri)
+    return r.fail(path + ".recipe",
+                  fmt::format("unknown recipe '{}' (this runtime knows the "
+                              "ops of Ops.def)",
+                              recipe));
+  out = ri->id;
+  return true;
+}
+
+bool readRefs(Reader &r, const json &obj, const std::string &path,
+              const char *key, std::vector<BodyRef> &out) {
+  const json *a = r.array(obj, path, key);
+  if (!a)
+    return false;
+  for (size_t i = 0; i < a->size(); ++i) {
+    const json &e = (*a)[i];
+    std::string p = fmt::format("{}.{}[{}]", path, key, i);
+    BodyRef ref;
+    bool found = false;
+    static const std::pair<const char *, BodyRef::Kind> kKinds[] = {
+        {"in", BodyRef::Kind::In},
+        {"out", BodyRef::Kind::Out},
+        {"tmp", BodyRef::Kind::Tmp}};
+    if (e.is_object())
+      for (const auto &[name, kind] : kKinds)
+        if (e.contains(name)) {
+          if (found)
+            return r.fail(p, "names more than one of in, out, tmp");
+          found = true;
+          ref.kind = kind;
+          if (!r.index(e[name], p + "." + name, ref.index))
+            return false;
+        }
+    if (!found || e.size() != (e.contains("view") ? 2u : 1u))
+      return r.fail(p, "expected {\"in\"|\"out\"|\"tmp\": N} with an "
+                       "optional \"view\"");
+    if (e.contains("view") && !r.shape(e["view"], p + ".view", ref.view))
+      return false;
+    out.push_back(std::move(ref));
+  }
+  return true;
+}
+
+bool readKernel(Reader &r, const json &k, const std::string &path,
+                PlanKernel &pk) {
+  if (!k.is_object())
+    return r.fail(path, "expected an object");
+  if (k.contains("fused") == k.contains("recipe"))
+    return r.fail(path, "a kernel has either \"recipe\" (a catalog kernel) "
+                        "or \"fused\" (a fused body)");
+  if (k.contains("recipe") && !readRecipe(r, k, path, pk.recipe))
+    return false;
+  if (k.contains("fused") && !r.str(k, path, "fused", pk.fused))
+    return false;
+  if (k.contains("fused") && pk.fused.empty())
+    return r.fail(path + ".fused", "a fused kernel needs a name");
+  const json *ins = r.array(k, path, "inputs");
+  if (!ins)
+    return false;
+  for (size_t o = 0; o < ins->size(); ++o) {
+    const json &e = (*ins)[o];
+    std::string opath = fmt::format("{}.inputs[{}]", path, o);
+    PlanOperand op;
+    bool isBuf = e.is_object() && e.size() == 1 && e.contains("buffer");
+    bool isW = e.is_object() && e.size() == 1 && e.contains("weight");
+    if (!isBuf && !isW)
+      return r.fail(opath, "expected {\"buffer\": N} or {\"weight\": N}");
+    op.isWeight = isW;
+    if (!r.index(e[isW ? "weight" : "buffer"], opath, op.index))
+      return false;
+    pk.inputs.push_back(op);
+  }
+  if (!r.indexList(k, path, "outputs", pk.outputs))
+    return false;
+  if (k.contains("tied")) {
+    const json *t = r.array(k, path, "tied");
+    if (!t)
+      return false;
+    for (size_t i = 0; i < t->size(); ++i) {
+      const json &e = (*t)[i];
+      if (!e.is_number_integer() || e.get<int64_t>() < -1 ||
+          e.get<int64_t>() > INT32_MAX)
+        return r.fail(fmt::format("{}.tied[{}]", path, i),
+                      "expected an input index or -1");
+      pk.tied.push_back(static_cast<int32_t>(e.get<int64_t>()));
+    }
+  }
+  if (!readAttrs(r, k, path, pk.attrs))
+    return false;
+  if (pk.isFused()) {
+    const json *temps = r.array(k, path, "temps");
+    if (!temps)
+      return false;
+    for (size_t i = 0; i < temps->size(); ++i) {
+      std::string tpath = fmt::format("{}.temps[{}]", path, i);
+      BodyTemp t;
+      std::string dtype;
+      if (!r.str((*temps)[i], tpath, "dtype", dtype))
+        return false;
+      auto dt = planDTypeFromName(dtype);
+      if (!dt)
+        return r.fail(tpath + ".dtype",
+                      fmt::format("unknown dtype '{}'", dtype));
+      t.dtype = *dt;
+      const json *shape = r.field((*temps)[i], tpath, "shape");
+      if (!shape || !r.shape(*shape, tpath + ".shape", t.shape))
+        return false;
+      pk.temps.push_back(std::move(t));
+    }
+    const json *body = r.array(k, path, "body");
+    if (!body)
+      return false;
+    for (size_t i = 0; i < body->size(); ++i) {
+      std::string bpath = fmt::format("{}.body[{}]", path, i);
+      const json &b = (*body)[i];
+      BodyOp op;
+      if (!readRecipe(r, b, bpath, op.recipe) ||
+          !readRefs(r, b, bpath, "inputs", op.inputs) ||
+          !readRefs(r, b, bpath, "outputs", op.outputs) ||
+          !readAttrs(r, b, bpath, op.attrs))
+        return false;
+      pk.body.push_back(std::move(op));
+    }
+  } else if (k.contains("temps") || k.contains("body")) {
+    return r.fail(path, "only fused kernels have \"temps\" and \"body\"");
+  }
+  if (k.contains("variant") && !r.str(k, path, "variant", pk.variant))
+    return false;
+  if (!r.poly(k, path, "bytes", pk.bytes) ||
+      !r.poly(k, path, "flops", pk.flops))
+    return false;
+  if (k.contains("code")) {
+    const json &c = k["code"];
+    std::string cpath = path + ".code";
+    PlanCode code;
+    const json *grid = r.field(c, cpath, "grid");
+    const json *block = r.array(c, cpath, "block");
+    const json *args = r.array(c, cpath, "args");
+    if (!r.str(c, cpath, "module", code.module) ||
+        !r.str(c, cpath, "symbol", code.symbol) || !grid ||
+        !r.shape(*grid, cpath + ".grid", code.grid) || !block || !args ||
+        !r.u64(c, cpath, "shared_bytes", code.sharedBytes))
+      return false;
+    for (const json &e : *block) {
+      if (!e.is_number_integer())
+        return r.fail(cpath + ".block", "expected integers");
+      code.block.push_back(e.get<int64_t>());
+    }
+    for (const json &e : *args) {
+      if (!e.is_string())
+        return r.fail(cpath + ".args", "expected strings");
+      code.args.push_back(e.get<std::string>());
+    }
+    pk.code = std::move(code);
+  }
+  return true;
+}
+
 } // namespace
 
 bool planFromJson(const std::string &text, const std::string &name, Plan &p,
                   std::string &error) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Duplicate keys would let the last one win silently; refuse them.
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  json::parser_callback_t noDuplicates = [&](int, json::parse_event_t event,
+                                             json &parsed) {
+    if (event == json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!keys.empty())
+        keys.pop_back();
+    } else if (event == json::parse_event_t::key && !keys.empty() &&
+               parsed.is_string() &&
+               !keys.back().insert(parsed.get<std::string>()).second &&
+               duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json j = json::parse(text, noDuplicates, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     error = fmt::format("{}: not valid JSON", name);
+    return false;
+  }
+  if (!duplicate.empty()) {
+    error = fmt::format("{}: the key \"{}\" appears twice in one object", name,
+                        duplicate);
     return false;
   }
   Reader r(name, error);
@@ -300,15 +696,14 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
   if (version != kPlanVersion)
     return r.fail("$.version",
                   fmt::format("plan version {} is not supported (this build "
-                              "reads version {}); recompile the plan",
+                              "reads version {}); recompile the plan with "
+                              "this build's strata-compile",
                               version, kPlanVersion));
   p.version = static_cast<int>(version);
   if (!r.str(j, "$", "model", p.model) || !r.str(j, "$", "arch", p.arch) ||
       !r.str(j, "$", "target", p.target) ||
       !r.i64(j, "$", "max_tokens", p.maxTokens))
     return false;
-  if (p.maxTokens <= 0 || p.maxTokens > (int64_t(1) << 24))
-    return r.fail("$.max_tokens", "expected 1 .. 2^24");
   const json *options = r.field(j, "$", "options");
   if (!options)
     return false;
@@ -338,53 +733,9 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
     if (!dt)
       return r.fail(path + ".dtype", fmt::format("unknown dtype '{}'", dtype));
     pb.dtype = *dt;
-    const json *shape = r.array(b, path, "shape");
-    if (!shape)
+    const json *shape = r.field(b, path, "shape");
+    if (!shape || !r.shape(*shape, path + ".shape", pb.shape))
       return false;
-    if (shape->size() > 8)
-      return r.fail(path + ".shape", "more than 8 dims");
-    for (size_t d = 0; d < shape->size(); ++d) {
-      const json &e = (*shape)[d];
-      PlanDim dim;
-      if (e.is_number_integer()) {
-        dim.constant = e.get<int64_t>();
-      } else if (e.is_array() && (e.size() == 2 || e.size() == 3) &&
-                 e[0].is_number_integer() && e[1].is_number_integer() &&
-                 (e.size() == 2 || e[2].is_number_integer())) {
-        dim.coef = e[0].get<int64_t>();
-        dim.constant = e[1].get<int64_t>();
-        if (e.size() == 3)
-          dim.div = e[2].get<int64_t>();
-      } else {
-        return r.fail(fmt::format("{}.shape[{}]", path, d),
-                      "expected an integer, [coef, constant] or [coef, "
-                      "constant, div]");
-      }
-      // A divided dim (pooled blocks) may be empty for short prompts.
-      if (dim.coef < 0 || dim.coef > (1 << 20) || dim.constant < 0 ||
-          dim.constant > (int64_t(1) << 40) || dim.div < 1 ||
-          dim.div > (int64_t(1) << 20) ||
-          dim.at(p.maxTokens) < (dim.div > 1 ? 0 : 1))
-        return r.fail(fmt::format("{}.shape[{}]", path, d), "dim out of range");
-      pb.shape.push_back(dim);
-    }
-    // Size at maxTokens must match, and the buffer must lie in the arena.
-    unsigned __int128 elems = 1;
-    for (const PlanDim &d : pb.shape) {
-      elems *= static_cast<unsigned __int128>(d.at(p.maxTokens));
-      if (elems > (static_cast<unsigned __int128>(1) << 60))
-        return r.fail(path + ".shape", "too many elements");
-    }
-    uint64_t want = static_cast<uint64_t>(elems) * planDTypeSize(pb.dtype);
-    if (pb.bytes != want)
-      return r.fail(
-          path + ".bytes",
-          fmt::format("{} bytes, but shape and dtype need {}", pb.bytes, want));
-    if (pb.offset > p.arenaBytes || pb.bytes > p.arenaBytes - pb.offset)
-      return r.fail(path,
-                    fmt::format("bytes [{}, {}) lie outside the arena "
-                                "of {} bytes",
-                                pb.offset, pb.offset + pb.bytes, p.arenaBytes));
     p.buffers.push_back(std::move(pb));
   }
 
@@ -412,88 +763,375 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
         return r.fail(path + ".dims", "expected positive integers");
       pw.dims.push_back(d.get<uint64_t>());
     }
-    if (pw.dims.empty() || pw.dims.size() > 4)
-      return r.fail(path + ".dims", "expected 1 to 4 dims");
     p.weights.push_back(std::move(pw));
   }
 
-  if (!r.indexList(j, "$", "inputs", p.buffers.size(), p.inputs) ||
-      !r.indexList(j, "$", "outputs", p.buffers.size(), p.outputs))
+  if (!r.indexList(j, "$", "inputs", p.inputs) ||
+      !r.indexList(j, "$", "outputs", p.outputs))
     return false;
 
   const json *ks = r.array(j, "$", "kernels");
   if (!ks)
     return false;
   for (size_t i = 0; i < ks->size(); ++i) {
-    std::string path = fmt::format("$.kernels[{}]", i);
-    const json &k = (*ks)[i];
     PlanKernel pk;
-    std::string recipe;
-    if (!r.str(k, path, "recipe", recipe))
-      return false;
-    const RecipeInfo *ri = lookupRecipe(recipe);
-    if (!ri)
-      return r.fail(path + ".recipe",
-                    fmt::format("unknown recipe '{}' (this runtime knows "
-                                "the recipes of Recipes.def)",
-                                recipe));
-    pk.recipe = ri->id;
-    const json *ins = r.array(k, path, "inputs");
-    if (!ins)
-      return false;
-    for (size_t o = 0; o < ins->size(); ++o) {
-      const json &e = (*ins)[o];
-      std::string opath = fmt::format("{}.inputs[{}]", path, o);
-      PlanOperand op;
-      if (e.is_object() && e.size() == 1 && e.contains("buffer") &&
-          e["buffer"].is_number_unsigned()) {
-        op.index = e["buffer"].get<uint32_t>();
-        if (op.index >= p.buffers.size())
-          return r.fail(opath,
-                        fmt::format("buffer {} does not exist", op.index));
-      } else if (e.is_object() && e.size() == 1 && e.contains("weight") &&
-                 e["weight"].is_number_unsigned()) {
-        op.isWeight = true;
-        op.index = e["weight"].get<uint32_t>();
-        if (op.index >= p.weights.size())
-          return r.fail(opath,
-                        fmt::format("weight {} does not exist", op.index));
-      } else {
-        return r.fail(opath, "expected {\"buffer\": N} or {\"weight\": N}");
-      }
-      pk.inputs.push_back(op);
-    }
-    if (!r.indexList(k, path, "outputs", p.buffers.size(), pk.outputs))
-      return false;
-    int nin = static_cast<int>(pk.inputs.size());
-    if (nin < ri->minInputs || nin > ri->maxInputs ||
-        static_cast<int>(pk.outputs.size()) != ri->numOutputs)
-      return r.fail(path, fmt::format("recipe '{}' takes {}..{} inputs and "
-                                      "{} outputs, got {} and {}",
-                                      recipe, ri->minInputs, ri->maxInputs,
-                                      ri->numOutputs, nin, pk.outputs.size()));
-    const json *attrs = r.field(k, path, "attrs");
-    if (!attrs)
-      return false;
-    if (!attrs->is_object())
-      return r.fail(path + ".attrs", "expected an object");
-    for (auto it = attrs->begin(); it != attrs->end(); ++it) {
-      PlanAttr a;
-      if (!readAttr(r, path + ".attrs." + it.key(), it.value(), a))
-        return false;
-      pk.attrs[it.key()] = std::move(a);
-    }
-    if (!r.u64(k, path, "bytes", pk.bytes) ||
-        !r.u64(k, path, "flops", pk.flops))
+    if (!readKernel(r, (*ks)[i], fmt::format("$.kernels[{}]", i), pk))
       return false;
     p.kernels.push_back(std::move(pk));
   }
-  return r.ok();
+  if (!r.ok())
+    return false;
+  if (!validatePlan(p, error)) {
+    error = fmt::format("{}: {}", name, error);
+    return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Largest arena, buffer or temporary a plan may declare: far beyond any
+/// device, and far enough from 2^64 that rounding up cannot wrap.
+constexpr uint64_t kMaxBytes = uint64_t(1) << 50;
+
+class Validator {
+public:
+  Validator(const Plan &p, std::string &error) : p_(p), error_(error) {}
+
+  bool fail(const std::string &what) {
+    error_ = "plan: " + what;
+    return false;
+  }
+
+  /// Checks dims and returns the element count at maxTokens, or -1.
+  int64_t checkShape(const std::vector<PlanDim> &shape,
+                     const std::string &what) {
+    unsigned __int128 elems = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const PlanDim &dim = shape[d];
+      // A divided dim (pooled blocks) may be empty for short prompts.
+      if (dim.coef < 0 || dim.coef > (1 << 20) || dim.constant < 0 ||
+          dim.constant > (int64_t(1) << 40) || dim.div < 1 ||
+          dim.div > (int64_t(1) << 20) ||
+          dim.at(p_.maxTokens) < (dim.div > 1 ? 0 : 1)) {
+        fail(fmt::format("{}: dim {} is out of range", what, d));
+        return -1;
+      }
+      elems *= static_cast<unsigned __int128>(dim.at(p_.maxTokens));
+      if (elems > (static_cast<unsigned __int128>(1) << 48)) {
+        fail(fmt::format("{}: too many elements", what));
+        return -1;
+      }
+    }
+    if (shape.size() > 8) {
+      fail(fmt::format("{}: more than 8 dims", what));
+      return -1;
+    }
+    return static_cast<int64_t>(elems);
+  }
+
+  bool checkAttrs(Recipe r, const std::map<std::string, PlanAttr> &attrs,
+                  const std::string &what) {
+    const std::vector<AttrSpec> &schema = attrSchema(r);
+    for (const auto &[name, a] : attrs) {
+      const AttrSpec *spec = findAttrSpec(r, name);
+      if (!spec)
+        return fail(fmt::format("{}: '{}' has no attribute '{}'", what,
+                                recipeInfo(r).name, name));
+      using K = PlanAttr::Kind;
+      const std::string &k = spec->kind;
+      bool ok = (k == "int" && a.kind == K::Int) ||
+                (k == "float" && (a.kind == K::Float || a.kind == K::Int)) ||
+                (k == "bool" && a.kind == K::Bool) ||
+                ((k == "str" || k == "type") && a.kind == K::Str) ||
+                (k == "ints" && a.kind == K::Ints) ||
+                (k == "floats" && (a.kind == K::Floats || a.kind == K::Ints));
+      if (a.kind == K::Float && !std::isfinite(a.f))
+        ok = false;
+      for (double f : a.floats)
+        ok = ok && std::isfinite(f);
+      if (!ok)
+        return fail(fmt::format("{}: attribute '{}' must be a finite {}", what,
+                                name, k));
+    }
+    for (const AttrSpec &s : schema)
+      if (!s.optional && !attrs.count(s.name))
+        return fail(fmt::format("{}: '{}' needs attribute '{}'", what,
+                                recipeInfo(r).name, s.name));
+    return true;
+  }
+
+  bool checkArity(Recipe r, size_t nin, size_t nout, const std::string &what) {
+    if (static_cast<size_t>(r) >= allRecipes().size())
+      return fail(fmt::format("{}: unknown recipe", what));
+    const RecipeInfo &ri = recipeInfo(r);
+    if (!arityAccepts(ri, nin) || static_cast<int>(nout) != ri.numOutputs)
+      return fail(fmt::format("{} ({}) takes {}..{} inputs and {} outputs, "
+                              "got {} and {}",
+                              what, ri.name, ri.minInputs,
+                              ri.maxInputs < 0 ? std::string("any")
+                                               : std::to_string(ri.maxInputs),
+                              ri.numOutputs, nin, nout));
+    return true;
+  }
+
+  /// Element count of the tensor \p ref names inside kernel \p k.
+  int64_t refElements(const PlanKernel &k, const BodyRef &ref) {
+    switch (ref.kind) {
+    case BodyRef::Kind::In: {
+      const PlanOperand &o = k.inputs[ref.index];
+      if (o.isWeight) {
+        int64_t n = 1;
+        for (uint64_t d : p_.weights[o.index].dims)
+          n *= static_cast<int64_t>(d);
+        return n;
+      }
+      return p_.buffers[o.index].numElements(p_.maxTokens);
+    }
+    case BodyRef::Kind::Out:
+      return p_.buffers[k.outputs[ref.index]].numElements(p_.maxTokens);
+    case BodyRef::Kind::Tmp: {
+      int64_t n = 1;
+      for (const PlanDim &d : k.temps[ref.index].shape)
+        n *= d.at(p_.maxTokens);
+      return n;
+    }
+    }
+    return -1;
+  }
+
+  bool checkBody(const PlanKernel &k, const std::string &what) {
+    for (size_t t = 0; t < k.temps.size(); ++t) {
+      int64_t n =
+          checkShape(k.temps[t].shape, fmt::format("{} temporary {}", what, t));
+      if (n < 0)
+        return false;
+      if (k.temps[t].bytes(p_.maxTokens) > kMaxBytes)
+        return fail(fmt::format("{} temporary {} is too large", what, t));
+    }
+    if (k.body.empty())
+      return fail(what + ": a fused kernel needs a body");
+    std::vector<bool> tmpWritten(k.temps.size(), false),
+        outWritten(k.outputs.size(), false);
+    for (size_t i = 0; i < k.body.size(); ++i) {
+      const BodyOp &op = k.body[i];
+      std::string where = fmt::format("{} body op {}", what, i);
+      if (!checkArity(op.recipe, op.inputs.size(), op.outputs.size(), where) ||
+          !checkAttrs(op.recipe, op.attrs, where))
+        return false;
+      auto checkRef = [&](const BodyRef &ref, bool isOutput) {
+        size_t limit = ref.kind == BodyRef::Kind::In    ? k.inputs.size()
+                       : ref.kind == BodyRef::Kind::Out ? k.outputs.size()
+                                                        : k.temps.size();
+        if (ref.index >= limit)
+          return fail(fmt::format("{} names {} {}, which does not exist", where,
+                                  ref.kind == BodyRef::Kind::In    ? "input"
+                                  : ref.kind == BodyRef::Kind::Out ? "output"
+                                                                   : "temp",
+                                  ref.index));
+        if (isOutput && ref.kind == BodyRef::Kind::In)
+          return fail(where + " writes a kernel input; fused bodies write "
+                              "outputs and temporaries");
+        if (!isOutput && ref.kind == BodyRef::Kind::Tmp &&
+            !tmpWritten[ref.index])
+          return fail(fmt::format("{} reads temporary {} before any body op "
+                                  "writes it",
+                                  where, ref.index));
+        if (!isOutput && ref.kind == BodyRef::Kind::Out &&
+            !outWritten[ref.index])
+          return fail(fmt::format("{} reads output {} before any body op "
+                                  "writes it",
+                                  where, ref.index));
+        if (!ref.view.empty()) {
+          int64_t n = checkShape(ref.view, where + " view");
+          if (n < 0)
+            return false;
+          if (n != refElements(k, ref))
+            return fail(where + " views a tensor with another element count");
+        }
+        return true;
+      };
+      for (const BodyRef &ref : op.inputs)
+        if (!checkRef(ref, false))
+          return false;
+      for (const BodyRef &ref : op.outputs) {
+        if (!checkRef(ref, true))
+          return false;
+        (ref.kind == BodyRef::Kind::Tmp ? tmpWritten : outWritten)[ref.index] =
+            true;
+      }
+    }
+    for (size_t o = 0; o < outWritten.size(); ++o)
+      if (!outWritten[o])
+        return fail(fmt::format("{}: no body op writes output {}", what, o));
+    return true;
+  }
+
+  bool run() {
+    if (p_.maxTokens < 1 || p_.maxTokens > (int64_t(1) << 24))
+      return fail(
+          fmt::format("max_tokens is {}, expected 1 .. 2^24", p_.maxTokens));
+    if (p_.arenaBytes > kMaxBytes)
+      return fail(fmt::format("the arena of {} bytes is larger than 2^50",
+                              p_.arenaBytes));
+    for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      const PlanBuffer &b = p_.buffers[i];
+      std::string what = fmt::format("buffer {} '{}'", i, b.name);
+      int64_t n = checkShape(b.shape, what);
+      if (n < 0)
+        return false;
+      uint64_t want = static_cast<uint64_t>(n) * planDTypeSize(b.dtype);
+      if (b.bytes != want)
+        return fail(fmt::format("{} has {} bytes, but its shape and dtype need "
+                                "{}",
+                                what, b.bytes, want));
+      if (b.offset > p_.arenaBytes || b.bytes > p_.arenaBytes - b.offset)
+        return fail(fmt::format("{}: bytes [{}, {}) lie outside the arena of "
+                                "{} bytes",
+                                what, b.offset, b.offset + b.bytes,
+                                p_.arenaBytes));
+    }
+    for (const PlanWeight &w : p_.weights) {
+      if (w.dims.empty() || w.dims.size() > 4)
+        return fail(fmt::format("weight '{}' has {} dims, expected 1..4",
+                                w.name, w.dims.size()));
+      unsigned __int128 n = 1;
+      for (uint64_t d : w.dims) {
+        n *= d;
+        if (d == 0 || n > (static_cast<unsigned __int128>(1) << 48))
+          return fail(fmt::format("weight '{}' has an invalid shape", w.name));
+      }
+    }
+    for (const std::vector<uint32_t> *list : {&p_.inputs, &p_.outputs})
+      for (uint32_t b : *list)
+        if (b >= p_.buffers.size())
+          return fail(fmt::format("input/output buffer {} does not exist", b));
+    if (p_.inputs.empty() || p_.outputs.empty())
+      return fail("needs an input buffer (the tokens) and an output buffer");
+    const PlanBuffer &tok = p_.buffers[p_.inputs[0]];
+    if (tok.dtype != DType::I32 || tok.numElements(1) != 1 ||
+        tok.numElements(p_.maxTokens) != p_.maxTokens)
+      return fail(
+          fmt::format("the input buffer '{}' must be i32 [T]", tok.name));
+
+    // Every buffer a kernel reads must hold data: a plan input, an earlier
+    // kernel's output, or a view (reshape) of one, which has the same offset
+    // and size. Anything else would read whatever the arena held.
+    std::vector<bool> written(p_.buffers.size(), false);
+    for (uint32_t b : p_.inputs)
+      written[b] = true;
+    auto defined = [&](uint32_t b) {
+      if (written[b])
+        return true;
+      for (size_t o = 0; o < p_.buffers.size(); ++o)
+        if (written[o] && p_.buffers[o].offset == p_.buffers[b].offset &&
+            p_.buffers[o].bytes == p_.buffers[b].bytes)
+          return true;
+      return false;
+    };
+    auto undefined = [&](uint32_t b, const std::string &reader) {
+      return fail(fmt::format("{} buffer {} '{}', which no plan input, "
+                              "earlier kernel or view of one (same offset "
+                              "and size) writes; recompile the plan",
+                              reader, b, p_.buffers[b].name));
+    };
+    for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
+      const PlanKernel &k = p_.kernels[ki];
+      std::string what = fmt::format("kernel {}", ki);
+      if (k.isFused()) {
+        if (!checkAttrsFree(k, what))
+          return false;
+      } else if (!checkArity(k.recipe, k.inputs.size(), k.outputs.size(),
+                             what) ||
+                 !checkAttrs(k.recipe, k.attrs, what)) {
+        return false;
+      }
+      what = fmt::format("kernel {} ({})", ki, k.label());
+      for (const PlanOperand &o : k.inputs)
+        if (o.index >= (o.isWeight ? p_.weights.size() : p_.buffers.size()))
+          return fail(fmt::format("{} reads {} {}, which does not exist", what,
+                                  o.isWeight ? "weight" : "buffer", o.index));
+      for (uint32_t o : k.outputs)
+        if (o >= p_.buffers.size())
+          return fail(fmt::format("{} writes buffer {}, which does not exist",
+                                  what, o));
+      if (k.isFused() && !checkBody(k, what))
+        return false;
+      if (!k.tied.empty() && k.tied.size() != k.outputs.size())
+        return fail(fmt::format("{} ties {} outputs, it has {}", what,
+                                k.tied.size(), k.outputs.size()));
+      for (size_t o = 0; o < k.tied.size(); ++o) {
+        int32_t in = k.tied[o];
+        if (in < 0)
+          continue;
+        if (static_cast<size_t>(in) >= k.inputs.size() || k.inputs[in].isWeight)
+          return fail(fmt::format("{}: output {} is tied to input {}, which "
+                                  "is not a buffer input",
+                                  what, o, in));
+        const PlanBuffer &ib = p_.buffers[k.inputs[in].index];
+        const PlanBuffer &ob = p_.buffers[k.outputs[o]];
+        if (ib.offset != ob.offset || ib.bytes != ob.bytes ||
+            ib.dtype != ob.dtype)
+          return fail(fmt::format("{}: output {} is tied to input {} but "
+                                  "does not share its storage",
+                                  what, o, in));
+      }
+      if (k.code) {
+        const PlanCode &c = *k.code;
+        int64_t threads = 1;
+        for (int64_t b : c.block)
+          threads *= (b >= 1 && b <= 1024) ? b : 0;
+        if (c.module.empty() || c.symbol.empty() || c.grid.size() != 3 ||
+            c.block.size() != 3 || threads < 1 || threads > 1024 ||
+            c.sharedBytes > (uint64_t(1) << 20))
+          return fail(what + ": its target code has an invalid module, "
+                             "symbol, grid, block or shared size");
+      }
+      for (const PlanOperand &o : k.inputs)
+        if (!o.isWeight && !defined(o.index))
+          return undefined(o.index, what + " reads");
+      for (uint32_t o : k.outputs)
+        written[o] = true;
+    }
+    if (!defined(p_.outputs[0]))
+      return undefined(p_.outputs[0], "the output is");
+    DType od = p_.buffers[p_.outputs[0]].dtype;
+    if (od != DType::F32 && od != DType::F16 && od != DType::BF16)
+      return fail(fmt::format("the output buffer '{}' must be f32, f16 or "
+                              "bf16",
+                              p_.buffers[p_.outputs[0]].name));
+    return true;
+  }
+
+private:
+  /// A fused kernel's own attributes are free-form (its body ops carry the
+  /// schema-checked ones) but must be finite.
+  bool checkAttrsFree(const PlanKernel &k, const std::string &what) {
+    for (const auto &[name, a] : k.attrs)
+      if (a.kind == PlanAttr::Kind::Float && !std::isfinite(a.f))
+        return fail(
+            fmt::format("{}: attribute '{}' is not finite", what, name));
+    return true;
+  }
+
+  const Plan &p_;
+  std::string &error_;
+};
+
+} // namespace
+
+bool validatePlan(const Plan &plan, std::string &error) {
+  return Validator(plan, error).run();
 }
 
 bool writePlanDir(const std::string &dir, const Plan &plan,
                   std::string &error) {
   struct stat st;
+  bool created = false;
   if (::stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) {
       error = fmt::format("{}: exists and is not a directory", dir);
@@ -502,8 +1140,15 @@ bool writePlanDir(const std::string &dir, const Plan &plan,
   } else if (::mkdir(dir.c_str(), 0777) != 0) {
     error = fmt::format("{}: cannot create the plan directory", dir);
     return false;
+  } else {
+    created = true;
   }
-  return writeFileAtomic(dir + "/plan.json", planToJson(plan), error);
+  if (writeFileAtomic(dir + "/plan.json", planToJson(plan), error))
+    return true;
+  // Nothing half-written: a directory made for this plan goes again.
+  if (created)
+    ::rmdir(dir.c_str());
+  return false;
 }
 
 bool readPlanDir(const std::string &dir, Plan &plan, std::string &error) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "runtime/format/GgmlType.h"
+#include "runtime/format/OpTable.h"
 
 #include <cstdint>
 #include <map>
@@ -27,32 +28,7 @@ namespace strata::format {
 class ModelInfo;
 
 /// The plan format version this build reads and writes.
-constexpr int kPlanVersion = 1;
-
-/// Kernel recipes (Recipes.def).
-enum class Recipe : uint16_t {
-#define RECIPE(Id, Name, MinInputs, MaxInputs, NumOutputs, Summary) Id,
-#include "runtime/format/Recipes.def"
-};
-
-/// Facts about a recipe from Recipes.def.
-struct RecipeInfo {
-  Recipe id;
-  const char *name;
-  int minInputs, maxInputs, numOutputs;
-  const char *summary;
-};
-/// Every recipe in catalog order.
-const std::vector<RecipeInfo> &allRecipes();
-/// The recipe named \p name, or nullptr.
-const RecipeInfo *lookupRecipe(const std::string &name);
-const RecipeInfo &recipeInfo(Recipe r);
-
-/// Activation element types in plans.
-enum class PlanDType : uint8_t { F32, F16, BF16, I32, I64, Bool };
-const char *planDTypeName(PlanDType t);
-std::optional<PlanDType> planDTypeFromName(const std::string &s);
-size_t planDTypeSize(PlanDType t);
+constexpr int kPlanVersion = 2;
 
 /// `floor(coef*T / div) + constant`, div >= 1.
 struct PlanDim {
@@ -104,15 +80,87 @@ struct PlanOperand {
   uint32_t index = 0;
 };
 
-/// One launch.
+/// A function of the token count T: piecewise polynomials in T. Piece i
+/// applies from T = pieces[i].from until the next piece starts; its value is
+/// c[0] + c[1]*T + c[2]*T^2 + ... Byte and FLOP counts are such functions
+/// (QSA attention is quadratic up to its key budget and linear after it);
+/// they are exact where T is a multiple of every pooled dim's divisor.
+struct PlanPoly {
+  struct Piece {
+    int64_t from = 0;
+    std::vector<double> c;
+  };
+  std::vector<Piece> pieces; ///< sorted by `from`; empty = 0
+
+  double at(int64_t t) const;
+  static PlanPoly constant(double v);
+  /// c[0] + c[1]*T + ... for every T.
+  static PlanPoly of(std::vector<double> c);
+  PlanPoly &operator+=(const PlanPoly &o);
+  PlanPoly operator*(double s) const;
+  bool operator==(const PlanPoly &o) const;
+};
+
+/// A tensor inside a fused kernel's body: one of the kernel's inputs or
+/// outputs, or a kernel-local temporary (never in the arena), optionally
+/// viewed with another shape over the same storage (a reshape in the body).
+struct BodyRef {
+  enum class Kind : uint8_t { In, Out, Tmp };
+  Kind kind = Kind::In;
+  uint32_t index = 0;
+  std::vector<PlanDim> view; ///< empty: the tensor's own shape
+};
+
+/// A kernel-local temporary of a fused body.
+struct BodyTemp {
+  DType dtype = DType::F32;
+  std::vector<PlanDim> shape;
+  uint64_t bytes(int64_t t) const;
+};
+
+/// One catalog recipe inside a fused body.
+struct BodyOp {
+  Recipe recipe = Recipe::Reshape;
+  std::vector<BodyRef> inputs;
+  std::vector<BodyRef> outputs;
+  std::map<std::string, PlanAttr> attrs;
+};
+
+/// Target code for a kernel, filled by codegen: the module and symbol to
+/// launch, the grid as functions of T, the block, shared/LDS bytes and the
+/// argument order.
+struct PlanCode {
+  std::string module;
+  std::string symbol;
+  std::vector<PlanDim> grid; ///< x, y, z
+  std::vector<int64_t> block;
+  uint64_t sharedBytes = 0;
+  std::vector<std::string> args;
+};
+
+/// One launch: a catalog recipe, or a fused kernel whose body is a list of
+/// catalog recipes over its inputs, outputs and temporaries.
 struct PlanKernel {
-  Recipe recipe = Recipe::Copy;
+  Recipe recipe = Recipe::Reshape; ///< catalog kernels
+  std::string fused;               ///< fused kernels: the kernel's name
+  std::vector<BodyTemp> temps;     ///< fused kernels
+  std::vector<BodyOp> body;        ///< fused kernels, in order
   std::vector<PlanOperand> inputs;
   std::vector<uint32_t> outputs; ///< buffer indices
+  /// Per output, the input it is written over in place (same storage), or
+  /// -1; empty means none.
+  std::vector<int32_t> tied;
   std::map<std::string, PlanAttr> attrs;
-  uint64_t bytes = 0; ///< bytes moved at T = maxTokens (compiler's count)
-  uint64_t flops = 0; ///< floating-point ops at T = maxTokens
+  std::string variant; ///< the kernel variant a target picked ("" = none)
+  PlanPoly bytes;      ///< bytes moved at the kernel boundary, f(T)
+  PlanPoly flops;      ///< floating-point ops, f(T)
+  std::optional<PlanCode> code;
 
+  bool isFused() const { return !fused.empty(); }
+  /// "matmul" or "fused:hc_k1" (one word, for tables).
+  std::string label() const;
+  /// Bytes of all temporaries at \p t (each 256-byte aligned).
+  uint64_t workspaceBytes(int64_t t) const;
   const PlanAttr *attr(const std::string &name) const;
 };
 
@@ -138,9 +186,17 @@ struct Plan {
 
 /// Serialises \p plan as JSON text.
 std::string planToJson(const Plan &plan);
-/// Parses and structurally validates plan JSON (indices in range, buffers
-/// inside the arena, sizes consistent, recipe arity). On failure returns
-/// false and sets \p error to "<name>: <json path>: <what>".
+/// Checks everything a runtime relies on: indices in range, buffers inside
+/// the arena and sized for their shapes, recipe arity and attribute schema,
+/// fused bodies (every temporary written before it is read, every output
+/// written), tied outputs sharing their input's storage, every buffer read
+/// written first. The one validator: planFromJson and the executor call it.
+/// Sets \p error to "plan: <what>" on failure.
+bool validatePlan(const Plan &plan, std::string &error);
+
+/// Parses plan JSON and validates it (validatePlan). On failure returns
+/// false and sets \p error to "<name>: <json path>: <what>" or
+/// "<name>: <what>".
 bool planFromJson(const std::string &text, const std::string &name, Plan &plan,
                   std::string &error);
 

@@ -91,15 +91,17 @@ void printReport(const format::Plan &p) {
       shape += (d ? ", " : "") + s;
     }
     shape += "]";
-    const char *name = format::recipeInfo(k.recipe).name;
+    std::string name = k.label();
+    uint64_t bytes = static_cast<uint64_t>(k.bytes.at(p.maxTokens));
+    uint64_t flops = static_cast<uint64_t>(k.flops.at(p.maxTokens));
     fmt::print("{:>4}  {:<18} {:<22} {:>12} {:>12} {:>9.2f}\n", i, name, shape,
-               human(double(k.bytes), "B"), human(double(k.flops), "F"),
-               k.bytes ? double(k.flops) / double(k.bytes) : 0.0);
-    byRecipe[name].first += k.bytes;
-    byRecipe[name].second += k.flops;
+               human(double(bytes), "B"), human(double(flops), "F"),
+               bytes ? double(flops) / double(bytes) : 0.0);
+    byRecipe[name].first += bytes;
+    byRecipe[name].second += flops;
     calls[name] += 1;
-    totalB += k.bytes;
-    totalF += k.flops;
+    totalB += bytes;
+    totalF += flops;
   }
   fmt::print("\nby recipe:\n{:<18} {:>6} {:>12} {:>8} {:>12} {:>8}\n", "recipe",
              "calls", "bytes", "share", "flops", "share");

@@ -221,7 +221,7 @@ void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
   double total = 0;
   for (size_t k = 0; k < plan.kernels.size() && k < seconds.size(); ++k) {
     const format::PlanKernel &pk = plan.kernels[k];
-    std::string name = format::recipeInfo(pk.recipe).name;
+    std::string name = pk.label();
     auto it = std::find_if(rows.begin(), rows.end(),
                            [&](const Row &r) { return r.recipe == name; });
     if (it == rows.end()) {
@@ -229,17 +229,16 @@ void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
       it = rows.end() - 1;
     }
     ++it->calls;
-    it->bytes += pk.bytes;
-    it->flops += pk.flops;
+    it->bytes += static_cast<uint64_t>(pk.bytes.at(tokens));
+    it->flops += static_cast<uint64_t>(pk.flops.at(tokens));
     it->seconds += seconds[k];
     total += seconds[k];
   }
   std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
     return a.seconds != b.seconds ? a.seconds > b.seconds : a.recipe < b.recipe;
   });
-  // The counts are the compiler's at T = max_tokens; at a shorter prompt
-  // they overstate the work, so no rates then.
-  const bool rates = tokens == plan.maxTokens;
+  // The compiler's counts are functions of T, so rates hold at any prompt.
+  const bool rates = true;
   fmt::print("profile: {} kernels on {}, {} tokens, {:.3f} ms in kernels\n",
              plan.kernels.size(), backend, tokens, total * 1e3);
   fmt::print("  {:<20} {:>6} {:>10} {:>7} {:>9} {:>10}\n", "recipe", "calls",
@@ -253,10 +252,6 @@ void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
                r.calls, r.seconds * 1e3,
                total > 0 ? 100.0 * r.seconds / total : 0.0,
                rate(r.bytes, r.seconds), rate(r.flops, r.seconds));
-  if (!rates)
-    fmt::print("  (no rates: the plan's byte and FLOP counts are for {} "
-               "tokens; compile with --max-tokens {} to get them)\n",
-               plan.maxTokens, tokens);
 }
 
 int run(int argc, char **argv) {

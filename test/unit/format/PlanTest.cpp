@@ -23,19 +23,43 @@ Plan smallPlan() {
   k.recipe = Recipe::GetRows;
   k.inputs = {{true, 0}, {false, 0}};
   k.outputs = {1};
-  PlanAttr f;
-  f.kind = PlanAttr::Kind::Float;
-  f.f = 0.5;
-  k.attrs["s"] = f;
-  PlanAttr ints;
-  ints.kind = PlanAttr::Kind::Ints;
-  ints.ints = {1, 2};
-  k.attrs["perm"] = ints;
-  k.bytes = 100;
-  k.flops = 7;
+  k.bytes = PlanPoly::of({100, 260});
+  k.flops = PlanPoly::constant(0);
   p.kernels = {k};
   p.inputs = {0};
   p.outputs = {1};
+  return p;
+}
+
+/// smallPlan plus a fused kernel: y = silu(scale(x)) with the scaled value a
+/// temporary, written in place over x's storage (tied).
+Plan fusedPlan() {
+  Plan p = smallPlan();
+  p.buffers.push_back(
+      {"y", PlanDType::F32, {{1, 0}, {0, 64}}, 256, 8 * 64 * 4});
+  PlanKernel k;
+  k.fused = "scale_silu";
+  k.inputs = {{false, 1}};
+  k.outputs = {2};
+  k.tied = {0};
+  k.temps = {{PlanDType::F32, {{1, 0}, {0, 64}}}};
+  BodyOp scale;
+  scale.recipe = Recipe::Scale;
+  scale.inputs = {{BodyRef::Kind::In, 0, {}}};
+  scale.outputs = {{BodyRef::Kind::Tmp, 0, {}}};
+  PlanAttr s;
+  s.kind = PlanAttr::Kind::Float;
+  s.f = 0.5;
+  scale.attrs["s"] = s;
+  BodyOp silu;
+  silu.recipe = Recipe::Silu;
+  silu.inputs = {{BodyRef::Kind::Tmp, 0, {{1, 0}, {0, 8}, {0, 8}}}};
+  silu.outputs = {{BodyRef::Kind::Out, 0, {}}};
+  k.body = {scale, silu};
+  k.bytes = PlanPoly::of({0, 512});
+  k.flops = PlanPoly::of({0, 128});
+  p.kernels.push_back(k);
+  p.outputs = {2};
   return p;
 }
 
@@ -43,6 +67,12 @@ std::string errorOf(const std::string &json) {
   Plan p;
   std::string err;
   EXPECT_FALSE(planFromJson(json, "plan.json", p, err));
+  return err;
+}
+
+std::string validationError(const Plan &p) {
+  std::string err;
+  EXPECT_FALSE(validatePlan(p, err));
   return err;
 }
 
@@ -55,20 +85,62 @@ TEST(Plan, JsonRoundTrip) {
   std::string err;
   ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
   EXPECT_EQ(planToJson(q), text);
-  EXPECT_EQ(q.kernels[0].attr("s")->kind, PlanAttr::Kind::Float);
-  EXPECT_EQ(q.kernels[0].attr("perm")->ints, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(q.buffers[1].numElements(3), 3 * 64);
+  EXPECT_EQ(q.kernels[0].bytes, p.kernels[0].bytes);
+  EXPECT_DOUBLE_EQ(q.kernels[0].bytes.at(4), 100 + 4 * 260);
 }
 
-TEST(Plan, DividedDimsRoundTrip) {
-  // Version-1 dims without a divisor still read, with div 1.
-  {
-    Plan q;
-    std::string err;
-    ASSERT_TRUE(planFromJson(planToJson(smallPlan()), "plan.json", q, err))
-        << err;
-    EXPECT_EQ(q.buffers[1].shape[0], (PlanDim{1, 0, 1}));
-  }
+TEST(Plan, FusedKernelRoundTripAndValidation) {
+  Plan p = fusedPlan();
+  std::string err;
+  ASSERT_TRUE(validatePlan(p, err)) << err;
+  std::string text = planToJson(p);
+  Plan q;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(planToJson(q), text);
+  ASSERT_TRUE(q.kernels[1].isFused());
+  EXPECT_EQ(q.kernels[1].label(), "fused:scale_silu");
+  EXPECT_EQ(q.kernels[1].body[1].inputs[0].view.size(), 3u);
+  EXPECT_EQ(q.kernels[1].tied, (std::vector<int32_t>{0}));
+  EXPECT_EQ(q.kernels[1].workspaceBytes(8), 8u * 64 * 4);
+
+  // A temporary read before any body op writes it.
+  Plan bad = fusedPlan();
+  std::swap(bad.kernels[1].body[0], bad.kernels[1].body[1]);
+  EXPECT_NE(validationError(bad).find("reads temporary 0 before any body op "
+                                      "writes it"),
+            std::string::npos);
+  // An output no body op writes.
+  bad = fusedPlan();
+  bad.kernels[1].body[1].outputs[0] = {BodyRef::Kind::Tmp, 0, {}};
+  EXPECT_NE(validationError(bad).find("no body op writes output 0"),
+            std::string::npos);
+  // A view with another element count.
+  bad = fusedPlan();
+  bad.kernels[1].body[1].inputs[0].view = {{1, 0}, {0, 8}};
+  EXPECT_NE(validationError(bad).find("views a tensor with another element "
+                                      "count"),
+            std::string::npos);
+  // Tied outputs share their input's storage.
+  bad = fusedPlan();
+  bad.buffers[2].offset = 0;
+  bad.buffers[2].shape = {{1, 0}};
+  bad.buffers[2].dtype = PlanDType::I32;
+  bad.buffers[2].bytes = 32;
+  EXPECT_NE(validationError(bad).find("does not share its storage"),
+            std::string::npos);
+  // Body ops obey the op table: arity and attribute schema.
+  bad = fusedPlan();
+  bad.kernels[1].body[0].attrs.clear();
+  EXPECT_NE(validationError(bad).find("'scale' needs attribute 's'"),
+            std::string::npos);
+  bad = fusedPlan();
+  bad.kernels[1].body[0].inputs.push_back({BodyRef::Kind::In, 0, {}});
+  EXPECT_NE(validationError(bad).find("(scale) takes 1..1 inputs"),
+            std::string::npos);
+}
+
+TEST(Plan, DividedDims) {
   Plan p = smallPlan();
   // A pooled [T / 4, 64] buffer: floor(T / 4) rows, empty below T = 4.
   p.buffers.push_back(
@@ -84,12 +156,25 @@ TEST(Plan, DividedDimsRoundTrip) {
   EXPECT_EQ(q.buffers[2].numElements(7), 1 * 64);
   EXPECT_EQ(q.buffers[2].numElements(3), 0);
   EXPECT_EQ((PlanDim{3, 1, 2}).at(5), 8);
-  // A divisor below 1 is rejected with its path.
   p.buffers[2].shape[0].div = 0;
-  EXPECT_NE(
-      errorOf(planToJson(p)).find("buffers[2].shape[0]: dim out of range"),
-      std::string::npos)
+  EXPECT_NE(errorOf(planToJson(p)).find("buffer 2 'kb': dim 0 is out of range"),
+            std::string::npos)
       << errorOf(planToJson(p));
+}
+
+TEST(Plan, Polynomials) {
+  // Quadratic up to a budget of 16 keys, linear after (QSA attention).
+  PlanPoly keys = PlanPoly::of({0, 0.5, 0.5});
+  keys.pieces.push_back({16, {-16.0 * 15 / 2, 16, 0}});
+  EXPECT_DOUBLE_EQ(keys.at(4), 10);
+  EXPECT_DOUBLE_EQ(keys.at(16), 136);
+  EXPECT_DOUBLE_EQ(keys.at(17), 136 + 16);
+  PlanPoly sum = PlanPoly::of({1, 1});
+  sum += keys;
+  EXPECT_EQ(sum.pieces.size(), 2u);
+  EXPECT_DOUBLE_EQ(sum.at(4), 15);
+  EXPECT_DOUBLE_EQ(sum.at(20), 21 + keys.at(20));
+  EXPECT_DOUBLE_EQ((sum * 2).at(3), 2 * (4 + 6));
 }
 
 TEST(Plan, RejectsWithJsonPath) {
@@ -101,31 +186,60 @@ TEST(Plan, RejectsWithJsonPath) {
     return t.replace(pos, from.size(), to);
   };
   EXPECT_NE(errorOf("{").find("not valid JSON"), std::string::npos);
-  EXPECT_NE(errorOf(replace("\"version\": 1", "\"version\": 9"))
-                .find("$.version: plan version 9 is not supported"),
+  EXPECT_NE(errorOf(replace("\"version\": 2", "\"version\": 1"))
+                .find("$.version: plan version 1 is not supported (this build "
+                      "reads version 2); recompile the plan"),
             std::string::npos);
   EXPECT_NE(errorOf(replace("\"recipe\": \"get_rows\"", "\"recipe\": \"zap\""))
                 .find("$.kernels[0].recipe: unknown recipe 'zap'"),
             std::string::npos);
   EXPECT_NE(errorOf(replace("\"offset\": 256", "\"offset\": 4096"))
-                .find("$.buffers[1]: bytes [4096, 6144) lie outside the arena"),
+                .find("buffer 1 'x': bytes [4096, 6144) lie outside the arena"),
             std::string::npos);
   EXPECT_NE(errorOf(replace("\"bytes\": 32", "\"bytes\": 33"))
-                .find("$.buffers[0].bytes: 33 bytes, but shape and dtype "
+                .find("buffer 0 'tok' has 33 bytes, but its shape and dtype "
                       "need 32"),
             std::string::npos);
   EXPECT_NE(errorOf(replace("\"weight\": 0", "\"weight\": 5"))
-                .find("$.kernels[0].inputs[0]: weight 5 does not exist"),
+                .find("kernel 0 (get_rows) reads weight 5, which does not "
+                      "exist"),
+            std::string::npos);
+  EXPECT_NE(errorOf(replace("\"weight\": 0", "\"weight\": 4294967296"))
+                .find("$.kernels[0].inputs[0]: expected an index"),
             std::string::npos);
   EXPECT_NE(errorOf(replace("\"type\": \"q8_0\"", "\"type\": \"q2_k\""))
                 .find("$.weights[0].type: unknown or unloadable"),
             std::string::npos);
+  EXPECT_NE(errorOf(replace("\"attrs\": {}", "\"attrs\": {\"zap\": 1}"))
+                .find("'get_rows' has no attribute 'zap'"),
+            std::string::npos);
+  // The last of two equal keys would win silently: refused.
+  EXPECT_NE(errorOf(replace("\"model\": \"m\"", "\"model\": \"m\", \"model\": "
+                                                "\"n\""))
+                .find("the key \"model\" appears twice"),
+            std::string::npos);
+  // An arena near 2^64 would wrap when rounded up.
+  EXPECT_NE(errorOf(replace("\"bytes\": 2304", "\"bytes\": "
+                                               "18446744073709551613"))
+                .find("larger than 2^50"),
+            std::string::npos);
 }
 
-TEST(Plan, RecipeCatalogIsConsistent) {
+TEST(Plan, OpTableIsConsistent) {
   for (const RecipeInfo &r : allRecipes()) {
     EXPECT_EQ(lookupRecipe(r.name), &recipeInfo(r.id));
-    EXPECT_LE(r.minInputs, r.maxInputs);
+    EXPECT_TRUE(r.maxInputs < 0 || r.minInputs <= r.maxInputs) << r.name;
     EXPECT_GE(r.numOutputs, 1);
+    for (const AttrSpec &a : attrSchema(r.id)) {
+      EXPECT_TRUE(a.kind == "int" || a.kind == "float" || a.kind == "bool" ||
+                  a.kind == "str" || a.kind == "type" || a.kind == "ints" ||
+                  a.kind == "floats")
+          << r.name << "." << a.name << ": " << a.kind;
+      // Only optional attributes have defaults.
+      EXPECT_TRUE(!a.dflt || a.optional) << r.name << "." << a.name;
+    }
   }
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64,
+                  DType::Bool})
+    EXPECT_EQ(planDTypeFromName(planDTypeName(t)), t);
 }

@@ -18,20 +18,20 @@ TEST(CpuDataMovement, CopyReshapesAndConverts) {
   HostTensor x = buffer({2, 6}, iotaF(12));
   HostTensor y = output({3, 2, 2});
   std::string error;
-  ASSERT_TRUE(runKernel(Recipe::Copy, {}, {&x}, {&y}, error)) << error;
+  ASSERT_TRUE(runKernel(Recipe::Reshape, {}, {&x}, {&y}, error)) << error;
   EXPECT_EQ(y.floats(), iotaF(12));
   HostTensor h = output({12}, PlanDType::F16);
-  ASSERT_TRUE(runKernel(Recipe::Copy, {}, {&x}, {&h}, error)) << error;
+  ASSERT_TRUE(runKernel(Recipe::Reshape, {}, {&x}, {&h}, error)) << error;
   EXPECT_EQ(h.floats(), iotaF(12));
   // A weight copied out is dequantised.
   HostTensor w = weight(GgmlType::Q8_0, {2, 32}, iotaF(64));
   HostTensor wy = output({64});
-  ASSERT_TRUE(runKernel(Recipe::Copy, {}, {&w}, {&wy}, error)) << error;
+  ASSERT_TRUE(runKernel(Recipe::Reshape, {}, {&w}, {&wy}, error)) << error;
   EXPECT_EQ(wy.floats(), w.floats());
   HostTensor small = output({11});
-  EXPECT_FALSE(runKernel(Recipe::Copy, {}, {&x}, {&small}, error));
+  EXPECT_FALSE(runKernel(Recipe::Reshape, {}, {&x}, {&small}, error));
   HostTensor ints = output({12}, PlanDType::I32);
-  EXPECT_FALSE(runKernel(Recipe::Copy, {}, {&x}, {&ints}, error));
+  EXPECT_FALSE(runKernel(Recipe::Reshape, {}, {&x}, {&ints}, error));
   EXPECT_NE(error.find("convert with cast"), std::string::npos) << error;
 }
 

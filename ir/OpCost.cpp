@@ -1,0 +1,202 @@
+//===- OpCost.cpp - bytes and FLOPs of ops as functions of T --------------===//
+#include "ir/OpCost.h"
+
+#include "runtime/format/Quants.h"
+
+#include <set>
+
+namespace strata::ir {
+
+using format::PlanPoly;
+
+namespace {
+
+/// Product of two single-piece polynomials.
+std::vector<double> mulCoefs(const std::vector<double> &a,
+                             const std::vector<double> &b) {
+  std::vector<double> r(a.size() + b.size() - 1, 0.0);
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < b.size(); ++j)
+      r[i + j] += a[i] * b[j];
+  return r;
+}
+
+/// Extent \p d of \p t as c0 + c1*T, or nullopt.
+std::optional<std::vector<double>> dimPoly(const Type &t, size_t d) {
+  if (d >= t.dims.size())
+    return std::nullopt;
+  auto lin = t.dims[d].affineIn("T");
+  if (!lin)
+    return std::nullopt;
+  return std::vector<double>{static_cast<double>(lin->constant),
+                             static_cast<double>(lin->coef) /
+                                 static_cast<double>(lin->div)};
+}
+
+/// Extent \p d of \p t when it does not depend on T (0 otherwise).
+double constDim(const Type &t, size_t d) {
+  auto p = dimPoly(t, d);
+  return p && (*p)[1] == 0 ? (*p)[0] : 0;
+}
+
+Type operandType(const Operation &op, size_t i) {
+  return i < op.operands.size() ? op.operands[i].type() : Type::unknown();
+}
+
+PlanPoly resultElements(const Operation &op) {
+  PlanPoly n;
+  for (const Value *r : op.results)
+    if (auto e = elementsPoly(r->type))
+      n += *e;
+  return n;
+}
+
+// One `cost<Cost>` per Cost column value of Ops.def.
+
+/// About one operation per result element.
+PlanPoly costElem(const Operation &op) { return resultElements(op); }
+
+/// Data movement: no arithmetic.
+PlanPoly costMove(const Operation &) { return {}; }
+
+/// y[..., N] = x[..., K] w[N, K]: 2*K per result element.
+PlanPoly costMatmul(const Operation &op) {
+  Type x = operandType(op, 0);
+  return resultElements(op) * (2 * constDim(x, x.rank() ? x.rank() - 1 : 0));
+}
+
+/// Per (token, slot): gate and up (2*F*D each) and down (2*D*F).
+PlanPoly costExperts(const Operation &op) {
+  Type gate = operandType(op, 2); // [E, F, D]
+  double f = constDim(gate, 1), d = constDim(gate, 2);
+  return d == 0 ? PlanPoly() : resultElements(op) * (1.0 / d) * (6 * f * d);
+}
+
+/// Causal attention reads t + 1 keys for query t, each 2*D for QK and 2*Dv
+/// for PV per head; a block-sparse index (i32 [T, S] of blocks of `block`
+/// keys) caps the keys at S*block: quadratic up to the budget, linear after.
+PlanPoly costAttention(const Operation &op) {
+  Type q = operandType(op, 0), v = operandType(op, 2);
+  double h = constDim(q, 1), d = constDim(q, 2), dv = constDim(v, 2);
+  double perKey = h * 2 * (d + dv);
+  bool causal = true;
+  int64_t block = 0;
+  std::optional<Type> index;
+  for (size_t i = 3; i < op.operands.size(); ++i)
+    if (op.operands[i].type().elem.isInt())
+      index = op.operands[i].type();
+  for (const Attr &a : op.attrs) {
+    if (a.name == "causal" && a.value->kind == ExprKind::Bool)
+      causal = a.value->b;
+    if (a.name == "block" && a.value->kind == ExprKind::Int)
+      block = a.value->i;
+  }
+  if (!causal)
+    return PlanPoly::of({0, 0, perKey});
+  PlanPoly keys = PlanPoly::of({0, 0.5, 0.5}); // sum_{t<T} (t + 1)
+  if (index && block > 0 && constDim(*index, 1) > 0) {
+    double k = constDim(*index, 1) * static_cast<double>(block);
+    keys.pieces.push_back({static_cast<int64_t>(k), {-k * (k - 1) / 2, k, 0}});
+  }
+  return keys * perKey;
+}
+
+/// Recurrent gated delta rule: about 8 FLOPs per state element per token.
+PlanPoly costDelta(const Operation &op) {
+  Type k = operandType(op, 0), v = operandType(op, 2);
+  auto t = dimPoly(v, 0);
+  if (!t)
+    return {};
+  double h = constDim(v, 1), dk = constDim(k, 2), dv = constDim(v, 2);
+  return PlanPoly::of(*t) * (8 * h * dk * dv);
+}
+
+} // namespace
+
+std::optional<PlanPoly> elementsPoly(const Type &t) {
+  if (!t.isTensor())
+    return std::nullopt;
+  std::vector<double> c{1.0};
+  for (size_t d = 0; d < t.rank(); ++d) {
+    auto p = dimPoly(t, d);
+    if (!p)
+      return std::nullopt;
+    c = mulCoefs(c, *p);
+  }
+  while (c.size() > 1 && c.back() == 0)
+    c.pop_back();
+  return PlanPoly::of(c);
+}
+
+PlanPoly tensorBytes(const Type &t) {
+  auto n = elementsPoly(t);
+  if (!n)
+    return {};
+  if (!t.elem.isBlock)
+    return *n * static_cast<double>(format::planDTypeSize(t.elem.dtype));
+  double rowLen = constDim(t, t.rank() - 1);
+  if (rowLen <= 0)
+    return {};
+  int64_t rowBytes =
+      format::rowSizeInBytes(t.elem.block, static_cast<int64_t>(rowLen));
+  return *n * (static_cast<double>(rowBytes) / rowLen);
+}
+
+PlanPoly opFlops(const Operation &op) {
+  format::Recipe r;
+  if (const OpInfo *info = opInfo(op.kind)) {
+    r = recipeOf(info->kind);
+  } else if (op.kind == OpKind::Kernel) {
+    const format::RecipeInfo *ri = format::lookupRecipe(op.callee);
+    if (!ri)
+      return {};
+    r = ri->id;
+  } else if (op.kind == OpKind::Fused) {
+    PlanPoly sum;
+    for (const auto &inner : op.regions[0]->ops)
+      sum += opFlops(*inner);
+    return sum;
+  } else {
+    return {};
+  }
+  switch (r) {
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
+  case format::Recipe::Id:                                                     \
+    return cost##Cost(op);
+#include "runtime/format/Ops.def"
+  }
+  return {};
+}
+
+KernelCost kernelCost(const Operation &op) {
+  KernelCost c;
+  std::set<const Value *> seen;
+  std::set<std::string> seenWeights;
+  auto read = [&](const Operand &o) {
+    if (o.isValue() && !seen.insert(o.value).second)
+      return;
+    if (o.isWeight()) {
+      std::string key =
+          o.weight->name->kind == ExprKind::Str
+              ? o.weight->name->s
+              : std::to_string(reinterpret_cast<uintptr_t>(o.weight.get()));
+      if (!seenWeights.insert(key).second)
+        return;
+    }
+    c.bytes += tensorBytes(o.type());
+  };
+  for (const Operand &o : op.operands)
+    read(o);
+  if (op.kind == OpKind::Fused)
+    for (const auto &inner : op.regions[0]->ops)
+      for (const Operand &o : inner->operands)
+        if (o.isWeight())
+          read(o);
+  for (const Value *r : op.results)
+    c.bytes += tensorBytes(r->type);
+  c.flops = opFlops(op);
+  return c;
+}
+
+} // namespace strata::ir

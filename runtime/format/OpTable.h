@@ -1,0 +1,85 @@
+//===- OpTable.h - element types and the op table ---------------*- C++ -*-===//
+//
+// The one table of ops (Ops.def) and of activation element types
+// (DTypes.def), shared by the compiler and the runtime: the IR's op kinds,
+// the plan's kernel recipes and every backend's dispatch are generated from
+// them, so no second list of ops, attributes or dtypes exists anywhere.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::format {
+
+/// Activation element types (DTypes.def).
+enum class DType : uint8_t {
+#define DTYPE(Id, Spelling, Bytes) Id,
+#include "runtime/format/DTypes.def"
+};
+/// The plan's name for the same type.
+using PlanDType = DType;
+
+/// "f32", "bf16", ...
+const char *planDTypeName(DType t);
+/// The type spelled \p s, or nullopt.
+std::optional<DType> planDTypeFromName(std::string_view s);
+/// Bytes per element.
+size_t planDTypeSize(DType t);
+
+/// Every op of Ops.def; each is also the kernel recipe of the same name.
+enum class Recipe : uint16_t {
+#define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
+           Cost, Class)                                                        \
+  Id,
+#include "runtime/format/Ops.def"
+};
+
+/// What a fusion pass may do with an op (the Class column of Ops.def).
+enum class OpClass : uint8_t {
+  Unary,  ///< y[i] = f(x[i])
+  Binary, ///< y[i] = f(a[i], b[i]) with numpy broadcasting
+  Matmul, ///< a GEMM: epilogues may fold into it
+  View,   ///< a reshape: no data moves unless it brings a weight in
+  Other,
+};
+
+/// One attribute of an op's schema.
+struct AttrSpec {
+  std::string name;
+  std::string kind; ///< int float bool str type ints floats
+  bool optional = false;
+  /// The value kernels use when the attribute is absent, as written in
+  /// Ops.def ("1", "true", "grouped"); nullopt when there is none.
+  std::optional<std::string> dflt;
+};
+
+/// Facts about one op of Ops.def.
+struct RecipeInfo {
+  Recipe id;
+  const char *name;
+  int minInputs, maxInputs; ///< maxInputs -1 = variadic
+  int numOutputs;
+  const char *attrs; ///< the schema as written
+  OpClass cls;
+};
+
+/// Every op, in Ops.def order.
+const std::vector<RecipeInfo> &allRecipes();
+/// The op named \p name, or nullptr.
+const RecipeInfo *lookupRecipe(std::string_view name);
+/// Facts about \p r (always known).
+const RecipeInfo &recipeInfo(Recipe r);
+/// True if \p n operands fit the op's arity.
+bool arityAccepts(const RecipeInfo &r, size_t n);
+/// The parsed attribute schema of \p r.
+const std::vector<AttrSpec> &attrSchema(Recipe r);
+/// The schema entry of attribute \p name of \p r, or nullptr.
+const AttrSpec *findAttrSpec(Recipe r, std::string_view name);
+
+} // namespace strata::format
