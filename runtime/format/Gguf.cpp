@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Gguf.h"
+#include "runtime/format/CheckedMath.h"
 
 #include <fmt/format.h>
 
@@ -94,10 +95,6 @@ bool isValidAlignment(uint64_t a) {
   return a != 0 && (a & (a - 1)) == 0 && a % 8 == 0;
 }
 
-uint64_t alignUp(uint64_t x, uint64_t alignment) {
-  return x + (alignment - x % alignment) % alignment;
-}
-
 /// Checks a tensor shape against ggml's rules and computes its byte size.
 /// Returns an empty string and sets \p bytes, or says what is wrong.
 std::string checkShape(const GgmlTypeInfo &type,
@@ -116,13 +113,20 @@ std::string checkShape(const GgmlTypeInfo &type,
                        dims[0], type.name, type.blockSize);
   // ggml indexes elements with int64, so the element count must fit.
   uint64_t elements = 1;
-  for (uint64_t d : dims)
-    if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxExtent)
+  for (uint64_t d : dims) {
+    std::optional<uint64_t> next = checkedMul(elements, d);
+    if (!next || *next > kMaxExtent)
       return "element count overflows INT64_MAX";
+    elements = *next;
+  }
   uint64_t rows = elements / dims[0];
-  uint64_t rowBytes = dims[0] / type.blockSize * type.typeSize;
-  if (__builtin_mul_overflow(rowBytes, rows, &bytes))
+  std::optional<uint64_t> rowBytes =
+      checkedMul(dims[0] / type.blockSize, type.typeSize);
+  std::optional<uint64_t> total =
+      rowBytes ? checkedMul(*rowBytes, rows) : std::nullopt;
+  if (!total)
     return "byte size overflows 64 bits";
+  bytes = *total;
   return {};
 }
 
@@ -235,7 +239,13 @@ bool Parser::parse() {
       return false;
   if (!readAlignment() || !readShapesOnly())
     return false;
-  dataOffset = alignUp(pos_, alignment);
+  std::optional<uint64_t> start = checkedAlignUp(pos_, alignment);
+  if (!start) {
+    field_ = "data section";
+    indices_.clear();
+    return fail(pos_, "offset overflows 64 bits");
+  }
+  dataOffset = *start;
   return checkTensorData(pending);
 }
 
@@ -275,7 +285,9 @@ bool Parser::readHeader(uint64_t &tensorCount, uint64_t &kvCount) {
                                 "bytes left",
                                 kvCount, left()));
   field_ = "tensor_count";
-  if (tensorCount > (left() - kvCount * kMinKvBytes) / kMinTensorInfoBytes)
+  // kvCount * kMinKvBytes <= left() after the check above.
+  uint64_t kvBytes = checkedMul(kvCount, kMinKvBytes).value_or(UINT64_MAX);
+  if (tensorCount > (left() - kvBytes) / kMinTensorInfoBytes)
     return fail(8, fmt::format("{} tensor infos cannot fit in the {} bytes "
                                "left",
                                tensorCount, left()));
@@ -855,11 +867,15 @@ bool writeFile(const std::string &path, const ModelInfo &info,
     enc.put<uint32_t>(static_cast<uint32_t>(type->type));
     enc.put<uint64_t>(offset);
     sizes.push_back(bytes);
-    uint64_t padded = alignUp(bytes, alignment);
-    if (padded < bytes || __builtin_add_overflow(offset, padded, &offset))
+    std::optional<uint64_t> padded = checkedAlignUp(bytes, alignment);
+    std::optional<uint64_t> next =
+        padded ? checkedAdd(offset, *padded) : std::nullopt;
+    if (!next)
       return fail(what + ": tensor data overflows 64-bit offsets");
+    offset = *next;
   }
-  head.resize(alignUp(head.size(), alignment), '\0');
+  head.resize(head.size() + (alignment - head.size() % alignment) % alignment,
+              '\0');
 
   TempFile out;
   std::string what;
@@ -870,7 +886,7 @@ bool writeFile(const std::string &path, const ModelInfo &info,
   for (size_t k = 0; data && k < tensors.size(); ++k) {
     // Every tensor, the last included, is padded, as ggml and gguf-py do.
     if (!out.write((*data)[k].bytes.data(), sizes[k]) ||
-        !out.writeZeros(alignUp(sizes[k], alignment) - sizes[k]))
+        !out.writeZeros((alignment - sizes[k] % alignment) % alignment))
       return fail(fmt::format("cannot write: {}", std::strerror(errno)));
   }
   if (!out.commit(path, what))

@@ -475,6 +475,12 @@ TEST(GgufReaderTest, TensorDims) {
   f.header(1, 0).tensor("w", {uint64_t(1) << 31, uint64_t(1) << 31}, 0, 0);
   EXPECT_EQ(readError(f),
             "offset 37: tensor 'w' dims: byte size overflows 64 bits");
+  // One row of 2^62 f32s: the row's 2^64 bytes used to wrap around to 0, so
+  // the tensor took no bytes and passed every bounds check.
+  f = Image();
+  f.header(1, 0).tensor("w", {uint64_t(1) << 62}, 0, 0).padTo(32);
+  EXPECT_EQ(readError(f),
+            "offset 37: tensor 'w' dims: byte size overflows 64 bits");
 }
 
 TEST(GgufReaderTest, TensorBlockSize) {
