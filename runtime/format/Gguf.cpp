@@ -730,6 +730,16 @@ private:
 // GgufFile
 //===----------------------------------------------------------------------===//
 
+std::string describeNonGguf(const struct stat &st) {
+  if (S_ISDIR(st.st_mode))
+    return "not a GGUF file (it is a directory)";
+  if (!S_ISREG(st.st_mode))
+    return "not a regular file";
+  if (st.st_size == 0)
+    return "not a GGUF file (the file is empty)";
+  return {};
+}
+
 GgufFile::~GgufFile() {
   if (mapping_)
     ::munmap(mapping_, size_);
@@ -776,25 +786,24 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string &path,
     ::close(fd);
     return nullptr;
   }
-  if (!S_ISREG(st.st_mode)) {
-    error = fmt::format("{}: not a regular file", path);
+  // The open descriptor is checked, so what is mapped is what was checked.
+  std::string notAGguf = describeNonGguf(st);
+  if (!notAGguf.empty()) {
+    error = fmt::format("{}: {}", path, notAGguf);
     ::close(fd);
     return nullptr;
   }
   std::unique_ptr<GgufFile> file(new GgufFile());
-  // mmap rejects length 0; an empty file is reported by the parser instead.
-  if (st.st_size > 0) {
-    void *p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
-                     MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      error = fmt::format("{}: cannot map: {}", path, std::strerror(errno));
-      ::close(fd);
-      return nullptr;
-    }
-    file->mapping_ = p;
-    file->base_ = static_cast<const uint8_t *>(p);
-    file->size_ = static_cast<size_t>(st.st_size);
+  void *p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                   MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) {
+    error = fmt::format("{}: cannot map: {}", path, std::strerror(errno));
+    ::close(fd);
+    return nullptr;
   }
+  file->mapping_ = p;
+  file->base_ = static_cast<const uint8_t *>(p);
+  file->size_ = static_cast<size_t>(st.st_size);
   // The mapping keeps the file's pages alive; the descriptor is not needed.
   ::close(fd);
   if (!file->parse(path, error, contents))

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 namespace strata::format {
 
 /// The metadata key (bool) that marks a shapes-only GGUF: tensor infos with
@@ -31,6 +33,12 @@ enum class GgufContents {
   /// without a data section; any other file is validated as for Data.
   Shapes,
 };
+
+/// Why a file with status \p st cannot be a GGUF file: "not a GGUF file (it
+/// is a directory)", "not a regular file" (a device, FIFO or socket: one
+/// such as /dev/zero never ends) or "not a GGUF file (the file is empty)";
+/// "" if it is a nonempty regular file.
+std::string describeNonGguf(const struct stat &st);
 
 /// An opened, validated GGUF file. Tensor data stays memory-mapped.
 ///
@@ -51,8 +59,10 @@ public:
   static constexpr uint64_t kMaxMetaElements = uint64_t(1) << 23;
 
   /// Opens and validates \p path. On failure returns nullptr and sets
-  /// \p error to "<path>: offset N: <field>: <what is wrong>", or to
-  /// "<path>: cannot open: <reason>" (likewise stat, map) if it cannot be read.
+  /// \p error to "<path>: offset N: <field>: <what is wrong>", to
+  /// "<path>: <describeNonGguf()>" for a directory, device or empty file, or
+  /// to "<path>: cannot open: <reason>" (likewise stat, map) if it cannot be
+  /// read.
   /// With GgufContents::Shapes a shapes-only file is accepted (see
   /// kShapesOnlyKey); tensorData() must not be called on it.
   static std::unique_ptr<GgufFile>

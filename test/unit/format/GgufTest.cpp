@@ -660,11 +660,14 @@ TEST(GgufFileTest, OpenErrors) {
   EXPECT_EQ(error, dir.file("missing.gguf") +
                        ": cannot open: No such file or directory");
   EXPECT_FALSE(GgufFile::open(dir.path, error));
-  EXPECT_EQ(error, dir.path + ": not a regular file");
+  EXPECT_EQ(error, dir.path + ": not a GGUF file (it is a directory)");
   spit(dir.file("empty.gguf"), {});
   EXPECT_FALSE(GgufFile::open(dir.file("empty.gguf"), error));
-  EXPECT_EQ(error, dir.file("empty.gguf") +
-                       ": offset 0: magic: truncated: needs 4 bytes, 0 left");
+  EXPECT_EQ(error, dir.file("empty.gguf") + ": not a GGUF file (the file is "
+                                            "empty)");
+  // A device is judged by its open descriptor, never read.
+  EXPECT_FALSE(GgufFile::open("/dev/zero", error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file");
   Image f;
   f.header(0, 0, 2);
   spit(dir.file("v2.gguf"), f.bytes);
@@ -686,6 +689,30 @@ TEST(GgufFileTest, LoadModelInfoDispatchesOnMagic) {
   spit(dir.file("bad.gguf"), bad);
   EXPECT_FALSE(loadModelInfo(dir.file("bad.gguf"), error));
   EXPECT_EQ(error.rfind(dir.file("bad.gguf") + ": offset ", 0), 0u) << error;
+}
+
+TEST(GgufFileTest, LoadModelInfoRefusesWhatIsNotAFile) {
+  // /dev/zero used to be read as key/value text until memory ran out; a
+  // directory or an empty file gave an empty model (and later a missing
+  // metadata key).
+  TempDir dir;
+  std::string error;
+  EXPECT_FALSE(loadModelInfo("/dev/zero", error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file");
+  EXPECT_FALSE(loadModelInfo(dir.path, error));
+  EXPECT_EQ(error, dir.path + ": not a GGUF file (it is a directory)");
+  spit(dir.file("empty"), {});
+  EXPECT_FALSE(loadModelInfo(dir.file("empty"), error));
+  EXPECT_EQ(error, dir.file("empty") + ": not a GGUF file (the file is empty)");
+  EXPECT_FALSE(loadModelInfo(dir.file("missing"), error));
+  EXPECT_EQ(error, dir.file("missing") + ": cannot open: No such file or "
+                                         "directory");
+  // Key/value text still loads.
+  std::string kv = "general.architecture = \"toy\"\n";
+  spit(dir.file("m.kv"), std::vector<uint8_t>(kv.begin(), kv.end()));
+  std::unique_ptr<ModelInfo> info = loadModelInfo(dir.file("m.kv"), error);
+  ASSERT_TRUE(info) << error;
+  EXPECT_EQ(info->architecture(), "toy");
 }
 
 //===----------------------------------------------------------------------===//
