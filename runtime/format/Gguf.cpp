@@ -40,6 +40,11 @@ constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMaxExtent = static_cast<uint64_t>(INT64_MAX);
 constexpr const char *kAlignmentKey = "general.alignment";
+// ggml's limits (ggml/src/gguf.cpp): a tensor name must fit GGML_MAX_NAME (64)
+// bytes with its NUL, and no string may be longer than
+// GGUF_MAX_STRING_LENGTH.
+constexpr uint64_t kMaxTensorNameBytes = 63;
+constexpr uint64_t kMaxStringBytes = uint64_t(1) << 30;
 // The smallest encodings, used to bound counts by the bytes that remain:
 // a key/value pair with an empty key and a 1-byte value, and a tensor info
 // with an empty name and one dim.
@@ -200,6 +205,10 @@ private:
     if (len > left())
       return fail(at, fmt::format("string length {} exceeds the {} bytes left",
                                   len, left()));
+    if (len > kMaxStringBytes)
+      return fail(at, fmt::format("string length {} exceeds ggml's limit of "
+                                  "{} bytes",
+                                  len, kMaxStringBytes));
     out.assign(reinterpret_cast<const char *>(data_ + pos_), len);
     pos_ += len;
     return true;
@@ -300,6 +309,8 @@ bool Parser::readKeyValue(uint64_t index) {
   std::string key;
   if (!readString(key))
     return false;
+  if (key.empty())
+    return fail(keyAt, "empty key");
   if (info_.findMeta(key))
     return fail(keyAt, fmt::format("duplicate key {}", quote(key)));
   field_ = fmt::format("metadata {}", quote(key));
@@ -408,6 +419,10 @@ bool Parser::readTensorInfo(uint64_t index, std::vector<Pending> &pending) {
   TensorInfo t;
   if (!readString(t.name))
     return false;
+  if (t.name.size() > kMaxTensorNameBytes)
+    return fail(nameAt, fmt::format("name of {} bytes is longer than ggml's "
+                                    "limit of {} bytes",
+                                    t.name.size(), kMaxTensorNameBytes));
   if (info_.findTensor(t.name))
     return fail(nameAt, fmt::format("duplicate tensor name {}", quote(t.name)));
   std::string prefix = fmt::format("tensor {} ", quote(t.name));
@@ -502,7 +517,13 @@ bool Parser::readShapesOnly() {
 }
 
 bool Parser::checkTensorData(const std::vector<Pending> &pending) {
+  // ggml (gguf_init_from_file_impl) requires each tensor's offset to be the
+  // sum of the sizes of the tensors before it, each padded to the alignment:
+  // data in file order, aligned, with no gaps and no overlaps. Requiring the
+  // same means every file strata reads, llama.cpp reads too.
   const std::vector<TensorInfo> &tensors = info_.tensors();
+  indices_.clear();
+  uint64_t expected = 0;
   for (size_t k = 0; k < tensors.size(); ++k) {
     const TensorInfo &t = tensors[k];
     const Pending &p = pending[k];
@@ -511,11 +532,23 @@ bool Parser::checkTensorData(const std::vector<Pending> &pending) {
       return fail(p.offsetAt, fmt::format("{} is not a multiple of the "
                                           "alignment {}",
                                           t.offset, alignment));
+    if (t.offset != expected)
+      return fail(p.offsetAt,
+                  fmt::format("{} is not {}: tensor data must follow in file "
+                              "order, each tensor padded to the alignment "
+                              "{}, with no gaps or overlaps (as ggml requires)",
+                              t.offset, expected, alignment));
+    std::optional<uint64_t> padded = checkedAlignUp(p.bytes, alignment);
+    std::optional<uint64_t> next =
+        padded ? checkedAdd(expected, *padded) : std::nullopt;
+    if (!next)
+      return fail(p.offsetAt, fmt::format("tensor data ({} bytes at offset "
+                                          "{}) overflows 64-bit offsets",
+                                          p.bytes, t.offset));
+    expected = *next;
     if (shapesOnly)
       continue;
-    // Written as subtractions so that nothing can wrap around.
-    if (dataOffset > size_ || t.offset > size_ - dataOffset ||
-        p.bytes > size_ - dataOffset - t.offset)
+    if (dataOffset > size_ || !inBounds(t.offset, p.bytes, size_ - dataOffset))
       return fail(p.offsetAt,
                   fmt::format("tensor data (data section at {} + offset {}, "
                               "{} bytes) lies outside the file ({} bytes)",
@@ -547,6 +580,12 @@ public:
   bool putKeyValue(const std::string &key, const MetaValue &v) {
     field_ = fmt::format("metadata {}", quote(key));
     indices_.clear();
+    if (key.empty())
+      return fail("empty key");
+    if (key.size() > kMaxStringBytes)
+      return fail(fmt::format("key of {} bytes exceeds ggml's limit of {} "
+                              "bytes",
+                              key.size(), kMaxStringBytes));
     putString(key);
     put<uint32_t>(static_cast<uint32_t>(v.type));
     return putValue(v, 0);
@@ -611,6 +650,10 @@ private:
       put<uint8_t>(v.b ? 1 : 0);
       return true;
     case GgufValueType::String:
+      if (v.s.size() > kMaxStringBytes)
+        return fail(fmt::format("string of {} bytes exceeds ggml's limit of "
+                                "{} bytes",
+                                v.s.size(), kMaxStringBytes));
       putString(v.s);
       return true;
     case GgufValueType::Array:
@@ -857,6 +900,10 @@ bool writeFile(const std::string &path, const ModelInfo &info,
     std::string what = fmt::format("tensor {}", quote(t.name));
     if (!names.insert(t.name).second)
       return fail(what + ": duplicate tensor name");
+    if (t.name.size() > kMaxTensorNameBytes)
+      return fail(fmt::format("{}: name of {} bytes is longer than ggml's "
+                              "limit of {} bytes",
+                              what, t.name.size(), kMaxTensorNameBytes));
     std::optional<GgmlTypeInfo> type =
         ggmlTypeFromId(static_cast<uint32_t>(t.type));
     if (!type)

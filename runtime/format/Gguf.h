@@ -43,13 +43,19 @@ std::string describeNonGguf(const struct stat &st);
 /// An opened, validated GGUF file. Tensor data stays memory-mapped.
 ///
 /// Only little-endian GGUF version 3 is accepted. Every count, length, offset
-/// and size is checked against the bytes that remain before it is used, so a
-/// malformed or hostile file gives an error, never a crash, an out-of-bounds
-/// read or an unbounded allocation. Limits beyond the format's own: metadata
-/// arrays nest at most kMaxArrayDepth deep and hold at most kMaxMetaElements
-/// elements in total (each costs about 100 bytes of memory, so metadata never
-/// takes more than about 1 GiB). A mapped file must not be truncated while
-/// it is open (reading its data would then raise SIGBUS).
+/// and size is checked against the bytes that remain before it is used (sums
+/// and products through CheckedMath.h), so a malformed or hostile file gives
+/// an error, never a crash, an out-of-bounds read or an unbounded allocation.
+/// Everything ggml's reader refuses is refused too: empty or duplicate keys,
+/// strings over 1 GiB, tensor names over 63 bytes (GGML_MAX_NAME), duplicate
+/// tensor names, and tensor data not laid out as ggml requires (each offset
+/// the sum of the sizes before it, each padded to the alignment: file order,
+/// aligned, no gaps, no overlaps). Nested metadata arrays, which ggml
+/// refuses, are accepted (see kMaxArrayDepth). Limits beyond the format's own:
+/// metadata arrays nest at most kMaxArrayDepth deep and hold at most
+/// kMaxMetaElements elements in total (each costs about 100 bytes of memory, so
+/// metadata never takes more than about 1 GiB). A mapped file must not be
+/// truncated while it is open (reading its data would then raise SIGBUS).
 class GgufFile {
 public:
   /// Deepest nesting of metadata arrays accepted (an array of arrays is 2).
