@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Gguf.h"
 #include "runtime/format/Quants.h"
+#include "tools/ToolMain.h"
 #include "tools/strata-gguf/Synth.h"
 
 #include <fmt/format.h>
@@ -267,7 +268,7 @@ int dequant(const std::string &path, const std::string &name,
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int ggufMain(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
@@ -320,4 +321,9 @@ int main(int argc, char **argv) {
   if (cmd == "synth")
     return strata::tools::synthMain({args.begin() + 1, args.end()});
   return usageError(fmt::format("unknown command '{}'", cmd));
+}
+
+int main(int argc, char **argv) {
+  return strata::tools::runToolMain("strata-gguf",
+                                    [&] { return ggufMain(argc, argv); });
 }

@@ -11,6 +11,7 @@
 #include "runtime/Executor.h"
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/Plan.h"
+#include "tools/ToolMain.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -347,9 +348,6 @@ int run(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception &e) {
-    return fail(fmt::format("internal error: {}", e.what()));
-  }
+  return strata::tools::runToolMain("strata-run",
+                                    [&] { return run(argc, argv); });
 }
