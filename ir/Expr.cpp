@@ -277,6 +277,16 @@ Const fromMeta(const format::MetaValue &v) {
   return Const::ofFloat(static_cast<double>(v.u));
 }
 
+/// False if \p v is, or holds, a NaN or an infinity.
+bool isFinite(const format::MetaValue &v) {
+  if (v.isFloat())
+    return std::isfinite(v.f);
+  for (const format::MetaValue &e : v.array)
+    if (!isFinite(e))
+      return false;
+  return true;
+}
+
 class Evaluator {
 public:
   Evaluator(const EvalEnv &env, DiagnosticEngine &diag)
@@ -395,10 +405,19 @@ private:
                                    e.s, key->s));
       std::string full = env_.arch.empty() ? key->s : env_.arch + "." + key->s;
       const format::MetaValue *v = env_.model->findMeta(full);
-      if (!v)
+      const std::string *found = &full;
+      if (!v) {
         v = env_.model->findMeta(key->s);
+        found = &key->s;
+      }
       if (e.s == "has_meta")
         return Const::ofBool(v != nullptr);
+      // A NaN or inf would otherwise surface only as a plan that does not
+      // validate; name the key and the file here.
+      if (v && !isFinite(*v))
+        return fail(e, fmt::format("metadata key '{}' in {} is not a finite "
+                                   "number ({})",
+                                   *found, env_.model->source, v->toString()));
       if (v)
         return fromMeta(*v);
       if (e.args.size() > 1)

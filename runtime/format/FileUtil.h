@@ -5,11 +5,17 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace strata::format {
 
 /// Reads \p path ("-" = standard input) into \p out, refusing files larger
-/// than \p maxBytes. Returns false and sets \p error on failure.
+/// than \p maxBytes. The open descriptor is checked, not the name: anything
+/// but a regular file (a directory, /dev/zero, a FIFO) is refused with
+/// "<path>: not a regular file" (standard input may also be a pipe or a
+/// terminal), and the cap is enforced while reading, so a file that grows
+/// is refused too. Returns false and sets \p error on failure.
 bool readWholeFile(const std::string &path, size_t maxBytes, std::string &out,
                    std::string &error);
 
@@ -18,5 +24,18 @@ bool readWholeFile(const std::string &path, size_t maxBytes, std::string &out,
 /// file and a failure leaves no file behind.
 bool writeFileAtomic(const std::string &path, std::string_view data,
                      std::string &error);
+
+/// One output of writeFilesAtomic: a path and the bytes it gets.
+using FileToWrite = std::pair<std::string, std::string_view>;
+
+/// Writes every file of \p files, all or nothing: each goes to a temporary
+/// file in its target's directory, and only once all of them are written
+/// and flushed are they renamed onto their targets. If anything fails, the
+/// temporaries are removed, targets replaced so far are restored, and every
+/// existing file is left as it was. "-" (standard output, at most once) is
+/// written after the files. A path named twice is refused. On failure
+/// returns false and sets \p error to one line naming the path.
+bool writeFilesAtomic(const std::vector<FileToWrite> &files,
+                      std::string &error);
 
 } // namespace strata::format

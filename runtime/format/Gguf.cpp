@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Gguf.h"
+#include "runtime/format/CheckedMath.h"
 
 #include <fmt/format.h>
 
@@ -39,6 +40,11 @@ constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMaxExtent = static_cast<uint64_t>(INT64_MAX);
 constexpr const char *kAlignmentKey = "general.alignment";
+// ggml's limits (ggml/src/gguf.cpp): a tensor name must fit GGML_MAX_NAME (64)
+// bytes with its NUL, and no string may be longer than
+// GGUF_MAX_STRING_LENGTH.
+constexpr uint64_t kMaxTensorNameBytes = 63;
+constexpr uint64_t kMaxStringBytes = uint64_t(1) << 30;
 // The smallest encodings, used to bound counts by the bytes that remain:
 // a key/value pair with an empty key and a 1-byte value, and a tensor info
 // with an empty name and one dim.
@@ -94,10 +100,6 @@ bool isValidAlignment(uint64_t a) {
   return a != 0 && (a & (a - 1)) == 0 && a % 8 == 0;
 }
 
-uint64_t alignUp(uint64_t x, uint64_t alignment) {
-  return x + (alignment - x % alignment) % alignment;
-}
-
 /// Checks a tensor shape against ggml's rules and computes its byte size.
 /// Returns an empty string and sets \p bytes, or says what is wrong.
 std::string checkShape(const GgmlTypeInfo &type,
@@ -116,13 +118,20 @@ std::string checkShape(const GgmlTypeInfo &type,
                        dims[0], type.name, type.blockSize);
   // ggml indexes elements with int64, so the element count must fit.
   uint64_t elements = 1;
-  for (uint64_t d : dims)
-    if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxExtent)
+  for (uint64_t d : dims) {
+    std::optional<uint64_t> next = checkedMul(elements, d);
+    if (!next || *next > kMaxExtent)
       return "element count overflows INT64_MAX";
+    elements = *next;
+  }
   uint64_t rows = elements / dims[0];
-  uint64_t rowBytes = dims[0] / type.blockSize * type.typeSize;
-  if (__builtin_mul_overflow(rowBytes, rows, &bytes))
+  std::optional<uint64_t> rowBytes =
+      checkedMul(dims[0] / type.blockSize, type.typeSize);
+  std::optional<uint64_t> total =
+      rowBytes ? checkedMul(*rowBytes, rows) : std::nullopt;
+  if (!total)
     return "byte size overflows 64 bits";
+  bytes = *total;
   return {};
 }
 
@@ -196,6 +205,10 @@ private:
     if (len > left())
       return fail(at, fmt::format("string length {} exceeds the {} bytes left",
                                   len, left()));
+    if (len > kMaxStringBytes)
+      return fail(at, fmt::format("string length {} exceeds ggml's limit of "
+                                  "{} bytes",
+                                  len, kMaxStringBytes));
     out.assign(reinterpret_cast<const char *>(data_ + pos_), len);
     pos_ += len;
     return true;
@@ -235,7 +248,13 @@ bool Parser::parse() {
       return false;
   if (!readAlignment() || !readShapesOnly())
     return false;
-  dataOffset = alignUp(pos_, alignment);
+  std::optional<uint64_t> start = checkedAlignUp(pos_, alignment);
+  if (!start) {
+    field_ = "data section";
+    indices_.clear();
+    return fail(pos_, "offset overflows 64 bits");
+  }
+  dataOffset = *start;
   return checkTensorData(pending);
 }
 
@@ -275,7 +294,9 @@ bool Parser::readHeader(uint64_t &tensorCount, uint64_t &kvCount) {
                                 "bytes left",
                                 kvCount, left()));
   field_ = "tensor_count";
-  if (tensorCount > (left() - kvCount * kMinKvBytes) / kMinTensorInfoBytes)
+  // kvCount * kMinKvBytes <= left() after the check above.
+  uint64_t kvBytes = checkedMul(kvCount, kMinKvBytes).value_or(UINT64_MAX);
+  if (tensorCount > (left() - kvBytes) / kMinTensorInfoBytes)
     return fail(8, fmt::format("{} tensor infos cannot fit in the {} bytes "
                                "left",
                                tensorCount, left()));
@@ -288,6 +309,8 @@ bool Parser::readKeyValue(uint64_t index) {
   std::string key;
   if (!readString(key))
     return false;
+  if (key.empty())
+    return fail(keyAt, "empty key");
   if (info_.findMeta(key))
     return fail(keyAt, fmt::format("duplicate key {}", quote(key)));
   field_ = fmt::format("metadata {}", quote(key));
@@ -396,6 +419,10 @@ bool Parser::readTensorInfo(uint64_t index, std::vector<Pending> &pending) {
   TensorInfo t;
   if (!readString(t.name))
     return false;
+  if (t.name.size() > kMaxTensorNameBytes)
+    return fail(nameAt, fmt::format("name of {} bytes is longer than ggml's "
+                                    "limit of {} bytes",
+                                    t.name.size(), kMaxTensorNameBytes));
   if (info_.findTensor(t.name))
     return fail(nameAt, fmt::format("duplicate tensor name {}", quote(t.name)));
   std::string prefix = fmt::format("tensor {} ", quote(t.name));
@@ -490,7 +517,13 @@ bool Parser::readShapesOnly() {
 }
 
 bool Parser::checkTensorData(const std::vector<Pending> &pending) {
+  // ggml (gguf_init_from_file_impl) requires each tensor's offset to be the
+  // sum of the sizes of the tensors before it, each padded to the alignment:
+  // data in file order, aligned, with no gaps and no overlaps. Requiring the
+  // same means every file strata reads, llama.cpp reads too.
   const std::vector<TensorInfo> &tensors = info_.tensors();
+  indices_.clear();
+  uint64_t expected = 0;
   for (size_t k = 0; k < tensors.size(); ++k) {
     const TensorInfo &t = tensors[k];
     const Pending &p = pending[k];
@@ -499,11 +532,23 @@ bool Parser::checkTensorData(const std::vector<Pending> &pending) {
       return fail(p.offsetAt, fmt::format("{} is not a multiple of the "
                                           "alignment {}",
                                           t.offset, alignment));
+    if (t.offset != expected)
+      return fail(p.offsetAt,
+                  fmt::format("{} is not {}: tensor data must follow in file "
+                              "order, each tensor padded to the alignment "
+                              "{}, with no gaps or overlaps (as ggml requires)",
+                              t.offset, expected, alignment));
+    std::optional<uint64_t> padded = checkedAlignUp(p.bytes, alignment);
+    std::optional<uint64_t> next =
+        padded ? checkedAdd(expected, *padded) : std::nullopt;
+    if (!next)
+      return fail(p.offsetAt, fmt::format("tensor data ({} bytes at offset "
+                                          "{}) overflows 64-bit offsets",
+                                          p.bytes, t.offset));
+    expected = *next;
     if (shapesOnly)
       continue;
-    // Written as subtractions so that nothing can wrap around.
-    if (dataOffset > size_ || t.offset > size_ - dataOffset ||
-        p.bytes > size_ - dataOffset - t.offset)
+    if (dataOffset > size_ || !inBounds(t.offset, p.bytes, size_ - dataOffset))
       return fail(p.offsetAt,
                   fmt::format("tensor data (data section at {} + offset {}, "
                               "{} bytes) lies outside the file ({} bytes)",
@@ -535,6 +580,12 @@ public:
   bool putKeyValue(const std::string &key, const MetaValue &v) {
     field_ = fmt::format("metadata {}", quote(key));
     indices_.clear();
+    if (key.empty())
+      return fail("empty key");
+    if (key.size() > kMaxStringBytes)
+      return fail(fmt::format("key of {} bytes exceeds ggml's limit of {} "
+                              "bytes",
+                              key.size(), kMaxStringBytes));
     putString(key);
     put<uint32_t>(static_cast<uint32_t>(v.type));
     return putValue(v, 0);
@@ -599,6 +650,10 @@ private:
       put<uint8_t>(v.b ? 1 : 0);
       return true;
     case GgufValueType::String:
+      if (v.s.size() > kMaxStringBytes)
+        return fail(fmt::format("string of {} bytes exceeds ggml's limit of "
+                                "{} bytes",
+                                v.s.size(), kMaxStringBytes));
       putString(v.s);
       return true;
     case GgufValueType::Array:
@@ -718,6 +773,16 @@ private:
 // GgufFile
 //===----------------------------------------------------------------------===//
 
+std::string describeNonGguf(const struct stat &st) {
+  if (S_ISDIR(st.st_mode))
+    return "not a GGUF file (it is a directory)";
+  if (!S_ISREG(st.st_mode))
+    return "not a regular file";
+  if (st.st_size == 0)
+    return "not a GGUF file (the file is empty)";
+  return {};
+}
+
 GgufFile::~GgufFile() {
   if (mapping_)
     ::munmap(mapping_, size_);
@@ -764,25 +829,24 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string &path,
     ::close(fd);
     return nullptr;
   }
-  if (!S_ISREG(st.st_mode)) {
-    error = fmt::format("{}: not a regular file", path);
+  // The open descriptor is checked, so what is mapped is what was checked.
+  std::string notAGguf = describeNonGguf(st);
+  if (!notAGguf.empty()) {
+    error = fmt::format("{}: {}", path, notAGguf);
     ::close(fd);
     return nullptr;
   }
   std::unique_ptr<GgufFile> file(new GgufFile());
-  // mmap rejects length 0; an empty file is reported by the parser instead.
-  if (st.st_size > 0) {
-    void *p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
-                     MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      error = fmt::format("{}: cannot map: {}", path, std::strerror(errno));
-      ::close(fd);
-      return nullptr;
-    }
-    file->mapping_ = p;
-    file->base_ = static_cast<const uint8_t *>(p);
-    file->size_ = static_cast<size_t>(st.st_size);
+  void *p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                   MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) {
+    error = fmt::format("{}: cannot map: {}", path, std::strerror(errno));
+    ::close(fd);
+    return nullptr;
   }
+  file->mapping_ = p;
+  file->base_ = static_cast<const uint8_t *>(p);
+  file->size_ = static_cast<size_t>(st.st_size);
   // The mapping keeps the file's pages alive; the descriptor is not needed.
   ::close(fd);
   if (!file->parse(path, error, contents))
@@ -836,6 +900,10 @@ bool writeFile(const std::string &path, const ModelInfo &info,
     std::string what = fmt::format("tensor {}", quote(t.name));
     if (!names.insert(t.name).second)
       return fail(what + ": duplicate tensor name");
+    if (t.name.size() > kMaxTensorNameBytes)
+      return fail(fmt::format("{}: name of {} bytes is longer than ggml's "
+                              "limit of {} bytes",
+                              what, t.name.size(), kMaxTensorNameBytes));
     std::optional<GgmlTypeInfo> type =
         ggmlTypeFromId(static_cast<uint32_t>(t.type));
     if (!type)
@@ -855,11 +923,15 @@ bool writeFile(const std::string &path, const ModelInfo &info,
     enc.put<uint32_t>(static_cast<uint32_t>(type->type));
     enc.put<uint64_t>(offset);
     sizes.push_back(bytes);
-    uint64_t padded = alignUp(bytes, alignment);
-    if (padded < bytes || __builtin_add_overflow(offset, padded, &offset))
+    std::optional<uint64_t> padded = checkedAlignUp(bytes, alignment);
+    std::optional<uint64_t> next =
+        padded ? checkedAdd(offset, *padded) : std::nullopt;
+    if (!next)
       return fail(what + ": tensor data overflows 64-bit offsets");
+    offset = *next;
   }
-  head.resize(alignUp(head.size(), alignment), '\0');
+  head.resize(head.size() + (alignment - head.size() % alignment) % alignment,
+              '\0');
 
   TempFile out;
   std::string what;
@@ -870,7 +942,7 @@ bool writeFile(const std::string &path, const ModelInfo &info,
   for (size_t k = 0; data && k < tensors.size(); ++k) {
     // Every tensor, the last included, is padded, as ggml and gguf-py do.
     if (!out.write((*data)[k].bytes.data(), sizes[k]) ||
-        !out.writeZeros(alignUp(sizes[k], alignment) - sizes[k]))
+        !out.writeZeros((alignment - sizes[k] % alignment) % alignment))
       return fail(fmt::format("cannot write: {}", std::strerror(errno)));
   }
   if (!out.commit(path, what))

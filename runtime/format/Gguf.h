@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 namespace strata::format {
 
 /// The metadata key (bool) that marks a shapes-only GGUF: tensor infos with
@@ -32,16 +34,28 @@ enum class GgufContents {
   Shapes,
 };
 
+/// Why a file with status \p st cannot be a GGUF file: "not a GGUF file (it
+/// is a directory)", "not a regular file" (a device, FIFO or socket: one
+/// such as /dev/zero never ends) or "not a GGUF file (the file is empty)";
+/// "" if it is a nonempty regular file.
+std::string describeNonGguf(const struct stat &st);
+
 /// An opened, validated GGUF file. Tensor data stays memory-mapped.
 ///
 /// Only little-endian GGUF version 3 is accepted. Every count, length, offset
-/// and size is checked against the bytes that remain before it is used, so a
-/// malformed or hostile file gives an error, never a crash, an out-of-bounds
-/// read or an unbounded allocation. Limits beyond the format's own: metadata
-/// arrays nest at most kMaxArrayDepth deep and hold at most kMaxMetaElements
-/// elements in total (each costs about 100 bytes of memory, so metadata never
-/// takes more than about 1 GiB). A mapped file must not be truncated while
-/// it is open (reading its data would then raise SIGBUS).
+/// and size is checked against the bytes that remain before it is used (sums
+/// and products through CheckedMath.h), so a malformed or hostile file gives
+/// an error, never a crash, an out-of-bounds read or an unbounded allocation.
+/// Everything ggml's reader refuses is refused too: empty or duplicate keys,
+/// strings over 1 GiB, tensor names over 63 bytes (GGML_MAX_NAME), duplicate
+/// tensor names, and tensor data not laid out as ggml requires (each offset
+/// the sum of the sizes before it, each padded to the alignment: file order,
+/// aligned, no gaps, no overlaps). Nested metadata arrays, which ggml
+/// refuses, are accepted (see kMaxArrayDepth). Limits beyond the format's own:
+/// metadata arrays nest at most kMaxArrayDepth deep and hold at most
+/// kMaxMetaElements elements in total (each costs about 100 bytes of memory, so
+/// metadata never takes more than about 1 GiB). A mapped file must not be
+/// truncated while it is open (reading its data would then raise SIGBUS).
 class GgufFile {
 public:
   /// Deepest nesting of metadata arrays accepted (an array of arrays is 2).
@@ -51,8 +65,10 @@ public:
   static constexpr uint64_t kMaxMetaElements = uint64_t(1) << 23;
 
   /// Opens and validates \p path. On failure returns nullptr and sets
-  /// \p error to "<path>: offset N: <field>: <what is wrong>", or to
-  /// "<path>: cannot open: <reason>" (likewise stat, map) if it cannot be read.
+  /// \p error to "<path>: offset N: <field>: <what is wrong>", to
+  /// "<path>: <describeNonGguf()>" for a directory, device or empty file, or
+  /// to "<path>: cannot open: <reason>" (likewise stat, map) if it cannot be
+  /// read.
   /// With GgufContents::Shapes a shapes-only file is accepted (see
   /// kShapesOnlyKey); tensorData() must not be called on it.
   static std::unique_ptr<GgufFile>

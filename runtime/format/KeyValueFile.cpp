@@ -255,6 +255,13 @@ private:
     std::string_view name = word();
     if (name.empty())
       return fail("expected a tensor name after 'tensor'");
+    // ggml's limit (GGML_MAX_NAME with its NUL), as the GGUF reader's.
+    if (name.size() > 63) {
+      pos_ = namePos;
+      return fail(fmt::format("tensor name of {} bytes is longer than ggml's "
+                              "limit of 63 bytes",
+                              name.size()));
+    }
     size_t typePos = (skipSpace(), pos_);
     std::string_view tname = word();
     auto ti = ggmlTypeFromIrName(tname);
@@ -284,18 +291,21 @@ private:
       t.dims.push_back(static_cast<uint64_t>(*x));
     }
     // Each dim is at most 2^40; their product must still fit ggml's int64.
-    uint64_t elements = 1;
-    for (uint64_t d : t.dims)
-      if (__builtin_mul_overflow(elements, d, &elements) ||
-          elements > static_cast<uint64_t>(INT64_MAX)) {
-        pos_ = dimsPos;
-        return fail("tensor has more than INT64_MAX elements");
-      }
+    std::optional<uint64_t> elements = t.checkedNumElements();
+    if (!elements || *elements > static_cast<uint64_t>(INT64_MAX)) {
+      pos_ = dimsPos;
+      return fail("tensor has more than INT64_MAX elements");
+    }
     if (t.dims[0] % ti->blockSize != 0) {
       pos_ = dimsPos;
       return fail(fmt::format("first dim {} is not a multiple of the {} "
                               "block size {}",
                               t.dims[0], ti->name, ti->blockSize));
+    }
+    // Sizes and offsets computed from it must not wrap either.
+    if (!t.checkedNumBytes()) {
+      pos_ = dimsPos;
+      return fail("tensor data size overflows 64 bits");
     }
     if (!atEnd())
       return fail("unexpected text after the tensor dims");

@@ -1,25 +1,44 @@
 //===- LoadModelInfo.cpp - GGUF or key/value text, by content -------------===//
+#include "runtime/format/FileUtil.h"
 #include "runtime/format/Gguf.h"
 #include "runtime/format/KeyValueFile.h"
 #include "runtime/format/ModelInfo.h"
 
-#include <fstream>
-#include <sstream>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace strata::format {
 
 std::unique_ptr<ModelInfo> loadModelInfo(const std::string &path,
                                          std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open file";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = fmt::format("{}: cannot open: {}", path, std::strerror(errno));
     return nullptr;
   }
+  // The open descriptor decides, never the name: a directory, a device such
+  // as /dev/zero (which never ends) or an empty file is refused here.
+  struct stat st;
+  std::string why;
   char magic[4] = {};
-  in.read(magic, 4);
-  if (in.gcount() == 4 && magic[0] == 'G' && magic[1] == 'G' &&
-      magic[2] == 'U' && magic[3] == 'F') {
-    in.close();
+  if (::fstat(fd, &st) != 0)
+    why = fmt::format("cannot stat: {}", std::strerror(errno));
+  else
+    why = describeNonGguf(st);
+  bool isGguf = why.empty() && ::pread(fd, magic, 4, 0) == 4 &&
+                std::memcmp(magic, "GGUF", 4) == 0;
+  ::close(fd);
+  if (!why.empty()) {
+    error = fmt::format("{}: {}", path, why);
+    return nullptr;
+  }
+  if (isGguf) {
     // Planning needs shapes and types only, so shapes-only files qualify.
     auto file = GgufFile::open(path, error, GgufContents::Shapes);
     if (!file)
@@ -27,17 +46,16 @@ std::unique_ptr<ModelInfo> loadModelInfo(const std::string &path,
     return std::make_unique<ModelInfo>(std::move(file->mutableInfo()));
   }
   // Key/value text: small by nature; refuse anything huge rather than read it.
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size > (16 << 20)) {
+  constexpr size_t kMaxTextBytes = size_t(16) << 20;
+  if (static_cast<uint64_t>(st.st_size) > kMaxTextBytes) {
     error = path + ": not a GGUF file, and too large (> 16 MiB) for a "
                    "key/value text file";
     return nullptr;
   }
-  in.seekg(0);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parseKeyValueText(ss.str(), path, error);
+  std::string text;
+  if (!readWholeFile(path, kMaxTextBytes, text, error))
+    return nullptr;
+  return parseKeyValueText(text, path, error);
 }
 
 } // namespace strata::format

@@ -1,5 +1,6 @@
 //===- ModelInfo.cpp - metadata and tensor infos of a model ---------------===//
 #include "runtime/format/ModelInfo.h"
+#include "runtime/format/CheckedMath.h"
 
 #include <fmt/format.h>
 
@@ -153,19 +154,36 @@ MetaValue MetaValue::makeArray(GgufValueType elemType,
   return m;
 }
 
-uint64_t TensorInfo::numElements() const {
+std::optional<uint64_t> TensorInfo::checkedNumElements() const {
   uint64_t n = 1;
-  for (uint64_t d : dims)
-    n *= d;
+  for (uint64_t d : dims) {
+    std::optional<uint64_t> next = checkedMul(n, d);
+    if (!next)
+      return std::nullopt;
+    n = *next;
+  }
   return n;
 }
 
-uint64_t TensorInfo::numBytes() const {
+std::optional<uint64_t> TensorInfo::checkedNumBytes() const {
   GgmlTypeInfo ti = ggmlTypeInfo(type);
   if (dims.empty())
     return ti.typeSize;
-  uint64_t rows = numElements() / (dims[0] ? dims[0] : 1);
-  return dims[0] / ti.blockSize * ti.typeSize * rows;
+  std::optional<uint64_t> elements = checkedNumElements();
+  if (!elements)
+    return std::nullopt;
+  uint64_t rows = dims[0] ? *elements / dims[0] : 0;
+  std::optional<uint64_t> rowBytes =
+      checkedMul(dims[0] / ti.blockSize, ti.typeSize);
+  return rowBytes ? checkedMul(*rowBytes, rows) : std::nullopt;
+}
+
+uint64_t TensorInfo::numElements() const {
+  return checkedNumElements().value_or(UINT64_MAX);
+}
+
+uint64_t TensorInfo::numBytes() const {
+  return checkedNumBytes().value_or(UINT64_MAX);
 }
 
 bool ModelInfo::addMeta(std::string key, MetaValue value) {

@@ -83,8 +83,16 @@ struct TensorInfo {
   /// Offset relative to the start of the data section.
   uint64_t offset = 0;
 
+  /// Product of the dims, or nullopt if it overflows 64 bits.
+  std::optional<uint64_t> checkedNumElements() const;
+  /// Bytes of tensor data (rows of dims[0]/blockSize blocks), or nullopt if
+  /// that overflows 64 bits.
+  std::optional<uint64_t> checkedNumBytes() const;
+  /// checkedNumElements(), saturated at UINT64_MAX. Infos the readers return
+  /// never saturate (they refuse such shapes).
   uint64_t numElements() const;
-  /// Bytes of tensor data (rows of dims[0]/blockSize blocks).
+  /// checkedNumBytes(), saturated at UINT64_MAX (never for infos the readers
+  /// return), so that an overflow can never pass a bounds check.
   uint64_t numBytes() const;
 };
 

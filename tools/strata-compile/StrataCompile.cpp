@@ -8,6 +8,7 @@
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/Gguf.h"
 #include "runtime/format/ModelInfo.h"
+#include "tools/ToolMain.h"
 
 #include <fmt/format.h>
 
@@ -123,7 +124,7 @@ void printReport(const format::Plan &p) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host";
   int64_t maxTokens = 0, qsaRatio = 0;
   bool report = false, printAll = false;
@@ -257,4 +258,9 @@ int main(int argc, char **argv) {
   if (report)
     printReport(plan);
   return 0;
+}
+
+int main(int argc, char **argv) {
+  return strata::tools::runToolMain("strata-compile",
+                                    [&] { return compileMain(argc, argv); });
 }

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Gguf.h"
 #include "runtime/format/Quants.h"
+#include "tools/ToolMain.h"
 #include "tools/strata-gguf/Synth.h"
 
 #include <fmt/format.h>
@@ -70,6 +71,30 @@ int usage() {
 int error(const std::string &message) {
   fmt::print(stderr, "strata-gguf: error: {}\n", message);
   return 1;
+}
+
+/// A command line that does not parse: the line saying what is wrong, then
+/// the usage, exit status 2.
+int usageError(const std::string &message) {
+  fmt::print(stderr, "strata-gguf: error: {}\n", message);
+  return usage();
+}
+
+/// Checks that \p cmd got exactly the operands \p names (args[1..]) and
+/// says which are missing or extra; returns 0 if they match.
+int checkOperands(const std::vector<std::string> &args,
+                  const std::vector<const char *> &names) {
+  const std::string &cmd = args[0];
+  size_t given = args.size() - 1;
+  if (given < names.size()) {
+    std::vector<std::string> missing(names.begin() + given, names.end());
+    return usageError(
+        fmt::format("{}: missing {}", cmd, fmt::join(missing, " and ")));
+  }
+  if (given > names.size())
+    return usageError(fmt::format("{}: unexpected argument '{}'", cmd,
+                                  args[names.size() + 1]));
+  return 0;
 }
 
 /// "u32", or "array<u32>" for arrays (nested arrays show as array<array>,
@@ -243,7 +268,7 @@ int dequant(const std::string &path, const std::string &name,
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int ggufMain(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
@@ -251,33 +276,54 @@ int main(int argc, char **argv) {
   }
   const std::string &cmd = args[0];
   if (cmd == "inspect") {
-    bool full = args.size() == 3 && args[1] == "--full";
-    if (args.size() != 2 && !full)
-      return usage();
-    return inspect(args.back(), full);
+    std::vector<std::string> rest = args;
+    bool full = rest.size() > 1 && rest[1] == "--full";
+    if (full)
+      rest.erase(rest.begin() + 1);
+    if (rest.size() > 1 && rest[1].starts_with("-"))
+      return usageError(fmt::format("inspect: unknown option '{}'", rest[1]));
+    if (int rc = checkOperands(rest, {"FILE"}))
+      return rc;
+    return inspect(rest[1], full);
   }
   if (cmd == "rewrite") {
-    if (args.size() != 3)
-      return usage();
+    if (int rc = checkOperands(args, {"IN", "OUT"}))
+      return rc;
     return rewrite(args[1], args[2]);
   }
   if (cmd == "dequant-all") {
-    if (args.size() != 3)
-      return usage();
+    if (int rc = checkOperands(args, {"IN", "OUT"}))
+      return rc;
     return dequantAll(args[1], args[2]);
   }
   if (cmd == "types") {
-    if (args.size() != 1)
-      return usage();
+    if (int rc = checkOperands(args, {}))
+      return rc;
     return types();
   }
   if (cmd == "dequant") {
-    if (args.size() != 5 || args[3] != "-o")
-      return usage();
+    if (args.size() > 3 && args[3] != "-o")
+      return usageError(fmt::format("dequant: unexpected argument '{}' "
+                                    "(expected -o OUT.f32)",
+                                    args[3]));
+    if (args.size() == 4)
+      return usageError("dequant: -o needs a file name");
+    if (args.size() <= 3) {
+      if (int rc = checkOperands(args, {"FILE", "TENSOR"}))
+        return rc;
+      return usageError("dequant: missing -o OUT.f32");
+    }
+    if (args.size() > 5)
+      return usageError(
+          fmt::format("dequant: unexpected argument '{}'", args[5]));
     return dequant(args[1], args[2], args[4]);
   }
   if (cmd == "synth")
     return strata::tools::synthMain({args.begin() + 1, args.end()});
-  fmt::print(stderr, "strata-gguf: error: unknown command '{}'\n", cmd);
-  return usage();
+  return usageError(fmt::format("unknown command '{}'", cmd));
+}
+
+int main(int argc, char **argv) {
+  return strata::tools::runToolMain("strata-gguf",
+                                    [&] { return ggufMain(argc, argv); });
 }

@@ -10,6 +10,7 @@
 #include "passes/Pass.h"
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/ModelInfo.h"
+#include "tools/ToolMain.h"
 
 #include <fmt/format.h>
 
@@ -314,7 +315,7 @@ bool processChunk(const Options &o, const std::string &name,
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int optMain(int argc, char **argv) {
   Options o;
   if (int rc = parseArgs(argc, argv, o))
     return rc < 0 ? 0 : rc;
@@ -384,4 +385,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char **argv) {
+  return strata::tools::runToolMain("strata-opt",
+                                    [&] { return optMain(argc, argv); });
 }

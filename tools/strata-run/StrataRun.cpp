@@ -11,6 +11,7 @@
 #include "runtime/Executor.h"
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/Plan.h"
+#include "tools/ToolMain.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -298,21 +299,27 @@ int run(int argc, char **argv) {
   if (rows == 0)
     return fail("the plan's output is empty");
 
-  // Raw little-endian float32, written atomically.
-  auto writeF32 = [&](const std::string &file, const std::vector<float> &v) {
+  // Raw little-endian float32. All outputs are written together, all or
+  // nothing: if one cannot be written, no file is created or replaced.
+  auto f32Bytes = [](const std::vector<float> &v) {
     std::string bytes(v.size() * sizeof(float), '\0');
     for (size_t i = 0; i < v.size(); ++i) {
       uint32_t u = std::bit_cast<uint32_t>(v[i]);
       for (int b = 0; b < 4; ++b)
         bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
     }
-    return format::writeFileAtomic(file, bytes, error);
+    return bytes;
   };
-  if (!o.dumpLogits.empty() && !writeF32(o.dumpLogits, out.data))
-    return fail(error);
+  std::vector<std::pair<std::string, std::string>> outputs; // path, bytes
+  if (!o.dumpLogits.empty())
+    outputs.emplace_back(o.dumpLogits, f32Bytes(out.data));
   for (const auto &[name, file] : o.dumpBuffers)
-    if (!writeF32(file, ex->captured().at(name).data))
-      return fail(error);
+    outputs.emplace_back(file, f32Bytes(ex->captured().at(name).data));
+  std::vector<format::FileToWrite> files;
+  for (const auto &[file, bytes] : outputs)
+    files.emplace_back(file, bytes);
+  if (!format::writeFilesAtomic(files, error))
+    return fail(error);
 
   const float *last = out.data.data() + (rows - 1) * vocab;
   std::vector<int64_t> ids(vocab);
@@ -342,9 +349,6 @@ int run(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception &e) {
-    return fail(fmt::format("internal error: {}", e.what()));
-  }
+  return strata::tools::runToolMain("strata-run",
+                                    [&] { return run(argc, argv); });
 }

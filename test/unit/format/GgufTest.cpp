@@ -322,6 +322,13 @@ TEST(GgufReaderTest, StringLengths) {
                           "the 5 bytes left");
 }
 
+TEST(GgufReaderTest, EmptyKey) {
+  // ggml refuses empty keys.
+  Image f;
+  f.header(0, 1).key("", kU8).u8(1);
+  EXPECT_EQ(readError(f), "offset 24: metadata[0] key: empty key");
+}
+
 TEST(GgufReaderTest, UnknownValueType) {
   Image f;
   f.header(0, 1).key("a", 13).u32(0);
@@ -475,6 +482,12 @@ TEST(GgufReaderTest, TensorDims) {
   f.header(1, 0).tensor("w", {uint64_t(1) << 31, uint64_t(1) << 31}, 0, 0);
   EXPECT_EQ(readError(f),
             "offset 37: tensor 'w' dims: byte size overflows 64 bits");
+  // One row of 2^62 f32s: the row's 2^64 bytes used to wrap around to 0, so
+  // the tensor took no bytes and passed every bounds check.
+  f = Image();
+  f.header(1, 0).tensor("w", {uint64_t(1) << 62}, 0, 0).padTo(32);
+  EXPECT_EQ(readError(f),
+            "offset 37: tensor 'w' dims: byte size overflows 64 bits");
 }
 
 TEST(GgufReaderTest, TensorBlockSize) {
@@ -496,6 +509,17 @@ TEST(GgufReaderTest, TensorType) {
               fmt::format("offset 45: tensor 'w' type: unknown ggml type id {}",
                           bad));
   }
+}
+
+TEST(GgufReaderTest, TensorNameLength) {
+  // ggml's GGML_MAX_NAME is 64 bytes with the NUL: 63 bytes fit, 64 do not.
+  Image f;
+  f.header(1, 0).tensor(std::string(63, 'n'), {8}, 0, 0).padTo(32).fill(32);
+  EXPECT_TRUE(readOk(f));
+  f = Image();
+  f.header(1, 0).tensor(std::string(64, 'n'), {8}, 0, 0).padTo(32).fill(32);
+  EXPECT_EQ(readError(f), "offset 24: tensor[0] name: name of 64 bytes is "
+                          "longer than ggml's limit of 63 bytes");
 }
 
 TEST(GgufReaderTest, DuplicateTensorName) {
@@ -526,11 +550,11 @@ TEST(GgufReaderTest, TensorDataOutsideFile) {
   EXPECT_EQ(readError(f),
             "offset 49: tensor 'w' offset: tensor data (data section at 64 + "
             "offset 0, 32 bytes) lies outside the file (95 bytes)");
-  // An offset near 2^64 must not wrap around into the file.
+  // A size near 2^64 must not wrap around into the file.
   f = Image();
-  f.header(1, 0).tensor("w", {8}, 0, UINT64_MAX - 31).padTo(32).fill(32);
+  f.header(1, 0).tensor("w", {uint64_t(1) << 60}, 0, 0).padTo(32).fill(32);
   EXPECT_EQ(readError(f), "offset 49: tensor 'w' offset: tensor data (data "
-                          "section at 64 + offset 18446744073709551584, 32 "
+                          "section at 64 + offset 0, 4611686018427387904 "
                           "bytes) lies outside the file (96 bytes)");
   // The data section itself may start past the end of the file.
   f = Image();
@@ -539,14 +563,50 @@ TEST(GgufReaderTest, TensorDataOutsideFile) {
             std::string::npos);
 }
 
-TEST(GgufReaderTest, TensorsMayShareOrReorderData) {
-  // Nothing in GGUF forbids it; readers locate each tensor by its offset.
+TEST(GgufReaderTest, TensorDataIsPackedInFileOrder) {
+  // ggml (gguf_init_from_file_impl) requires each offset to be the sum of
+  // the padded sizes before it: in order, aligned, no gaps, no overlaps.
   Image f;
+  f.header(2, 0).tensor("a", {8}, 0, 0).tensor("b", {2}, 0, 32);
+  f.padTo(32).fill(40);
+  EXPECT_TRUE(readOk(f));
+  // Reordered.
+  f = Image();
   f.header(2, 0).tensor("a", {8}, 0, 32).tensor("b", {8}, 0, 0);
   f.padTo(32).fill(64);
-  std::unique_ptr<GgufFile> file = readOk(f);
-  ASSERT_TRUE(file);
-  EXPECT_EQ(file->tensorData(file->info().tensors()[0])[0], 32);
+  EXPECT_EQ(readError(f), "offset 49: tensor 'a' offset: 32 is not 0: tensor "
+                          "data must follow in file order, each tensor "
+                          "padded to the alignment 32, with no gaps or "
+                          "overlaps (as ggml requires)");
+  // Shared (overlapping).
+  f = Image();
+  f.header(2, 0).tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 0);
+  f.padTo(32).fill(64);
+  EXPECT_NE(readError(f).find("tensor 'b' offset: 0 is not 32: "),
+            std::string::npos);
+  // A gap.
+  f = Image();
+  f.header(2, 0).tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 64);
+  f.padTo(32).fill(96);
+  EXPECT_NE(readError(f).find("tensor 'b' offset: 64 is not 32: "),
+            std::string::npos);
+  // Padded to a custom alignment: 8 f32s take 32 bytes, padded to 64.
+  f = Image();
+  f.header(2, 1).key("general.alignment", kU32).u32(64);
+  f.tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 32);
+  f.padTo(64).fill(96);
+  EXPECT_NE(readError(f).find("tensor 'b' offset: 32 is not a multiple of "
+                              "the alignment 64"),
+            std::string::npos);
+  // Shapes-only files follow the same layout.
+  f = Image();
+  f.header(2, 1).key(kShapesOnlyKey, kBool).u8(1);
+  f.tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 64).padTo(32);
+  std::string error;
+  EXPECT_FALSE(GgufFile::fromBytes(f.bytes.data(), f.size(), "t.gguf", error,
+                                   GgufContents::Shapes));
+  EXPECT_NE(error.find("tensor 'b' offset: 64 is not 32: "), std::string::npos)
+      << error;
 }
 
 const std::regex kErrorFormat("t\\.gguf: offset (\\d+): [^:\n]+(: [^\n]+)+");
@@ -654,11 +714,14 @@ TEST(GgufFileTest, OpenErrors) {
   EXPECT_EQ(error, dir.file("missing.gguf") +
                        ": cannot open: No such file or directory");
   EXPECT_FALSE(GgufFile::open(dir.path, error));
-  EXPECT_EQ(error, dir.path + ": not a regular file");
+  EXPECT_EQ(error, dir.path + ": not a GGUF file (it is a directory)");
   spit(dir.file("empty.gguf"), {});
   EXPECT_FALSE(GgufFile::open(dir.file("empty.gguf"), error));
-  EXPECT_EQ(error, dir.file("empty.gguf") +
-                       ": offset 0: magic: truncated: needs 4 bytes, 0 left");
+  EXPECT_EQ(error, dir.file("empty.gguf") + ": not a GGUF file (the file is "
+                                            "empty)");
+  // A device is judged by its open descriptor, never read.
+  EXPECT_FALSE(GgufFile::open("/dev/zero", error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file");
   Image f;
   f.header(0, 0, 2);
   spit(dir.file("v2.gguf"), f.bytes);
@@ -680,6 +743,47 @@ TEST(GgufFileTest, LoadModelInfoDispatchesOnMagic) {
   spit(dir.file("bad.gguf"), bad);
   EXPECT_FALSE(loadModelInfo(dir.file("bad.gguf"), error));
   EXPECT_EQ(error.rfind(dir.file("bad.gguf") + ": offset ", 0), 0u) << error;
+}
+
+TEST(GgufFileTest, LoadModelInfoRefusesWhatIsNotAFile) {
+  // /dev/zero used to be read as key/value text until memory ran out; a
+  // directory or an empty file gave an empty model (and later a missing
+  // metadata key).
+  TempDir dir;
+  std::string error;
+  EXPECT_FALSE(loadModelInfo("/dev/zero", error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file");
+  EXPECT_FALSE(loadModelInfo(dir.path, error));
+  EXPECT_EQ(error, dir.path + ": not a GGUF file (it is a directory)");
+  spit(dir.file("empty"), {});
+  EXPECT_FALSE(loadModelInfo(dir.file("empty"), error));
+  EXPECT_EQ(error, dir.file("empty") + ": not a GGUF file (the file is empty)");
+  EXPECT_FALSE(loadModelInfo(dir.file("missing"), error));
+  EXPECT_EQ(error, dir.file("missing") + ": cannot open: No such file or "
+                                         "directory");
+  // Key/value text still loads.
+  std::string kv = "general.architecture = \"toy\"\n";
+  spit(dir.file("m.kv"), std::vector<uint8_t>(kv.begin(), kv.end()));
+  std::unique_ptr<ModelInfo> info = loadModelInfo(dir.file("m.kv"), error);
+  ASSERT_TRUE(info) << error;
+  EXPECT_EQ(info->architecture(), "toy");
+}
+
+TEST(GgufFileTest, StringsOverGgmlsLimit) {
+  // ggml refuses strings over GGUF_MAX_STRING_LENGTH (1 GiB) even where the
+  // file holds them; a sparse file makes one cheaply.
+  TempDir dir;
+  Image f;
+  f.header(0, 1).key("k", kString).u64((uint64_t(1) << 30) + 1);
+  spit(dir.file("big.gguf"), f.bytes);
+  ASSERT_EQ(::truncate(dir.file("big.gguf").c_str(),
+                       static_cast<off_t>(f.size() + (uint64_t(1) << 30) + 1)),
+            0);
+  std::string error;
+  EXPECT_FALSE(GgufFile::open(dir.file("big.gguf"), error));
+  EXPECT_EQ(error, dir.file("big.gguf") + ": offset 37: metadata 'k': string "
+                                          "length 1073741825 exceeds ggml's "
+                                          "limit of 1073741824 bytes");
 }
 
 //===----------------------------------------------------------------------===//
@@ -991,6 +1095,14 @@ TEST(GgufWriterTest, RejectsBadTensors) {
   GgufTensorData unknown = tensor("w", GgmlType::F32, {1}, 0);
   unknown.info.type = static_cast<GgmlType>(4);
   expectWriteError(info, {unknown}, "tensor 'w': unknown ggml type id 4");
+  // What the reader refuses as ggml does.
+  expectWriteError(info, {tensor(std::string(64, 'n'), GgmlType::F32, {1}, 0)},
+                   "tensor '" + std::string(64, 'n') +
+                       "': name of 64 bytes is longer than ggml's limit of "
+                       "63 bytes");
+  ModelInfo emptyKey;
+  emptyKey.addMeta("", MetaValue::makeUInt(1));
+  expectWriteError(emptyKey, {}, "metadata '': empty key");
 }
 
 TEST(GgufWriterTest, UnwritableDirectory) {

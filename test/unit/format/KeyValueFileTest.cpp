@@ -297,6 +297,15 @@ TEST(KeyValueFileTest, TensorErrors) {
   EXPECT_EQ(parseError("tensor a f32 [1099511627776, 1099511627776, "
                        "1099511627776, 1099511627776]"),
             "t.kv:1:14: tensor has more than INT64_MAX elements");
+  // 2^62 f32 elements fit INT64_MAX, but their 2^64 bytes do not fit 64 bits
+  // (numBytes() used to wrap around to 0).
+  EXPECT_EQ(parseError("tensor a f32 [1099511627776, 4194304]"),
+            "t.kv:1:14: tensor data size overflows 64 bits");
+  // ggml's GGML_MAX_NAME, as the GGUF reader.
+  EXPECT_TRUE(parseOk("tensor " + std::string(63, 'n') + " f32 [1]"));
+  EXPECT_EQ(parseError("tensor " + std::string(64, 'n') + " f32 [1]"),
+            "t.kv:1:8: tensor name of 64 bytes is longer than ggml's limit of "
+            "63 bytes");
 }
 
 TEST(KeyValueFileTest, ErrorsNameTheLine) {

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
+#include <tuple>
 
 using namespace strata;
 
@@ -161,4 +163,69 @@ toy.ple.head_offsets = [0, 503, 1012, 1533]
   EXPECT_NE(out.find("eos = 255"), std::string::npos) << out;
   EXPECT_NE(out.find(": i32[T, 4]"), std::string::npos) << out;
   EXPECT_EQ(expand(out, meta), out);
+}
+
+TEST(Expand, NonFiniteMetaFloatIsADiagnostic) {
+  // A NaN or inf epsilon used to pass expand and surface only as "internal
+  // error, the plan does not validate" in strata-compile.
+  const char *text = R"(model m {
+  let D = meta("embedding_length")
+  let eps = meta("attention.layer_norm_rms_epsilon")
+  let s = meta("rope.scales", [1.0])
+  func @main(%x: f32[T, D]) -> f32[T, D] {
+    %n = rms_norm(%x, weight("norm.weight")) {eps = eps * s[0]}
+    return %n
+  }
+}
+)";
+  using format::MetaValue;
+  auto run = [&](MetaValue eps, MetaValue scales) {
+    format::ModelInfo model;
+    model.source = "m.gguf";
+    model.addMeta("general.architecture", MetaValue::makeString("toy"));
+    model.addMeta("toy.embedding_length", MetaValue::makeUInt(32));
+    model.addMeta("toy.attention.layer_norm_rms_epsilon", std::move(eps));
+    model.addMeta("rope.scales", std::move(scales));
+    format::TensorInfo w;
+    w.name = "norm.weight";
+    w.dims = {32};
+    model.addTensor(w);
+    ir::SourceMgr sm;
+    std::ostringstream os;
+    ir::DiagnosticEngine diag(sm, os);
+    auto m = ir::parseModule(sm, sm.addBuffer("t.strata", text), diag);
+    EXPECT_TRUE(m && ir::verifyModule(*m, diag)) << os.str();
+    passes::PassManager pm;
+    pm.add(passes::createPass("expand"));
+    passes::PassContext ctx{diag};
+    ctx.model = &model;
+    bool ok = pm.run(m, ctx);
+    return std::make_pair(ok, os.str());
+  };
+  auto one = MetaValue::makeArray(format::GgufValueType::Float32,
+                                  {MetaValue::makeFloat(1.0)});
+  auto [ok, diags] = run(MetaValue::makeFloat(1e-6), one);
+  EXPECT_TRUE(ok) << diags;
+  std::tie(ok, diags) = run(MetaValue::makeFloat(std::nan("")), one);
+  EXPECT_FALSE(ok);
+  EXPECT_NE(diags.find("t.strata:3:13: error: metadata key "
+                       "'toy.attention.layer_norm_rms_epsilon' in m.gguf is "
+                       "not a finite number (nan)"),
+            std::string::npos)
+      << diags;
+  std::tie(ok, diags) =
+      run(MetaValue::makeFloat(-INFINITY, format::GgufValueType::Float64), one);
+  EXPECT_NE(diags.find("is not a finite number (-inf)"), std::string::npos)
+      << diags;
+  // Inside an array, found without the architecture prefix.
+  std::tie(ok, diags) =
+      run(MetaValue::makeFloat(1e-6),
+          MetaValue::makeArray(
+              format::GgufValueType::Float32,
+              {MetaValue::makeFloat(1), MetaValue::makeFloat(INFINITY)}));
+  EXPECT_FALSE(ok);
+  EXPECT_NE(diags.find("metadata key 'rope.scales' in m.gguf is not a finite "
+                       "number ([1, inf])"),
+            std::string::npos)
+      << diags;
 }
