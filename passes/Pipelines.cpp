@@ -11,6 +11,11 @@ std::vector<std::string> defaultPipeline() {
       // can leave dead operands behind).
       "cse",
       "dce",
+      // Group ops into kernels: the gated-residual sites first (their
+      // epilogues are elementwise too), then elementwise chains and matmul
+      // epilogues.
+      "fuse-hyper-connection",
+      "fuse-elementwise",
       // Pick a catalog recipe for every op.
       "lower-to-kernels",
       // Place every activation in one arena.

@@ -24,7 +24,7 @@ const char *kUsage =
     R"(usage: strata-compile MODEL.strata --gguf FILE --max-tokens T
                       [--target host] -o PLAN_DIR [--report]
                       [--print-ir-after-all] [--print-ir-after=NAME]
-                      [--qsa-compress-ratio N]
+                      [--qsa-compress-ratio N] [--no-fusion]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -49,6 +49,8 @@ options:
                          transformers beside it knows qwen4_exp); the model
                          reads it as meta "strata.qsa_compress_ratio"; it is
                          recorded in the plan's options
+  --no-fusion            skip the fusion passes (fuse-*): one kernel per op,
+                         the reference a fused plan is checked against
   --help                 show this help
 )";
 
@@ -127,7 +129,7 @@ void printReport(const format::Plan &p) {
 static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host";
   int64_t maxTokens = 0, qsaRatio = 0;
-  bool report = false, printAll = false;
+  bool report = false, printAll = false, fusion = true;
   std::vector<std::string> printAfter;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -144,6 +146,8 @@ static int compileMain(int argc, char **argv) {
     }
     if (a == "--report") {
       report = true;
+    } else if (a == "--no-fusion") {
+      fusion = false;
     } else if (a == "--print-ir-after-all") {
       printAll = true;
     } else if (a.rfind("--print-ir-after", 0) == 0) {
@@ -227,7 +231,8 @@ static int compileMain(int argc, char **argv) {
     return 1;
   passes::PassManager pm;
   for (const std::string &p : passes::defaultPipeline())
-    pm.add(passes::createPass(p));
+    if (fusion || p.rfind("fuse-", 0) != 0)
+      pm.add(passes::createPass(p));
   pm.setAfterPassHook([&](const std::string &pass, const ir::Module &mod) {
     bool want = printAll;
     for (const std::string &p : printAfter)

@@ -1,0 +1,107 @@
+//===- FuseElementwise.cpp - elementwise chains and matmul epilogues ------===//
+//
+// Chains of elementwise ops (the Unary and Binary classes of the op table,
+// numpy broadcasting included) become one fused kernel, so each reads its
+// inputs and writes its outputs once instead of once per op. A matmul whose
+// result only an elementwise op reads takes that op and what follows as its
+// epilogue (scale, silu, sigmoid, the SwiGLU product, a residual add). A
+// group grows from its first op through ops that read its values, as long
+// as the group can still be placed at one spot of the body (Rewriter); a
+// value also read outside the group becomes an extra output.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/Rewrite.h"
+#include "passes/Pass.h"
+
+#include <algorithm>
+
+namespace strata::passes {
+
+using namespace ir;
+
+namespace {
+
+/// Largest group: bodies stay small enough to read in a report.
+constexpr size_t kMaxGroup = 12;
+
+bool isElementwise(const Operation &op) {
+  const OpInfo *info = opInfo(op.kind);
+  return info && (info->cls == format::OpClass::Unary ||
+                  info->cls == format::OpClass::Binary);
+}
+
+std::string groupName(const std::vector<Operation *> &group) {
+  std::string name;
+  for (size_t i = 0; i < group.size() && i < 4; ++i)
+    name += (i ? "+" : "") + std::string(opName(group[i]->kind));
+  if (group.size() > 4)
+    name += "+etc";
+  return name;
+}
+
+class ElementwiseChain : public RewritePattern {
+public:
+  const char *name() const override { return "elementwise-chain"; }
+
+  bool matchAndRewrite(Operation &head, Rewriter &rw) override {
+    const bool matmul = head.kind == OpKind::Matmul;
+    if (!matmul && !isElementwise(head))
+      return false;
+    if (rw.position(&head) == SIZE_MAX)
+      return false;
+    const DefUse &du = rw.defUse();
+    // A matmul only takes an epilogue that alone reads its result.
+    if (matmul && (!du.hasOneUse(head.results[0]) ||
+                   !isElementwise(*du.uses(head.results[0])[0].user)))
+      return false;
+    std::vector<Operation *> group{&head};
+    bool grew = true;
+    while (grew && group.size() < kMaxGroup) {
+      grew = false;
+      for (size_t g = 0; g < group.size() && !grew; ++g)
+        for (const Value *v : group[g]->results)
+          for (const Use &u : du.uses(v)) {
+            Operation *next = u.user;
+            if (!isElementwise(*next) || rw.position(next) == SIZE_MAX ||
+                std::find(group.begin(), group.end(), next) != group.end())
+              continue;
+            std::vector<Operation *> bigger = group;
+            bigger.push_back(next);
+            if (!rw.canFuse(bigger))
+              continue;
+            group = std::move(bigger);
+            grew = true;
+            break;
+          }
+    }
+    if (group.size() < 2)
+      return false;
+    std::sort(group.begin(), group.end(), [&](Operation *a, Operation *b) {
+      return rw.position(a) < rw.position(b);
+    });
+    return rw.fuse(group, groupName(group)) != nullptr;
+  }
+};
+
+class FuseElementwisePass : public Pass {
+public:
+  const char *name() const override { return "fuse-elementwise"; }
+
+  bool run(std::unique_ptr<Module> &m, PassContext &ctx) override {
+    if (!checkNotPlanned(*m, name(), ctx))
+      return false;
+    std::vector<std::unique_ptr<RewritePattern>> patterns;
+    patterns.push_back(std::make_unique<ElementwiseChain>());
+    for (auto &f : m->funcs)
+      applyPatterns(*f, patterns);
+    return true;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createFuseElementwisePass() {
+  return std::make_unique<FuseElementwisePass>();
+}
+
+} // namespace strata::passes
