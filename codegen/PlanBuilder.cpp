@@ -314,8 +314,19 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
       k.outputs.push_back(bufferOf.at(r));
     if (!planAttrs(op, k.attrs, error))
       return false;
+    // The variant select-expert-kernels picked travels as the kernel's own
+    // field (for a fused kernel, those of its body's GEMMs).
+    auto takeVariant = [&](std::map<std::string, format::PlanAttr> &attrs) {
+      auto it = attrs.find("variant");
+      if (it == attrs.end())
+        return;
+      if (k.variant.find(it->second.s) == std::string::npos)
+        k.variant += (k.variant.empty() ? "" : ",") + it->second.s;
+      attrs.erase(it);
+    };
     if (op.kind == OpKind::Kernel) {
       k.recipe = format::lookupRecipe(op.callee)->id;
+      takeVariant(k.attrs);
     } else {
       k.fused = op.callee;
       k.attrs.erase("tied");
@@ -323,6 +334,8 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
         k.tied.push_back(t);
       if (!buildBody(op, k, input, error))
         return false;
+      for (format::BodyOp &b : k.body)
+        takeVariant(b.attrs);
     }
     ir::KernelCost c = ir::kernelCost(op);
     k.bytes = c.bytes;

@@ -10,7 +10,7 @@
 
 #include "ir/Module.h"
 
-#include <map>
+#include <unordered_map>
 #include <vector>
 
 namespace strata::ir {
@@ -45,9 +45,9 @@ public:
 private:
   void collect(Block &b);
 
-  std::map<const Value *, Operation *> def_;
-  std::map<const Operation *, Block *> blockOf_;
-  std::map<const Value *, std::vector<Use>> uses_;
+  std::unordered_map<const Value *, Operation *> def_;
+  std::unordered_map<const Operation *, Block *> blockOf_;
+  std::unordered_map<const Value *, std::vector<Use>> uses_;
 };
 
 } // namespace strata::ir

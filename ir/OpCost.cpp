@@ -139,7 +139,13 @@ PlanPoly tensorBytes(const Type &t) {
     return {};
   int64_t rowBytes =
       format::rowSizeInBytes(t.elem.block, static_cast<int64_t>(rowLen));
-  return *n * (static_cast<double>(rowBytes) / rowLen);
+  // Rows that are not whole blocks (a description before binding): count
+  // the blocks' bytes per element.
+  format::GgmlTypeInfo info = format::ggmlTypeInfo(t.elem.block);
+  double perElement = rowBytes > 0
+                          ? static_cast<double>(rowBytes) / rowLen
+                          : static_cast<double>(info.typeSize) / info.blockSize;
+  return *n * perElement;
 }
 
 PlanPoly opFlops(const Operation &op) {
@@ -169,11 +175,28 @@ PlanPoly opFlops(const Operation &op) {
   return {};
 }
 
+/// Bytes operand \p i of \p reader brings in: the whole tensor, but for a
+/// lookup table only the rows the lookup reads.
+PlanPoly readBytes(const Operation &reader, size_t i) {
+  const Operand &o = reader.operands[i];
+  bool lookup = reader.kind == OpKind::GetRows ||
+                (reader.kind == OpKind::Kernel && reader.callee == "get_rows");
+  if (!lookup || i != 0 || reader.results.empty())
+    return tensorBytes(o.type());
+  auto tableElems = elementsPoly(o.type());
+  auto rowsRead = elementsPoly(reader.results[0]->type);
+  double whole = tensorBytes(o.type()).at(0);
+  if (!tableElems || !rowsRead || tableElems->at(0) <= 0)
+    return tensorBytes(o.type());
+  return *rowsRead * (whole / tableElems->at(0));
+}
+
 KernelCost kernelCost(const Operation &op) {
   KernelCost c;
   std::set<const Value *> seen;
   std::set<std::string> seenWeights;
-  auto read = [&](const Operand &o) {
+  auto read = [&](const Operation &reader, size_t i) {
+    const Operand &o = reader.operands[i];
     if (o.isValue() && !seen.insert(o.value).second)
       return;
     if (o.isWeight()) {
@@ -184,15 +207,15 @@ KernelCost kernelCost(const Operation &op) {
       if (!seenWeights.insert(key).second)
         return;
     }
-    c.bytes += tensorBytes(o.type());
+    c.bytes += readBytes(reader, i);
   };
-  for (const Operand &o : op.operands)
-    read(o);
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    read(op, i);
   if (op.kind == OpKind::Fused)
     for (const auto &inner : op.regions[0]->ops)
-      for (const Operand &o : inner->operands)
-        if (o.isWeight())
-          read(o);
+      for (size_t i = 0; i < inner->operands.size(); ++i)
+        if (inner->operands[i].isWeight())
+          read(*inner, i);
   for (const Value *r : op.results)
     c.bytes += tensorBytes(r->type);
   c.flops = opFlops(op);

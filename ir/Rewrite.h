@@ -59,7 +59,7 @@ private:
 
   Func &func_;
   std::unique_ptr<DefUse> du_;
-  std::map<const Operation *, size_t> pos_;
+  std::unordered_map<const Operation *, size_t> pos_;
   std::set<std::string> names_;
 };
 

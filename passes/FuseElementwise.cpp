@@ -2,12 +2,17 @@
 //
 // Chains of elementwise ops (the Unary and Binary classes of the op table,
 // numpy broadcasting included) become one fused kernel, so each reads its
-// inputs and writes its outputs once instead of once per op. A matmul whose
+// inputs and writes its outputs once instead of once per op. An op whose
 // result only an elementwise op reads takes that op and what follows as its
-// epilogue (scale, silu, sigmoid, the SwiGLU product, a residual add). A
-// group grows from its first op through ops that read its values, as long
-// as the group can still be placed at one spot of the body (Rewriter); a
-// value also read outside the group becomes an extra output.
+// epilogue, applied as it stores: a matmul's scale, silu, sigmoid, SwiGLU
+// product or residual add, a convolution's silu. A group grows from its
+// first op through ops that read its values, as long as the group can
+// still be placed at one spot of the body (Rewriter); a value also read
+// outside the group becomes an extra output.
+//
+// A slice or permute whose result (through reshapes) one op alone reads is
+// that op's operand access, not a kernel: it folds into the reader as its
+// prologue (the q/k/v split of a fused projection).
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Rewrite.h"
@@ -44,15 +49,15 @@ public:
   const char *name() const override { return "elementwise-chain"; }
 
   bool matchAndRewrite(Operation &head, Rewriter &rw) override {
-    const bool matmul = head.kind == OpKind::Matmul;
-    if (!matmul && !isElementwise(head))
-      return false;
-    if (rw.position(&head) == SIZE_MAX)
+    const OpInfo *info = opInfo(head.kind);
+    if (!info || info->cls == format::OpClass::View ||
+        rw.position(&head) == SIZE_MAX)
       return false;
     const DefUse &du = rw.defUse();
-    // A matmul only takes an epilogue that alone reads its result.
-    if (matmul && (!du.hasOneUse(head.results[0]) ||
-                   !isElementwise(*du.uses(head.results[0])[0].user)))
+    // Any other op only takes an epilogue that alone reads its one result.
+    if (!isElementwise(head) &&
+        (head.results.size() != 1 || !du.hasOneUse(head.results[0]) ||
+         !isElementwise(*du.uses(head.results[0])[0].user)))
       return false;
     std::vector<Operation *> group{&head};
     bool grew = true;
@@ -83,6 +88,36 @@ public:
   }
 };
 
+class MovePrologue : public RewritePattern {
+public:
+  const char *name() const override { return "move-prologue"; }
+
+  bool matchAndRewrite(Operation &move, Rewriter &rw) override {
+    if ((move.kind != OpKind::Slice && move.kind != OpKind::Permute) ||
+        rw.position(&move) == SIZE_MAX)
+      return false;
+    const DefUse &du = rw.defUse();
+    std::vector<Operation *> group{&move};
+    Value *v = move.results[0];
+    while (true) {
+      if (!du.hasOneUse(v))
+        return false;
+      Operation *reader = du.uses(v)[0].user;
+      if (rw.position(reader) == SIZE_MAX)
+        return false;
+      group.push_back(reader);
+      if (reader->kind != OpKind::Reshape)
+        break;
+      v = reader->results[0];
+    }
+    Operation *reader = group.back();
+    if (!opInfo(reader->kind))
+      return false;
+    return rw.fuse(group, std::string(opName(move.kind)) + "+" +
+                              opName(reader->kind)) != nullptr;
+  }
+};
+
 class FuseElementwisePass : public Pass {
 public:
   const char *name() const override { return "fuse-elementwise"; }
@@ -92,6 +127,7 @@ public:
       return false;
     std::vector<std::unique_ptr<RewritePattern>> patterns;
     patterns.push_back(std::make_unique<ElementwiseChain>());
+    patterns.push_back(std::make_unique<MovePrologue>());
     for (auto &f : m->funcs)
       applyPatterns(*f, patterns);
     return true;

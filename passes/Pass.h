@@ -26,6 +26,11 @@ struct PassContext {
   size_t maxExpandedOps = size_t(1) << 22;
   /// The token count T is planned for (plan-memory sizes buffers at it).
   int64_t maxTokens = 0;
+  /// The compilation target ("host", "gfx1151", "sm_90"; Targets.def).
+  std::string target = "host";
+  /// Storage precision of activations (assign-precision): "f32" or
+  /// "bf16"; the target's default unless the user chose.
+  std::string precision = "f32";
 };
 
 /// A transformation of a module.

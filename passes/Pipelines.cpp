@@ -16,8 +16,12 @@ std::vector<std::string> defaultPipeline() {
       // epilogues.
       "fuse-hyper-connection",
       "fuse-elementwise",
+      // Pick the target's kernel variant for every GEMM.
+      "select-expert-kernels",
       // Pick a catalog recipe for every op.
       "lower-to-kernels",
+      // Give every stored activation its dtype (the precision policy).
+      "assign-precision",
       // Place every activation in one arena.
       "plan-memory",
   };

@@ -51,6 +51,8 @@ MIX_TYPES = {"Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S"}
 # qwen4exp's mix is the published UD-IQ4_XS layout (see qwen4exp_udiq4xs.py).
 ARCH_MIX = {"qwen4exp": (UD_TYPES, {"Q6_K", "IQ3_S", "IQ4_NL", "Q8_0"})}
 BARS = {"f32": (1e-5, 0.0), "mix": (5e-3, 0.95)}
+# The GPU precision policy (activations stored in bf16) on the CPU.
+BF16_BARS = (1e-3, 0.97)
 
 
 def main():
@@ -60,6 +62,9 @@ def main():
         ap.add_argument("--archs", default=",".join(ARCHS))
         ap.add_argument("--kinds", default="f32,mix",
                         help="weight sets to compare: f32, mix")
+        ap.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                        help="bf16: plans store activations in bf16 (the GPU "
+                        "policy); bars NMSE <= 1e-3, top-1 >= 97 %%")
     a, tool = end_to_end_args(options)
     try:
         from gguf import GGUFReader as gguf_reader
@@ -88,7 +93,7 @@ def main():
                         continue
                 run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
                      "--gguf", gguf, "--max-tokens", str(a.tokens), "--target", "host",
-                     "-o", plan])
+                     "--precision", a.precision, "-o", plan])
                 # A prompt of random ids from the model's vocabulary, the
                 # vocabulary size as llama.cpp reads it.
                 vocab = llama_logits(gguf, [0]).shape[1]
@@ -99,7 +104,8 @@ def main():
                 run([tool("strata-run"), plan, "--gguf", gguf, "--tokens",
                      ",".join(map(str, tokens)), "--dump-logits", ours_path])
                 ours = np.fromfile(ours_path, dtype="<f4").reshape(theirs.shape)
-                checks = [(tag, theirs, BARS[kind])]
+                checks = [(tag, theirs,
+                           BF16_BARS if a.precision == "bf16" else BARS[kind])]
                 if kind == "mix":
                     # The same quantised weights dequantised to F32: llama.cpp
                     # then keeps activations f32 too, so strata's run of the
@@ -107,7 +113,7 @@ def main():
                     exact = os.path.join(a.workdir, tag + "-dequant.gguf")
                     run([tool("strata-gguf"), "dequant-all", gguf, exact])
                     checks.append((tag + "-vs-dequant", llama_logits(exact, tokens),
-                                   BARS["f32"]))
+                                   BF16_BARS if a.precision == "bf16" else BARS["f32"]))
                 for name, ref, (bar_nmse, bar_top1) in checks:
                     err = nmse(ours, ref)
                     top1 = float((ours.argmax(1) == ref.argmax(1)).mean())

@@ -3,6 +3,7 @@
 #include "ir/Diagnostics.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "ir/Target.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
 #include "runtime/format/FileUtil.h"
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -22,7 +24,8 @@ namespace {
 
 const char *kUsage =
     R"(usage: strata-compile MODEL.strata --gguf FILE --max-tokens T
-                      [--target host] -o PLAN_DIR [--report]
+                      [--target NAME] [--precision f32|bf16] -o PLAN_DIR
+                      [--report[=json]]
                       [--print-ir-after-all] [--print-ir-after=NAME]
                       [--qsa-compress-ratio N] [--no-fusion]
 
@@ -34,11 +37,20 @@ options:
   --gguf FILE            the weights (GGUF v3; a key/value text header is
                          accepted for planning without weights)
   --max-tokens T         the largest prompt the plan serves (1..16777216)
-  --target NAME          host (the CPU reference backend); default host
+  --target NAME          host (the CPU reference backend; default), gfx1151
+                         or sm_90: what the passes plan for (kernel
+                         variants, precision); GPU plans have no kernel code
+                         yet, so strata-run refuses them
+  --precision P          f32 or bf16: how activations other than the
+                         residual streams are stored (default: f32 on host,
+                         bf16 on GPU targets); recorded in the plan
   -o PLAN_DIR            output directory, created if missing; written only
                          if compilation succeeds
-  --report               print the kernel table (bytes, FLOPs per kernel at T)
-                         and the arena size against its lower bound
+  --report[=json]        print a row per kernel (body, variant, bytes, FLOPs,
+                         predicted time on the target and its bound) and
+                         totals: kernels, bytes, FLOPs, predicted time,
+                         arena against its lower bound, hyper-connection
+                         bytes per site against their floors
   --print-ir-after-all   print the IR after every pass (to stderr)
   --print-ir-after=NAME  print the IR after pass NAME (to stderr)
   --qsa-compress-ratio N qwen4exp: run QSA with indexer blocks of N tokens
@@ -67,69 +79,240 @@ std::string human(double v, const char *unit) {
   return fmt::format("{:.3g} {}{}", v, pre[i], unit);
 }
 
-void printReport(const format::Plan &p) {
-  fmt::print("kernel report: model {} ({}), target {}, T = {}\n", p.model,
-             p.arch, p.target, p.maxTokens);
-  fmt::print("{:>4}  {:<18} {:<22} {:>12} {:>12} {:>9}\n", "#", "recipe",
-             "output", "bytes", "flops", "flop/B");
-  std::map<std::string, std::pair<uint64_t, uint64_t>> byRecipe;
-  std::map<std::string, int> calls;
-  uint64_t totalB = 0, totalF = 0;
-  for (size_t i = 0; i < p.kernels.size(); ++i) {
-    const format::PlanKernel &k = p.kernels[i];
-    const format::PlanBuffer &out = p.buffers[k.outputs[0]];
-    std::string shape = "[";
-    for (size_t d = 0; d < out.shape.size(); ++d) {
-      const format::PlanDim &dim = out.shape[d];
-      std::string s = dim.coef == 0 ? fmt::format("{}", dim.constant)
-                      : dim.constant
-                          ? fmt::format("{}T+{}", dim.coef, dim.constant)
-                      : dim.coef == 1 ? "T"
-                                      : fmt::format("{}T", dim.coef);
-      if (dim.coef != 0 && dim.div != 1)
-        s = fmt::format("{}T/{}",
-                        dim.coef == 1 ? "" : fmt::format("{}", dim.coef),
-                        dim.div) +
-            (dim.constant ? fmt::format("+{}", dim.constant) : "");
-      shape += (d ? ", " : "") + s;
-    }
-    shape += "]";
-    std::string name = k.label();
-    uint64_t bytes = static_cast<uint64_t>(k.bytes.at(p.maxTokens));
-    uint64_t flops = static_cast<uint64_t>(k.flops.at(p.maxTokens));
-    fmt::print("{:>4}  {:<18} {:<22} {:>12} {:>12} {:>9.2f}\n", i, name, shape,
-               human(double(bytes), "B"), human(double(flops), "F"),
-               bytes ? double(flops) / double(bytes) : 0.0);
-    byRecipe[name].first += bytes;
-    byRecipe[name].second += flops;
-    calls[name] += 1;
-    totalB += bytes;
-    totalF += flops;
+/// A kernel's predicted time on the target: the larger of its bytes over
+/// the bandwidth and its FLOPs over the peak of the path it runs on (a
+/// GEMM's variant; attention and the delta rule on the matrix units at half
+/// efficiency; everything else on the vector units).
+struct Prediction {
+  double seconds = 0;
+  bool computeBound = false;
+};
+
+Prediction predict(const format::PlanKernel &k, const ir::Target &t,
+                   double bytes, double flops) {
+  double peak = t.vecF32Tflops;
+  if (!k.variant.empty()) {
+    std::string first = k.variant.substr(0, k.variant.find(','));
+    if (const ir::KernelVariant *v = ir::lookupVariant(t, first))
+      peak = v->peakTflops() * v->efficiency;
   }
-  fmt::print("\nby recipe:\n{:<18} {:>6} {:>12} {:>8} {:>12} {:>8}\n", "recipe",
-             "calls", "bytes", "share", "flops", "share");
-  for (const auto &[name, bf] : byRecipe)
-    fmt::print("{:<18} {:>6} {:>12} {:>7.1f}% {:>12} {:>7.1f}%\n", name,
-               calls[name], human(double(bf.first), "B"),
-               totalB ? 100.0 * bf.first / totalB : 0.0,
-               human(double(bf.second), "F"),
-               totalF ? 100.0 * bf.second / totalF : 0.0);
-  fmt::print("\ntotal: {} kernels, {} moved, {}\n", p.kernels.size(),
-             human(double(totalB), "B"), human(double(totalF), "FLOP"));
+  auto holds = [&](format::Recipe r) {
+    if (!k.isFused())
+      return k.recipe == r;
+    for (const format::BodyOp &op : k.body)
+      if (op.recipe == r)
+        return true;
+    return false;
+  };
+  if (holds(format::Recipe::Attention) || holds(format::Recipe::GatedDeltaRule))
+    peak = std::max(peak, t.matF16Tflops * 0.5);
+  double mem = bytes / (t.memGBs * 1e9), compute = flops / (peak * 1e12);
+  return {std::max(mem, compute), compute > mem};
+}
+
+/// What a fused kernel's body runs, e.g. "hc_write,hc_norm".
+std::string bodySummary(const format::PlanKernel &k) {
+  if (!k.isFused())
+    return format::recipeInfo(k.recipe).name;
+  std::string s;
+  for (const format::BodyOp &op : k.body)
+    s += (s.empty() ? "" : ",") +
+         std::string(format::recipeInfo(op.recipe).name);
+  return s;
+}
+
+std::string shapeStr(const std::vector<format::PlanDim> &shape) {
+  std::string out = "[";
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const format::PlanDim &dim = shape[d];
+    std::string s = dim.coef == 0 ? fmt::format("{}", dim.constant)
+                    : dim.constant
+                        ? fmt::format("{}T+{}", dim.coef, dim.constant)
+                    : dim.coef == 1 ? "T"
+                                    : fmt::format("{}T", dim.coef);
+    if (dim.coef != 0 && dim.div != 1)
+      s = fmt::format("{}T/{}",
+                      dim.coef == 1 ? "" : fmt::format("{}", dim.coef),
+                      dim.div) +
+          (dim.constant ? fmt::format("+{}", dim.constant) : "");
+    out += (d ? ", " : "") + s;
+  }
+  return out + "]";
+}
+
+/// The gated-residual sites of a plan (fuse-hyper-connection's kernels) and
+/// their traffic against two floors (docs/hyper-connection-floor.md):
+///   one-pass bound: R read and written once, F and lambda read, u and the
+///                   next lambda written;
+///   three-kernel floor: that plus what must cross between the three
+///                   kernels: the normalised image written once and read
+///                   by K2 and K3, the low-rank lo written and read.
+struct SiteTraffic {
+  int sites = 0;
+  double bytes = 0, onePass = 0, threeKernel = 0, worstRatio = 0;
+};
+
+SiteTraffic hcSites(const format::Plan &p, int64_t t) {
+  SiteTraffic st;
+  std::map<uint32_t, size_t> producer;
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    for (uint32_t o : p.kernels[i].outputs)
+      producer[o] = i;
+  auto bufBytes = [&](uint32_t b) {
+    return double(p.buffers[b].numElements(t)) *
+           format::planDTypeSize(p.buffers[b].dtype);
+  };
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const format::PlanKernel &k3 = p.kernels[i];
+    if (k3.fused != "hc_up_mix" || k3.inputs.size() < 2)
+      continue;
+    uint32_t lo = k3.inputs[0].index, xn = k3.inputs[1].index;
+    if (!producer.count(lo) || !producer.count(xn))
+      continue;
+    const format::PlanKernel &k2 = p.kernels[producer[lo]];
+    const format::PlanKernel &k1 = p.kernels[producer[xn]];
+    double bytes = k1.bytes.at(t) + k2.bytes.at(t) + k3.bytes.at(t);
+    double onePass = bufBytes(k3.outputs[0]); // u
+    if (k2.outputs.size() > 1)
+      onePass += bufBytes(k2.outputs[1]); // the next lambda
+    const format::PlanOperand &r = k1.inputs[0];
+    if (!r.isWeight)
+      onePass += bufBytes(r.index); // R read
+    if (k1.fused == "hc_write_norm") {
+      onePass += bufBytes(k1.outputs[0]); // R written
+      for (size_t in = 1; in < 3 && in < k1.inputs.size(); ++in)
+        if (!k1.inputs[in].isWeight)
+          onePass += bufBytes(k1.inputs[in].index); // F, lambda
+    }
+    double threeKernel = onePass + 3 * bufBytes(xn) + 2 * bufBytes(lo);
+    ++st.sites;
+    st.bytes += bytes;
+    st.onePass += onePass;
+    st.threeKernel += threeKernel;
+    st.worstRatio = std::max(st.worstRatio, bytes / threeKernel);
+  }
+  return st;
+}
+
+std::string jsonStr(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", c);
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+void printReport(const format::Plan &p, const ir::Target &target, bool json) {
+  const int64_t t = p.maxTokens;
+  struct Row {
+    std::string label, body, variant, shape;
+    double bytes, flops;
+    Prediction pred;
+  };
+  std::vector<Row> rows;
+  double totalB = 0, totalF = 0, totalS = 0;
+  for (const format::PlanKernel &k : p.kernels) {
+    Row r{k.label(),
+          bodySummary(k),
+          k.variant,
+          shapeStr(p.buffers[k.outputs[0]].shape),
+          k.bytes.at(t),
+          k.flops.at(t),
+          {}};
+    r.pred = predict(k, target, r.bytes, r.flops);
+    totalB += r.bytes;
+    totalF += r.flops;
+    totalS += r.pred.seconds;
+    rows.push_back(std::move(r));
+  }
+  SiteTraffic hc = hcSites(p, t);
+  if (json) {
+    fmt::print("{{\"model\": {}, \"arch\": {}, \"target\": {}, \"T\": {},\n",
+               jsonStr(p.model), jsonStr(p.arch), jsonStr(p.target), t);
+    fmt::print(" \"kernels\": [\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row &r = rows[i];
+      fmt::print("  {{\"index\": {}, \"label\": {}, \"body\": {}, "
+                 "\"variant\": {}, \"output\": {}, \"bytes\": {:.0f}, "
+                 "\"flops\": {:.0f}, \"seconds\": {:.6g}, \"bound\": "
+                 "\"{}\"}}{}\n",
+                 i, jsonStr(r.label), jsonStr(r.body), jsonStr(r.variant),
+                 jsonStr(r.shape), r.bytes, r.flops, r.pred.seconds,
+                 r.pred.computeBound ? "compute" : "memory",
+                 i + 1 < rows.size() ? "," : "");
+    }
+    fmt::print(" ],\n \"totals\": {{\"kernels\": {}, \"bytes\": {:.0f}, "
+               "\"flops\": {:.0f}, \"seconds\": {:.6g}}},\n",
+               rows.size(), totalB, totalF, totalS);
+    fmt::print(" \"arena\": {{\"bytes\": {}, \"lower_bound\": {}}},\n",
+               p.arenaBytes, p.arenaLowerBound);
+    fmt::print(" \"hc_sites\": {{\"sites\": {}, \"bytes\": {:.0f}, "
+               "\"three_kernel_floor\": {:.0f}, \"one_pass_bound\": {:.0f}, "
+               "\"worst_ratio\": {:.4f}}}}}\n",
+               hc.sites, hc.bytes, hc.threeKernel, hc.onePass, hc.worstRatio);
+    return;
+  }
+  fmt::print("kernel report: model {} ({}), target {}, T = {}\n", p.model,
+             p.arch, p.target, t);
+  fmt::print("  {} GB/s, {} TFLOP/s vector f32, {} TFLOP/s matrix f16\n",
+             target.memGBs, target.vecF32Tflops, target.matF16Tflops);
+  fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}\n", "#",
+             "kernel", "variant", "output", "bytes", "flops", "time", "bound");
+  std::map<std::string, std::array<double, 4>> byLabel;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row &r = rows[i];
+    fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}\n", i,
+               r.label, r.variant.empty() ? "-" : r.variant, r.shape,
+               human(r.bytes, "B"), human(r.flops, "F"),
+               human(r.pred.seconds, "s"),
+               r.pred.computeBound ? "compute" : "memory");
+    auto &agg = byLabel[r.label];
+    agg[0] += 1;
+    agg[1] += r.bytes;
+    agg[2] += r.flops;
+    agg[3] += r.pred.seconds;
+  }
+  fmt::print("\nby kernel:\n{:<34} {:>6} {:>10} {:>7} {:>10} {:>7} {:>10} "
+             "{:>7}\n",
+             "kernel", "calls", "bytes", "share", "flops", "share", "time",
+             "share");
+  for (const auto &[label, a] : byLabel)
+    fmt::print("{:<34} {:>6} {:>10} {:>6.1f}% {:>10} {:>6.1f}% {:>10} "
+               "{:>6.1f}%\n",
+               label, a[0], human(a[1], "B"),
+               totalB ? 100.0 * a[1] / totalB : 0.0, human(a[2], "F"),
+               totalF ? 100.0 * a[2] / totalF : 0.0, human(a[3], "s"),
+               totalS ? 100.0 * a[3] / totalS : 0.0);
+  fmt::print("\ntotal: {} kernels, {} moved, {}, predicted {} on {}\n",
+             p.kernels.size(), human(totalB, "B"), human(totalF, "FLOP"),
+             human(totalS, "s"), target.name);
   fmt::print("arena: {} bytes ({}), lower bound {} bytes ({}), ratio {:.3f}\n",
              p.arenaBytes, human(double(p.arenaBytes), "B"), p.arenaLowerBound,
              human(double(p.arenaLowerBound), "B"),
              p.arenaLowerBound ? double(p.arenaBytes) / p.arenaLowerBound
                                : 0.0);
   fmt::print("buffers: {}, weights: {}\n", p.buffers.size(), p.weights.size());
+  if (hc.sites)
+    fmt::print("hyper-connection sites: {}, {} per site; three-kernel floor {} "
+               "(ratio {:.3f}, worst site {:.3f}); one-pass bound {} (ratio "
+               "{:.3f})\n",
+               hc.sites, human(hc.bytes / hc.sites, "B"),
+               human(hc.threeKernel / hc.sites, "B"), hc.bytes / hc.threeKernel,
+               hc.worstRatio, human(hc.onePass / hc.sites, "B"),
+               hc.bytes / hc.onePass);
 }
 
 } // namespace
 
 static int compileMain(int argc, char **argv) {
-  std::string input, gguf, out, target = "host";
+  std::string input, gguf, out, target = "host", precision;
   int64_t maxTokens = 0, qsaRatio = 0;
-  bool report = false, printAll = false, fusion = true;
+  bool report = false, reportJson = false, printAll = false, fusion = true;
   std::vector<std::string> printAfter;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -144,8 +327,14 @@ static int compileMain(int argc, char **argv) {
       std::cout << kUsage;
       return 0;
     }
-    if (a == "--report") {
+    if (a == "--report" || a == "--report=json") {
       report = true;
+      reportJson = a == "--report=json";
+    } else if (a.rfind("--precision", 0) == 0) {
+      auto v = value("--precision");
+      if (!v || (*v != "f32" && *v != "bf16"))
+        return fail("--precision is f32 or bf16");
+      precision = *v;
     } else if (a == "--no-fusion") {
       fusion = false;
     } else if (a == "--print-ir-after-all") {
@@ -202,10 +391,12 @@ static int compileMain(int argc, char **argv) {
     return fail("--max-tokens T is required");
   if (out.empty())
     return fail("-o PLAN_DIR is required");
-  if (target != "host")
-    return fail(fmt::format("target '{}' has no code generator yet; "
-                            "available: host",
-                            target));
+  const ir::Target *tgt = ir::lookupTarget(target);
+  if (!tgt)
+    return fail(fmt::format("unknown target '{}' (targets: {})", target,
+                            ir::targetNames()));
+  if (precision.empty())
+    precision = tgt->gpu ? "bf16" : "f32";
   for (const std::string &p : printAfter)
     if (!passes::createPass(p))
       return fail(fmt::format("unknown pass '{}' in --print-ir-after", p));
@@ -244,6 +435,8 @@ static int compileMain(int argc, char **argv) {
   passes::PassContext ctx{diag};
   ctx.model = model.get();
   ctx.maxTokens = maxTokens;
+  ctx.target = target;
+  ctx.precision = precision;
   if (!pm.run(m, ctx))
     return 1;
 
@@ -253,6 +446,9 @@ static int compileMain(int argc, char **argv) {
     return fail(error);
   if (qsaRatio)
     plan.options["qsa_compress_ratio"] = qsaRatio;
+  // bf16 storage changes the numbers a plan computes.
+  if (precision == "bf16")
+    plan.options["bf16_activations"] = 1;
   // Round-trip through the loader's validation before anything is written.
   format::Plan check;
   if (!format::planFromJson(format::planToJson(plan), "plan.json", check,
@@ -261,7 +457,7 @@ static int compileMain(int argc, char **argv) {
   if (!format::writePlanDir(out, plan, error))
     return fail(error);
   if (report)
-    printReport(plan);
+    printReport(plan, *tgt, reportJson);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "ir/Diagnostics.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "ir/Target.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
 #include "runtime/format/FileUtil.h"
@@ -36,6 +37,10 @@ options:
   --meta FILE               GGUF file or key/value text that binds meta(),
                             has_weight() and weights (needed by expand)
   --max-tokens N            the token count T to plan for (plan-memory)
+  --target NAME             the target passes plan for (host, gfx1151,
+                            sm_90; default host)
+  --precision P             activation storage for assign-precision: f32
+                            or bf16 (default: the target's, bf16 on GPUs)
   --print-ir-after-all      print the IR after every pass (to stderr)
   --print-ir-after=NAME     print the IR after pass NAME (to stderr)
   --split-input-file        treat '// -----' lines as separate inputs
@@ -53,6 +58,7 @@ struct Options {
   std::string output = "-";
   std::string metaPath;
   int64_t maxTokens = 0;
+  std::string target = "host", precision;
   std::vector<std::string> pipeline;
   bool printAfterAll = false;
   std::vector<std::string> printAfter;
@@ -132,6 +138,28 @@ int parseArgs(int argc, char **argv, Options &o) {
         return 2;
       }
       o.maxTokens = n;
+    } else if (a.rfind("--target", 0) == 0) {
+      auto v = valueOf(i, a, "--target");
+      if (!v)
+        return 2;
+      if (!ir::lookupTarget(*v)) {
+        std::cerr << fmt::format("strata-opt: error: unknown target '{}' "
+                                 "(targets: {})\n",
+                                 *v, ir::targetNames());
+        return 2;
+      }
+      o.target = *v;
+    } else if (a.rfind("--precision", 0) == 0) {
+      auto v = valueOf(i, a, "--precision");
+      if (!v)
+        return 2;
+      if (*v != "f32" && *v != "bf16") {
+        std::cerr << fmt::format("strata-opt: error: --precision is f32 or "
+                                 "bf16, got '{}'\n",
+                                 *v);
+        return 2;
+      }
+      o.precision = *v;
     } else if (a.rfind("--meta", 0) == 0) {
       auto v = valueOf(i, a, "--meta");
       if (!v)
@@ -266,6 +294,10 @@ bool processChunk(const Options &o, const std::string &name,
     passes::PassContext ctx{diag};
     ctx.model = model;
     ctx.maxTokens = o.maxTokens;
+    ctx.target = o.target;
+    ctx.precision = !o.precision.empty()              ? o.precision
+                    : ir::lookupTarget(o.target)->gpu ? "bf16"
+                                                      : "f32";
     ok = pm.run(m, ctx);
   }
   if (ok)

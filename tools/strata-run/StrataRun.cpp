@@ -277,6 +277,17 @@ int run(int argc, char **argv) {
   format::Plan plan;
   if (!format::readPlanDir(o.planDir, plan, error))
     return fail(error);
+  // A GPU plan is complete but for its kernels' code, which the code
+  // generator will fill; until a kernel has code there is nothing to launch.
+  if (plan.target != "host")
+    for (const format::PlanKernel &k : plan.kernels)
+      if (!k.code)
+        return fail(fmt::format(
+            "{}: the plan was compiled for target '{}', and its kernels have "
+            "no code yet (GPU code generation is not built); compile with "
+            "--target host (and --precision bf16 for the GPU's storage "
+            "policy) to run it on the cpu backend",
+            o.planDir, plan.target));
   std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
       plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads});
   if (!ex)

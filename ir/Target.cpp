@@ -1,0 +1,119 @@
+//===- Target.cpp - target descriptions and kernel variants ---------------===//
+#include "ir/Target.h"
+
+#include <sstream>
+
+namespace strata::ir {
+
+namespace {
+
+enum class TargetId {
+#define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8)                     \
+  Id,
+#include "ir/Targets.def"
+};
+
+struct VariantRow {
+  TargetId target;
+  const char *name;
+  MatrixPath path;
+  int tileM, tileN, tileK;
+  double efficiency;
+  const char *types;
+};
+
+constexpr VariantRow kVariantRows[] = {
+#define VARIANT(Target, Name, Path, TileM, TileN, TileK, Efficiency, Types)    \
+  {TargetId::Target, Name, MatrixPath::Path, TileM, TileN, TileK,              \
+   Efficiency,       Types},
+#include "ir/KernelVariants.def"
+};
+
+} // namespace
+
+const std::vector<Target> &allTargets() {
+  static const std::vector<Target> kTargets = {
+#define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8)                     \
+  {Name,        Gpu != 0, WaveSize, Units,  SharedPerBlock, SharedPerUnit,     \
+   RegsPerUnit, MemGBs,   VecF32,   MatF16, MatI8},
+#include "ir/Targets.def"
+  };
+  return kTargets;
+}
+
+const Target *lookupTarget(std::string_view name) {
+  for (const Target &t : allTargets())
+    if (name == t.name)
+      return &t;
+  return nullptr;
+}
+
+std::string targetNames() {
+  std::string s;
+  for (const Target &t : allTargets())
+    s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
+double KernelVariant::peakTflops() const {
+  switch (path) {
+  case MatrixPath::F16:
+    return target->matF16Tflops;
+  case MatrixPath::I8:
+    return target->matI8Tops;
+  case MatrixPath::F32:
+    return target->vecF32Tflops;
+  }
+  return 0;
+}
+
+bool KernelVariant::decodes(format::GgmlType t) const {
+  for (format::GgmlType u : types)
+    if (u == t)
+      return true;
+  return false;
+}
+
+static const std::vector<KernelVariant> &allVariants() {
+  static const std::vector<KernelVariant> kVariants = [] {
+    std::vector<KernelVariant> all;
+    for (const VariantRow &r : kVariantRows) {
+      KernelVariant v{&allTargets()[static_cast<size_t>(r.target)],
+                      r.name,
+                      r.path,
+                      r.tileM,
+                      r.tileN,
+                      r.tileK,
+                      r.efficiency,
+                      {}};
+      std::istringstream types(r.types);
+      std::string t;
+      while (types >> t)
+        if (auto info = format::ggmlTypeFromIrName(t))
+          v.types.push_back(info->type);
+      all.push_back(std::move(v));
+    }
+    return all;
+  }();
+  return kVariants;
+}
+
+std::vector<const KernelVariant *> variantsOf(const Target &target) {
+  std::vector<const KernelVariant *> out;
+  for (const KernelVariant &v : allVariants())
+    if (v.target == &target)
+      out.push_back(&v);
+  return out;
+}
+
+const KernelVariant *lookupVariant(const Target &target,
+                                   std::string_view name) {
+  for (const KernelVariant *v : variantsOf(target))
+    if (name == v->name)
+      return v;
+  return nullptr;
+}
+
+} // namespace strata::ir

@@ -1,0 +1,60 @@
+//===- Target.h - target descriptions and kernel variants -------*- C++ -*-===//
+//
+// Targets (Targets.def) and their matmul/expert kernel variants
+// (KernelVariants.def) are data: select-expert-kernels, the precision
+// policy and the report read them; nothing else knows a target's numbers.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/format/GgmlType.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::ir {
+
+/// A compilation target.
+struct Target {
+  const char *name;
+  bool gpu;
+  int waveSize;
+  int units;
+  int64_t sharedPerBlock, sharedPerUnit, regsPerUnit;
+  double memGBs;       ///< streaming bandwidth to plan with
+  double vecF32Tflops; ///< vector f32 peak
+  double matF16Tflops; ///< matrix f16/bf16 peak
+  double matI8Tops;    ///< matrix int8 peak (0 = none)
+};
+
+/// Every target, in Targets.def order.
+const std::vector<Target> &allTargets();
+/// The target spelled \p name, or nullptr.
+const Target *lookupTarget(std::string_view name);
+/// "host, gfx1151, sm_90".
+std::string targetNames();
+
+/// The matrix path a variant runs on.
+enum class MatrixPath { F16, I8, F32 };
+
+/// A matmul / expert GEMM kernel variant of one target.
+struct KernelVariant {
+  const Target *target;
+  const char *name;
+  MatrixPath path;
+  int tileM, tileN, tileK;
+  double efficiency; ///< of the path's peak, for full tiles
+  std::vector<format::GgmlType> types;
+
+  /// The path's peak on the target, TFLOP/s (TOPS for I8).
+  double peakTflops() const;
+  bool decodes(format::GgmlType t) const;
+};
+
+/// The variants of \p target, in KernelVariants.def order.
+std::vector<const KernelVariant *> variantsOf(const Target &target);
+/// The variant named \p name of \p target, or nullptr.
+const KernelVariant *lookupVariant(const Target &target, std::string_view name);
+
+} // namespace strata::ir

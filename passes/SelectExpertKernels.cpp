@@ -1,0 +1,196 @@
+//===- SelectExpertKernels.cpp - a kernel variant per GEMM ----------------===//
+//
+// For every matmul and expert stack (inside fused kernels too), picks the
+// target's kernel variant (KernelVariants.def) with the least predicted
+// time and records it as the op's `variant` attribute, which the plan and
+// --report carry. The cost model reads the target description only:
+//   rows M    = the tokens the GEMM sees: T for a dense matmul, the
+//               expected rows per expert T*k/E for an expert stack
+//   compute   = 2*Mpad*N*K*(stacks) / (path peak * efficiency), Mpad = M
+//               rounded up to the variant's row tile (small M wastes tiles)
+//   memory    = (weight bytes + activations in and out) / bandwidth, plus
+//               for int8-activation variants the pass that quantises the
+//               activations (read f32, write int8)
+//   time      = max(compute, memory)
+// A weight type no variant of the target decodes is an error naming it.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/Target.h"
+#include "passes/Pass.h"
+#include "runtime/format/Quants.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace strata::passes {
+
+using namespace ir;
+
+namespace {
+
+/// Facts of one GEMM at T = maxTokens.
+struct Gemm {
+  format::GgmlType type = format::GgmlType::F32;
+  double rows = 0; ///< M per stack
+  double n = 0, k = 0;
+  double stacks = 1; ///< experts (each a GEMM of `rows` rows)
+  double weightBytes = 0;
+  std::string weightName;
+};
+
+format::GgmlType weightType(const Operand &w) {
+  Type t = w.type();
+  if (t.elem.isBlock)
+    return t.elem.block;
+  switch (t.elem.dtype) {
+  case DType::F16:
+    return format::GgmlType::F16;
+  case DType::BF16:
+    return format::GgmlType::BF16;
+  default:
+    return format::GgmlType::F32;
+  }
+}
+
+double constOr(const Dim &d, double dflt) {
+  auto c = d.constant();
+  return c ? static_cast<double>(*c) : dflt;
+}
+
+/// Rows of a [T, ...] activation at T = maxTokens (all but the last dim).
+double activationRows(const Type &t, int64_t maxTokens) {
+  double rows = 1;
+  for (size_t d = 0; d + 1 < t.rank(); ++d) {
+    auto lin = t.dims[d].affineIn("T");
+    rows *= lin ? static_cast<double>(lin->coef * maxTokens / lin->div +
+                                      lin->constant)
+                : 1.0;
+  }
+  return rows;
+}
+
+double weightBytes(const Operand &w, format::GgmlType type) {
+  Type t = w.type();
+  double elems = 1;
+  for (const Dim &d : t.dims)
+    elems *= constOr(d, 1);
+  format::GgmlTypeInfo info = format::ggmlTypeInfo(type);
+  return elems / info.blockSize * info.typeSize;
+}
+
+/// Predicted seconds of \p g with variant \p v: (time, compute time).
+std::pair<double, double> predict(const KernelVariant &v, const Gemm &g,
+                                  const Target &t) {
+  double padded = std::ceil(g.rows / v.tileM) * v.tileM;
+  double flops = 2 * padded * g.n * g.k * g.stacks;
+  double compute = flops / (v.peakTflops() * 1e12 * v.efficiency);
+  double act = g.rows * g.stacks * (g.k + g.n) * 2; // bf16 in and out
+  double bytes = g.weightBytes + act;
+  if (v.path == MatrixPath::I8)
+    bytes += g.rows * g.stacks * g.k * (2 + 1); // quantise activations
+  return {std::max(compute, bytes / (t.memGBs * 1e9)), compute};
+}
+
+class SelectExpertKernelsPass : public Pass {
+public:
+  const char *name() const override { return "select-expert-kernels"; }
+
+  bool run(std::unique_ptr<Module> &m, PassContext &ctx) override {
+    const Target *target = lookupTarget(ctx.target);
+    if (!target) {
+      ctx.diag.error(m->loc, fmt::format("select-expert-kernels: unknown "
+                                         "target '{}' (targets: {})",
+                                         ctx.target, targetNames()));
+      return false;
+    }
+    if (ctx.maxTokens <= 0) {
+      ctx.diag.error(m->loc, "select-expert-kernels needs the maximum token "
+                             "count (--max-tokens)");
+      return false;
+    }
+    bool ok = true;
+    for (auto &f : m->funcs)
+      ok = selectIn(f->body, *target, ctx) && ok;
+    return ok;
+  }
+
+private:
+  bool selectIn(Block &b, const Target &target, PassContext &ctx) {
+    bool ok = true;
+    for (auto &opPtr : b.ops) {
+      Operation &op = *opPtr;
+      for (auto &region : op.regions)
+        ok = selectIn(*region, target, ctx) && ok;
+      std::string r = op.kind == OpKind::Kernel ? op.callee : opName(op.kind);
+      if (r != "matmul" && r != "moe_experts")
+        continue;
+      Gemm g;
+      const Operand &w = op.operands[r == "matmul" ? 1 : 2];
+      Type wt = w.type(), xt = op.operands[0].type();
+      if (!wt.isTensor() || !xt.isTensor())
+        continue; // the verifier reports unknown types
+      g.type = weightType(w);
+      g.weightName = w.isWeight() && w.weight->name->kind == ExprKind::Str
+                         ? w.weight->name->s
+                         : std::string();
+      g.weightBytes = weightBytes(w, g.type);
+      g.k = constOr(wt.dims.back(), 1);
+      g.n = constOr(wt.dims[wt.rank() - 2], 1);
+      double rows = activationRows(xt, ctx.maxTokens);
+      if (r == "moe_experts") {
+        // Each token goes to k of E experts: T*k/E rows per expert on
+        // average; gate, up and down are three GEMMs over the stack.
+        double e = constOr(wt.dims[0], 1);
+        double k = constOr(op.operands[1].type().dims.back(), 1);
+        g.stacks = e;
+        g.rows = rows * k / e;
+        g.n *= 3; // gate + up (N = F each) and down (K and N swapped)
+      } else {
+        g.rows = rows;
+      }
+      // Least time; between equal times (memory-bound GEMMs) the least
+      // compute time, which leaves the units free for others.
+      const KernelVariant *best = nullptr;
+      std::pair<double, double> bestTime;
+      std::string known;
+      for (const KernelVariant *v : variantsOf(target)) {
+        known += (known.empty() ? "" : ", ") + std::string(v->name);
+        if (!v->decodes(g.type))
+          continue;
+        std::pair<double, double> t = predict(*v, g, target);
+        bool better = !best || t.first < bestTime.first * (1 - 1e-9) ||
+                      (t.first <= bestTime.first * (1 + 1e-9) &&
+                       t.second < bestTime.second);
+        if (better)
+          best = v, bestTime = t;
+      }
+      if (!best) {
+        ctx.diag.error(op.loc,
+                       fmt::format("target '{}' has no {} kernel variant for "
+                                   "{} weights{} (its variants: {})",
+                                   target.name, r,
+                                   format::ggmlTypeInfo(g.type).irName,
+                                   g.weightName.empty()
+                                       ? ""
+                                       : fmt::format(" ('{}')", g.weightName),
+                                   known));
+        ok = false;
+        continue;
+      }
+      std::erase_if(op.attrs,
+                    [](const Attr &a) { return a.name == "variant"; });
+      op.attrs.push_back(
+          Attr{"variant", Expr::makeStr(best->name, op.loc), op.loc});
+    }
+    return ok;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSelectExpertKernelsPass() {
+  return std::make_unique<SelectExpertKernelsPass>();
+}
+
+} // namespace strata::passes
