@@ -6,10 +6,13 @@
 // identity, weights by name, element type and shape, attributes by name and
 // printed expression (order does not matter). An op is available to the ops
 // after it in its block and in the regions nested there, as dominance allows;
-// ops with regions are not merged themselves. Runs before plan-memory: a
-// merged value lives longer than the plan's liveness says.
+// ops with regions are not merged themselves, and a fused kernel's body sees
+// nothing from outside it. The def-use chains (ir/DefUse.h) move every read
+// of a merged result to the surviving one. Runs before plan-memory: a merged
+// value lives longer than the plan's liveness says.
 //
 //===----------------------------------------------------------------------===//
+#include "ir/DefUse.h"
 #include "passes/Pass.h"
 
 #include <fmt/format.h>
@@ -24,8 +27,6 @@ using namespace ir;
 
 namespace {
 
-/// Value replacements found so far (merged result -> surviving result).
-using Replacements = std::unordered_map<const Value *, Value *>;
 /// Available ops by key, for one block and the blocks nested in it.
 using Available = std::map<std::string, Operation *>;
 
@@ -65,21 +66,12 @@ std::string opKey(const Operation &op) {
   return key;
 }
 
-void rewriteOperands(Operation &op, const Replacements &repl) {
-  for (Operand &o : op.operands)
-    if (o.isValue())
-      if (auto it = repl.find(o.value); it != repl.end())
-        o.value = it->second;
-}
-
-void cseBlock(Block &b, Available available, Replacements &repl) {
+void cseBlock(Block &b, Available available, DefUse &du) {
   for (size_t i = 0; i < b.ops.size();) {
     Operation &op = *b.ops[i];
-    rewriteOperands(op, repl);
     // A fused body sees nothing from outside it: nothing is available there.
     for (auto &region : op.regions)
-      cseBlock(*region, op.kind == OpKind::Fused ? Available{} : available,
-               repl);
+      cseBlock(*region, op.kind == OpKind::Fused ? Available{} : available, du);
     std::string key = opKey(op);
     if (key.empty()) {
       ++i;
@@ -91,7 +83,8 @@ void cseBlock(Block &b, Available available, Replacements &repl) {
       continue;
     }
     for (size_t r = 0; r < op.results.size(); ++r)
-      repl[op.results[r]] = it->second->results[r];
+      du.replaceAllUsesWith(op.results[r], it->second->results[r]);
+    du.dropUses(op);
     b.ops.erase(b.ops.begin() + static_cast<std::ptrdiff_t>(i));
   }
 }
@@ -104,8 +97,8 @@ public:
     if (!checkNotPlanned(*m, "cse", ctx))
       return false;
     for (auto &f : m->funcs) {
-      Replacements repl;
-      cseBlock(f->body, {}, repl);
+      DefUse du(f->body);
+      cseBlock(f->body, {}, du);
     }
     return true;
   }

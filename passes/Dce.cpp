@@ -2,18 +2,20 @@
 //
 // Every op of the IR is pure (tensor in, tensor out; no side effects), so an
 // op whose results are all unused can go, and with it the uses it made. A
-// block is walked backwards with use counts: removing an op may make the ops
-// that defined its operands dead, and those come earlier, so one walk removes
-// whole dead chains. Ops with regions (repeat, if) are removed whole when
-// their results are unused; otherwise their bodies are cleaned the same way
-// (a body's yield keeps what it yields). Function parameters, returns and
-// yields stay. The pass runs before plan-memory: it changes the op list the
-// plan's liveness and arena bound were computed from.
+// worklist over the def-use chains (ir/DefUse.h) starts from every op;
+// removing one puts the ops that defined its operands back on the list, so
+// whole dead chains go. Ops with regions (repeat, if, fused) are removed
+// whole when their results are unused; otherwise their bodies are cleaned
+// the same way (a body's yield keeps what it yields). Function parameters,
+// returns and yields stay. The pass runs before plan-memory: it changes the
+// op list the plan's liveness and arena bound were computed from.
 //
 //===----------------------------------------------------------------------===//
+#include "ir/DefUse.h"
 #include "passes/Pass.h"
 
-#include <unordered_map>
+#include <algorithm>
+#include <set>
 
 namespace strata::passes {
 
@@ -21,44 +23,49 @@ using namespace ir;
 
 namespace {
 
-using UseCounts = std::unordered_map<const Value *, int64_t>;
-
-/// Adds (\p delta = +1) or removes (-1) the uses \p op and its regions make.
-void countUses(const Operation &op, UseCounts &uses, int delta) {
-  for (const Operand &o : op.operands)
-    if (o.isValue())
-      uses[o.value] += delta;
-  for (const auto &region : op.regions)
-    for (const auto &inner : region->ops)
-      countUses(*inner, uses, delta);
-}
-
 /// Terminators, and remarks (their effect is the report `expand` makes).
 bool isTerminator(const Operation &op) {
   return op.kind == OpKind::Return || op.kind == OpKind::Yield ||
          op.kind == OpKind::Remark;
 }
 
-/// Removes the dead ops of \p b (backwards); returns how many went.
-size_t sweep(Block &b, UseCounts &uses) {
-  size_t removed = 0;
-  for (size_t i = b.ops.size(); i-- > 0;) {
-    Operation &op = *b.ops[i];
-    if (isTerminator(op))
-      continue;
-    bool dead = true;
-    for (const Value *r : op.results)
-      dead = dead && uses[r] == 0;
-    if (dead) {
-      countUses(op, uses, -1);
-      b.ops.erase(b.ops.begin() + static_cast<std::ptrdiff_t>(i));
-      ++removed;
-      continue;
-    }
-    for (auto &region : op.regions)
-      removed += sweep(*region, uses);
+void collect(Block &b, std::vector<Operation *> &ops) {
+  for (auto &op : b.ops) {
+    ops.push_back(op.get());
+    for (auto &region : op->regions)
+      collect(*region, ops);
   }
-  return removed;
+}
+
+/// Removes the dead ops of \p root and the regions in it.
+void sweep(Block &root) {
+  DefUse du(root);
+  std::vector<Operation *> work;
+  collect(root, work);
+  std::set<const Operation *> erased;
+  while (!work.empty()) {
+    Operation *op = work.back();
+    work.pop_back();
+    if (erased.count(op) || isTerminator(*op) || !du.isDead(*op))
+      continue;
+    // The ops that fed it may die with it.
+    std::vector<Operation *> inner{op};
+    for (size_t i = 0; i < inner.size(); ++i) {
+      for (const Operand &o : inner[i]->operands)
+        if (o.isValue())
+          if (Operation *d = du.definingOp(o.value))
+            work.push_back(d);
+      erased.insert(inner[i]);
+      for (auto &region : inner[i]->regions)
+        for (auto &nested : region->ops)
+          inner.push_back(nested.get());
+    }
+    du.dropUses(*op);
+    Block *b = du.blockOf(op);
+    auto it = std::find_if(b->ops.begin(), b->ops.end(),
+                           [&](const auto &p) { return p.get() == op; });
+    b->ops.erase(it);
+  }
 }
 
 class DcePass : public Pass {
@@ -68,12 +75,8 @@ public:
   bool run(std::unique_ptr<Module> &m, PassContext &ctx) override {
     if (!checkNotPlanned(*m, "dce", ctx))
       return false;
-    for (auto &f : m->funcs) {
-      UseCounts uses;
-      for (const auto &op : f->body.ops)
-        countUses(*op, uses, +1);
-      sweep(f->body, uses);
-    }
+    for (auto &f : m->funcs)
+      sweep(f->body);
     return true;
   }
 };
