@@ -101,6 +101,21 @@ PlanPoly costAttention(const Operation &op) {
   return keys * perKey;
 }
 
+/// Grouped expert GEMMs: 2*K*N per row for every weight stack [E, N, K].
+PlanPoly costGrouped(const Operation &op) {
+  double perRow = 0;
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    Type w = operandType(op, i);
+    if (w.rank() == 3 && (op.operands[i].isWeight() || w.elem.isBlock))
+      perRow += 2 * constDim(w, 1) * constDim(w, 2);
+  }
+  PlanPoly rows;
+  if (!op.results.empty())
+    if (auto n = elementsPoly(op.results[0]->type))
+      rows = *n * (1.0 / std::max(1.0, constDim(op.results[0]->type, 1)));
+  return rows * perRow;
+}
+
 /// Recurrent gated delta rule: about 8 FLOPs per state element per token.
 PlanPoly costDelta(const Operation &op) {
   Type k = operandType(op, 0), v = operandType(op, 2);

@@ -597,6 +597,74 @@ bool inferMoeCombine(RuleCtx &c) {
   return true;
 }
 
+bool inferMoeSort(RuleCtx &c) {
+  if (!checkRank(c, 0, 2, "expert ids [T, k]") ||
+      !checkIndices(c, 0, "the expert ids"))
+    return false;
+  auto e = c.intAttr("experts");
+  if (e && *e <= 0)
+    return c.error(
+        fmt::format("attribute 'experts' must be positive, got {}", *e));
+  if (!c.in[0].isTensor() || !e)
+    return true;
+  c.out[0] = Type::tensor(i32(), {Dim::constant(*e + 1)});
+  c.out[1] = Type::tensor(i32(), {c.in[0].dims[0] * c.in[0].dims[1]});
+  return true;
+}
+
+bool inferMoeGroupedSwiglu(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the input") ||
+      !checkRank(c, 0, 2, "an input [T, D]") ||
+      !checkRank(c, 1, 1, "a permutation [T*k]") ||
+      !checkIndices(c, 1, "the permutation") ||
+      !checkRank(c, 2, 1, "expert offsets [E + 1]") ||
+      !checkIndices(c, 2, "the expert offsets") ||
+      !checkRank(c, 3, 3, "gate experts [E, F, D]") ||
+      !checkRank(c, 4, 3, "up experts [E, F, D]") ||
+      !checkDim(c, 0, 1, 3, 2, "gate input dim") ||
+      !checkDim(c, 3, 0, 4, 0, "gate/up expert count") ||
+      !checkDim(c, 3, 1, 4, 1, "gate/up width") ||
+      !checkDim(c, 3, 2, 4, 2, "gate/up input dim"))
+    return false;
+  if (c.in[1].isTensor() && c.in[3].isTensor())
+    c.out[0] = Type::tensor(f32(), {c.in[1].dims[0], c.in[3].dims[1]});
+  return true;
+}
+
+bool inferMoeGroupedDown(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the hidden rows") ||
+      !checkRank(c, 0, 2, "hidden rows [S, F]") ||
+      !checkRank(c, 1, 1, "expert offsets [E + 1]") ||
+      !checkIndices(c, 1, "the expert offsets") ||
+      !checkRank(c, 2, 3, "down experts [E, D, F]") ||
+      !checkDim(c, 0, 1, 2, 2, "expert width F"))
+    return false;
+  if (c.in[0].isTensor() && c.in[2].isTensor())
+    c.out[0] = Type::tensor(f32(), {c.in[0].dims[0], c.in[2].dims[1]});
+  return true;
+}
+
+bool inferMoeScatter(RuleCtx &c) {
+  if (!checkActivation(c, 0, "expert rows") ||
+      !checkRank(c, 0, 2, "expert rows [S, D]") ||
+      !checkRank(c, 1, 1, "a permutation [S]") ||
+      !checkIndices(c, 1, "the permutation") ||
+      !checkDim(c, 0, 0, 1, 0, "row count") ||
+      !checkRank(c, 2, 2, "routing weights [T, k]"))
+    return false;
+  if (c.in.size() > 3 &&
+      (!checkRank(c, 3, 2, "a shared expert output [T, D]") ||
+       !checkDim(c, 2, 0, 3, 0, "token count") ||
+       !checkDim(c, 0, 1, 3, 1, "hidden dim")))
+    return false;
+  if (c.in.size() > 4 && (!checkRank(c, 4, 2, "a shared gate [T, 1]") ||
+                          !checkDim(c, 2, 0, 4, 0, "token count")))
+    return false;
+  if (c.in[0].isTensor() && c.in[2].isTensor())
+    c.out[0] = Type::tensor(f32(), {c.in[2].dims[0], c.in[0].dims[1]});
+  return true;
+}
+
 bool inferHcExpand(RuleCtx &c) {
   if (!checkActivation(c, 0, "the input") ||
       !checkRank(c, 0, 2, "an input [T, D]"))

@@ -8,7 +8,9 @@
 // product or residual add, a convolution's silu. A group grows from its
 // first op through ops that read its values, as long as the group can
 // still be placed at one spot of the body (Rewriter); a value also read
-// outside the group becomes an extra output.
+// outside the group becomes an extra output. An elementwise group also takes
+// in one producer whose result only it reads (the same epilogue, found from
+// the other end).
 //
 // A slice or permute whose result (through reshapes) one op alone reads is
 // that op's operand access, not a kernel: it folds into the reader as its
@@ -60,24 +62,49 @@ public:
          !isElementwise(*du.uses(head.results[0])[0].user)))
       return false;
     std::vector<Operation *> group{&head};
+    auto inGroup = [&](const Operation *op) {
+      return std::find(group.begin(), group.end(), op) != group.end();
+    };
+    auto tryAdd = [&](Operation *op) {
+      std::vector<Operation *> bigger = group;
+      bigger.push_back(op);
+      if (!rw.canFuse(bigger))
+        return false;
+      group = std::move(bigger);
+      return true;
+    };
     bool grew = true;
     while (grew && group.size() < kMaxGroup) {
       grew = false;
+      // Readers: elementwise ops that read a group value.
       for (size_t g = 0; g < group.size() && !grew; ++g)
         for (const Value *v : group[g]->results)
           for (const Use &u : du.uses(v)) {
             Operation *next = u.user;
             if (!isElementwise(*next) || rw.position(next) == SIZE_MAX ||
-                std::find(group.begin(), group.end(), next) != group.end())
+                inGroup(next))
               continue;
-            std::vector<Operation *> bigger = group;
-            bigger.push_back(next);
-            if (!rw.canFuse(bigger))
-              continue;
-            group = std::move(bigger);
-            grew = true;
-            break;
+            if ((grew = tryAdd(next)))
+              break;
           }
+      // A producer: while the group is elementwise only, one other op whose
+      // one result only the group reads joins it (the group becomes its
+      // epilogue, e.g. a gated norm's sigmoid and product after the norm).
+      bool onlyElementwise =
+          std::all_of(group.begin(), group.end(),
+                      [](const Operation *op) { return isElementwise(*op); });
+      for (size_t g = 0; g < group.size() && !grew && onlyElementwise; ++g)
+        for (const Operand &o : group[g]->operands) {
+          Operation *p = o.isValue() ? du.definingOp(o.value) : nullptr;
+          const OpInfo *info = p ? opInfo(p->kind) : nullptr;
+          if (!info || info->cls == format::OpClass::View ||
+              isElementwise(*p) || p->results.size() != 1 ||
+              rw.position(p) == SIZE_MAX || inGroup(p) ||
+              !du.hasOneUse(p->results[0]))
+            continue;
+          if ((grew = tryAdd(p)))
+            break;
+        }
     }
     if (group.size() < 2)
       return false;

@@ -10,6 +10,8 @@
 // and becomes
 //   K1 "hc_write_norm"  = hc_write + hc_norm: R read once and written once,
 //                         in place over R0 (tied), plus the normalised image;
+//                         where F is the MoE combine's (or scatter's) and
+//                         only the write reads it, the combine joins K1;
 //   K2 "hc_down_inject" = every matmul that reads xf with its unary epilogue
 //                         (the down projection and the injection logits,
 //                         sharing the A reads); "hc_down" at a site without
@@ -125,13 +127,23 @@ public:
         write->operands[0].isValue()) {
       k1.push_back(write);
       ties.push_back({r, write->operands[0].value});
+      // Where the MoE combine (grouped: the scatter) produces F for this
+      // write alone, it joins K1: F never reaches memory.
+      Value *f =
+          write->operands[1].isValue() ? write->operands[1].value : nullptr;
+      Operation *combine = f ? du.definingOp(f) : nullptr;
+      if (combine && du.hasOneUse(f) && rw.position(combine) != SIZE_MAX &&
+          (combine->kind == OpKind::MoeScatter ||
+           combine->kind == OpKind::MoeCombine))
+        k1.push_back(combine);
     }
 
     if (!rw.fuse(k3, "hc_up_mix"))
       return false;
     rw.fuse(k2, inject ? "hc_down_inject" : "hc_down");
     if (k1.size() > 1)
-      rw.fuse(k1, "hc_write_norm", ties);
+      rw.fuse(k1, k1.size() > 2 ? "hc_combine_write_norm" : "hc_write_norm",
+              ties);
     return true;
   }
 };

@@ -11,6 +11,8 @@ std::vector<std::string> defaultPipeline() {
       // can leave dead operands behind).
       "cse",
       "dce",
+      // Routed experts as sorted, grouped GEMMs (on every target).
+      "group-experts",
       // Group ops into kernels: the gated-residual sites first (their
       // epilogues are elementwise too), then elementwise chains and matmul
       // epilogues.

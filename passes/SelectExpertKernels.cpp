@@ -123,10 +123,12 @@ private:
       for (auto &region : op.regions)
         ok = selectIn(*region, target, ctx) && ok;
       std::string r = op.kind == OpKind::Kernel ? op.callee : opName(op.kind);
-      if (r != "matmul" && r != "moe_experts")
+      const bool grouped = r == "moe_grouped_swiglu" || r == "moe_grouped_down";
+      if (r != "matmul" && r != "moe_experts" && !grouped)
         continue;
       Gemm g;
-      const Operand &w = op.operands[r == "matmul" ? 1 : 2];
+      const size_t wi = r == "matmul" ? 1 : r == "moe_grouped_swiglu" ? 3 : 2;
+      const Operand &w = op.operands[wi];
       Type wt = w.type(), xt = op.operands[0].type();
       if (!wt.isTensor() || !xt.isTensor())
         continue; // the verifier reports unknown types
@@ -138,7 +140,18 @@ private:
       g.k = constOr(wt.dims.back(), 1);
       g.n = constOr(wt.dims[wt.rank() - 2], 1);
       double rows = activationRows(xt, ctx.maxTokens);
-      if (r == "moe_experts") {
+      if (grouped) {
+        // Rows are the sorted slots: T*k/E per expert on average; the SwiGLU
+        // kernel runs gate and up (two N = F GEMMs) over them.
+        double e = constOr(wt.dims[0], 1);
+        double slots = activationRows(op.results[0]->type, ctx.maxTokens);
+        g.stacks = e;
+        g.rows = slots / e;
+        if (r == "moe_grouped_swiglu") {
+          g.n *= 2;
+          g.weightBytes *= 2;
+        }
+      } else if (r == "moe_experts") {
         // Each token goes to k of E experts: T*k/E rows per expert on
         // average; gate, up and down are three GEMMs over the stack.
         double e = constOr(wt.dims[0], 1);

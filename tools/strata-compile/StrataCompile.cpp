@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <set>
 
 using namespace strata;
 
@@ -141,7 +142,8 @@ std::string shapeStr(const std::vector<format::PlanDim> &shape) {
 }
 
 /// The gated-residual sites of a plan (fuse-hyper-connection's kernels) and
-/// their traffic against two floors (docs/hyper-connection-floor.md):
+/// their traffic against two floors (docs/hyper-connection-floor.md); a
+/// combine fused into K1 is MoE traffic, not the site's:
 ///   one-pass bound: R read and written once, F and lambda read, u and the
 ///                   next lambda written;
 ///   three-kernel floor: that plus what must cross between the three
@@ -171,19 +173,38 @@ SiteTraffic hcSites(const format::Plan &p, int64_t t) {
       continue;
     const format::PlanKernel &k2 = p.kernels[producer[lo]];
     const format::PlanKernel &k1 = p.kernels[producer[xn]];
-    double bytes = k1.bytes.at(t) + k2.bytes.at(t) + k3.bytes.at(t);
+    double k1Bytes = k1.bytes.at(t);
     double onePass = bufBytes(k3.outputs[0]); // u
     if (k2.outputs.size() > 1)
       onePass += bufBytes(k2.outputs[1]); // the next lambda
-    const format::PlanOperand &r = k1.inputs[0];
-    if (!r.isWeight)
-      onePass += bufBytes(r.index); // R read
-    if (k1.fused == "hc_write_norm") {
+    // K1's streams R, sublayer output F and gates lambda: the hc_write of
+    // its body names them. A combine fused into K1 makes F a temporary; its
+    // own inputs (the expert rows, routing weights, shared expert) are MoE
+    // traffic and not counted for the site.
+    const format::BodyOp *write = nullptr;
+    for (const format::BodyOp &op : k1.body)
+      if (op.recipe == format::Recipe::HcWrite)
+        write = &op;
+    // Without a write (a lone norm), R is the norm's input 0.
+    std::set<uint32_t> siteInputs;
+    if (!write)
+      siteInputs.insert(0);
+    if (write) {
+      for (const format::BodyRef &ref : write->inputs)
+        if (ref.kind == format::BodyRef::Kind::In)
+          siteInputs.insert(ref.index);
       onePass += bufBytes(k1.outputs[0]); // R written
-      for (size_t in = 1; in < 3 && in < k1.inputs.size(); ++in)
-        if (!k1.inputs[in].isWeight)
-          onePass += bufBytes(k1.inputs[in].index); // F, lambda
     }
+    for (uint32_t in = 0; in < k1.inputs.size(); ++in) {
+      const format::PlanOperand &o = k1.inputs[in];
+      if (o.isWeight)
+        continue;
+      if (siteInputs.count(in))
+        onePass += bufBytes(o.index); // R, F, lambda read
+      else
+        k1Bytes -= bufBytes(o.index);
+    }
+    double bytes = k1Bytes + k2.bytes.at(t) + k3.bytes.at(t);
     double threeKernel = onePass + 3 * bufBytes(xn) + 2 * bufBytes(lo);
     ++st.sites;
     st.bytes += bytes;
