@@ -261,11 +261,10 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
       return it->second;
     format::PlanWeight pw;
     pw.name = name;
-    pw.type = w.elem->isBlock                ? w.elem->block
-              : w.elem->dtype == DType::F16  ? format::GgmlType::F16
-              : w.elem->dtype == DType::BF16 ? format::GgmlType::BF16
-              : w.elem->dtype == DType::I32  ? format::GgmlType::I32
-                                             : format::GgmlType::F32;
+    pw.type =
+        w.elem->isBlock
+            ? w.elem->block
+            : format::ggmlTypeOf(w.elem->dtype).value_or(format::GgmlType::F32);
     for (auto d = w.shape->rbegin(); d != w.shape->rend(); ++d)
       pw.dims.push_back(static_cast<uint64_t>(*d->constant()));
     uint32_t idx = static_cast<uint32_t>(plan.weights.size());

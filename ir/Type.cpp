@@ -23,18 +23,9 @@ std::optional<ElemType> ElemType::parse(std::string_view s) {
 }
 
 ElemType ElemType::fromGgml(format::GgmlType g) {
-  switch (g) {
-  case format::GgmlType::F32:
-    return of(DType::F32);
-  case format::GgmlType::F16:
-    return of(DType::F16);
-  case format::GgmlType::BF16:
-    return of(DType::BF16);
-  case format::GgmlType::I32:
-    return of(DType::I32);
-  default:
-    return ofBlock(g);
-  }
+  if (auto d = format::dtypeOfGgml(g))
+    return of(*d);
+  return ofBlock(g);
 }
 
 std::string ElemType::str() const {

@@ -451,7 +451,10 @@ private:
     }
   }
 
-  void verifyAttrs(Operation &op, const std::set<std::string> &scope) {
+  /// Checks \p op's attributes against its schema; false if one is out of
+  /// its range.
+  bool verifyAttrs(Operation &op, const std::set<std::string> &scope) {
+    bool inRange = true;
     const std::vector<AttrSpec> &specs = attrSpecs(op.kind);
     for (const Attr &a : op.attrs) {
       const AttrSpec *spec = nullptr;
@@ -477,19 +480,45 @@ private:
       checkNames(*a.value, scope);
       if (!a.value->isLiteral())
         continue; // checked once expand has evaluated it
-      if (!literalMatches(*a.value, spec->kind))
+      if (!literalMatches(*a.value, spec->kind)) {
         error(a.loc, fmt::format("attribute '{}' of '{}' must be {}, got {}",
                                  a.name, opName(op.kind),
                                  kindPhrase(spec->kind), printExpr(*a.value)));
+        continue;
+      }
+      if (spec->range && !literalInRange(*a.value, *spec)) {
+        error(a.loc, fmt::format("attribute '{}' of '{}' must lie in {}, got "
+                                 "{}",
+                                 a.name, opName(op.kind), spec->rangeStr(),
+                                 printExpr(*a.value)));
+        inRange = false;
+      }
     }
     for (const AttrSpec &s : specs)
       if (!s.optional && !op.findAttr(s.name))
         error(op.loc, fmt::format("'{}' is missing required attribute '{}' "
                                   "({})",
                                   opName(op.kind), s.name, kindPhrase(s.kind)));
+    return inRange;
   }
 
 public:
+  /// Is every integer of literal \p e inside \p spec's range?
+  static bool literalInRange(const Expr &e, const AttrSpec &spec) {
+    auto value = [](const Expr &x) {
+      return x.kind == ExprKind::Unary ? -x.args[0]->i : x.i;
+    };
+    if (e.kind == ExprKind::List) {
+      for (const ExprPtr &a : e.args)
+        if (a->kind == ExprKind::Int || a->kind == ExprKind::Unary)
+          if (!spec.inRange(value(*a)))
+            return false;
+      return true;
+    }
+    return !(e.kind == ExprKind::Int || e.kind == ExprKind::Unary) ||
+           spec.inRange(value(e));
+  }
+
   /// Does literal \p e fit attribute kind \p kind?
   static bool literalMatches(const Expr &e, const std::string &kind) {
     auto isInt = [](const Expr &x) {
@@ -557,7 +586,13 @@ private:
                         info->mnemonic, info->numResults, op.results.size()));
       return;
     }
-    verifyAttrs(op, scope);
+    // An attribute outside its schema range is reported once, from the
+    // schema; the op's rule would repeat it.
+    if (!verifyAttrs(op, scope)) {
+      for (Value *r : op.results)
+        r->type = Type::unknown();
+      return;
+    }
     for (size_t k = 0; k < op.operands.size(); ++k) {
       const Type t = op.operands[k].type();
       if (t.isKnown() && !t.isTensor())

@@ -41,16 +41,9 @@ struct Gemm {
 
 format::GgmlType weightType(const Operand &w) {
   Type t = w.type();
-  if (t.elem.isBlock)
-    return t.elem.block;
-  switch (t.elem.dtype) {
-  case DType::F16:
-    return format::GgmlType::F16;
-  case DType::BF16:
-    return format::GgmlType::BF16;
-  default:
-    return format::GgmlType::F32;
-  }
+  return t.elem.isBlock
+             ? t.elem.block
+             : format::ggmlTypeOf(t.elem.dtype).value_or(format::GgmlType::F32);
 }
 
 double constOr(const Dim &d, double dflt) {

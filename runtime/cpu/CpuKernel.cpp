@@ -182,6 +182,11 @@ int64_t KernelCtx::intAttr(const std::string &name) const {
     fail(fmt::format("missing attribute '{}'", name));
   if (a->kind != PlanAttr::Kind::Int)
     fail(fmt::format("attribute '{}' must be an integer", name));
+  // Launches built in code bypass the plan validator: bound them here too.
+  const format::AttrSpec *spec = format::findAttrSpec(launch_.recipe, name);
+  if (spec && !spec->inRange(a->i))
+    fail(fmt::format("attribute '{}' = {} must lie in {}", name, a->i,
+                     spec->rangeStr()));
   return a->i;
 }
 
@@ -239,8 +244,14 @@ std::vector<int64_t> KernelCtx::intsAttr(const std::string &name) const {
   const PlanAttr *a = findAttr(launch_.attrs, name);
   if (!a)
     fail(fmt::format("missing attribute '{}'", name));
-  if (a->kind == PlanAttr::Kind::Ints)
+  if (a->kind == PlanAttr::Kind::Ints) {
+    const format::AttrSpec *spec = format::findAttrSpec(launch_.recipe, name);
+    for (int64_t v : a->ints)
+      if (spec && !spec->inRange(v))
+        fail(fmt::format("attribute '{}' holds {}, outside {}", name, v,
+                         spec->rangeStr()));
     return a->ints;
+  }
   if (a->kind == PlanAttr::Kind::Floats && a->floats.empty())
     return {};
   fail(fmt::format("attribute '{}' must be a list of integers", name));

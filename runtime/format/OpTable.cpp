@@ -4,13 +4,25 @@
 namespace strata::format {
 
 namespace {
+/// The Ggml column of DTypes.def as ints (-1: none).
+namespace ggml {
+constexpr int F32 = static_cast<int>(GgmlType::F32);
+constexpr int F16 = static_cast<int>(GgmlType::F16);
+constexpr int BF16 = static_cast<int>(GgmlType::BF16);
+constexpr int I32 = static_cast<int>(GgmlType::I32);
+constexpr int I64 = static_cast<int>(GgmlType::I64);
+constexpr int NONE = -1;
+} // namespace ggml
+
 struct DTypeRow {
   DType t;
   const char *name;
   size_t size;
+  int ggml;
 };
 constexpr DTypeRow kDTypes[] = {
-#define DTYPE(Id, Spelling, Bytes) {DType::Id, Spelling, Bytes},
+#define DTYPE(Id, Spelling, Bytes, Ggml)                                       \
+  {DType::Id, Spelling, Bytes, ggml::Ggml},
 #include "runtime/format/DTypes.def"
 };
 } // namespace
@@ -34,6 +46,20 @@ size_t planDTypeSize(DType t) {
     if (r.t == t)
       return r.size;
   return 0;
+}
+
+std::optional<GgmlType> ggmlTypeOf(DType t) {
+  for (const DTypeRow &r : kDTypes)
+    if (r.t == t && r.ggml >= 0)
+      return static_cast<GgmlType>(r.ggml);
+  return std::nullopt;
+}
+
+std::optional<DType> dtypeOfGgml(GgmlType g) {
+  for (const DTypeRow &r : kDTypes)
+    if (r.ggml == static_cast<int>(g))
+      return r.t;
+  return std::nullopt;
 }
 
 const std::vector<RecipeInfo> &allRecipes() {
@@ -78,6 +104,13 @@ const std::vector<AttrSpec> &attrSchema(Recipe r) {
         size_t colon = item.find(':');
         a.name = std::string(item.substr(0, colon));
         std::string_view kind = item.substr(colon + 1);
+        if (size_t at = kind.find('@'); at != std::string_view::npos) {
+          std::string range(kind.substr(at + 1));
+          size_t dots = range.find("..");
+          a.range = {std::stoll(range.substr(0, dots)),
+                     std::stoll(range.substr(dots + 2))};
+          kind = kind.substr(0, at);
+        }
         if (size_t eq = kind.find('='); eq != std::string_view::npos) {
           a.dflt = std::string(kind.substr(eq + 1));
           kind = kind.substr(0, eq);
@@ -94,6 +127,12 @@ const std::vector<AttrSpec> &attrSchema(Recipe r) {
     return all;
   }();
   return kSchemas[static_cast<size_t>(r)];
+}
+
+std::string AttrSpec::rangeStr() const {
+  return range ? std::to_string(range->first) + ".." +
+                     std::to_string(range->second)
+               : std::string();
 }
 
 const AttrSpec *findAttrSpec(Recipe r, std::string_view name) {

@@ -8,18 +8,21 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/format/GgmlType.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace strata::format {
 
 /// Activation element types (DTypes.def).
 enum class DType : uint8_t {
-#define DTYPE(Id, Spelling, Bytes) Id,
+#define DTYPE(Id, Spelling, Bytes, Ggml) Id,
 #include "runtime/format/DTypes.def"
 };
 /// The plan's name for the same type.
@@ -31,6 +34,11 @@ const char *planDTypeName(DType t);
 std::optional<DType> planDTypeFromName(std::string_view s);
 /// Bytes per element.
 size_t planDTypeSize(DType t);
+/// The ggml type of a GGUF tensor holding elements of \p t, or nullopt.
+std::optional<GgmlType> ggmlTypeOf(DType t);
+/// The element type of a GGUF tensor of ggml type \p g when it is not a
+/// block format (F32, F16, BF16, I32, I64), or nullopt.
+std::optional<DType> dtypeOfGgml(GgmlType g);
 
 /// Every op of Ops.def; each is also the kernel recipe of the same name.
 enum class Recipe : uint16_t {
@@ -57,6 +65,15 @@ struct AttrSpec {
   /// The value kernels use when the attribute is absent, as written in
   /// Ops.def ("1", "true", "grouped"); nullopt when there is none.
   std::optional<std::string> dflt;
+  /// Inclusive bounds of an int (or of each element of ints).
+  std::optional<std::pair<int64_t, int64_t>> range;
+
+  /// True if \p v is inside the range (or there is none).
+  bool inRange(int64_t v) const {
+    return !range || (v >= range->first && v <= range->second);
+  }
+  /// "1..1000".
+  std::string rangeStr() const;
 };
 
 /// Facts about one op of Ops.def.

@@ -857,6 +857,13 @@ public:
       if (!ok)
         return fail(fmt::format("{}: attribute '{}' must be a finite {}", what,
                                 name, k));
+      bool inRange = a.kind != K::Int || spec->inRange(a.i);
+      for (int64_t v : a.ints)
+        inRange = inRange && spec->inRange(v);
+      if (!inRange)
+        return fail(fmt::format("{}: attribute '{}' of '{}' must lie in {}",
+                                what, name, recipeInfo(r).name,
+                                spec->rangeStr()));
     }
     for (const AttrSpec &s : schema)
       if (!s.optional && !attrs.count(s.name))

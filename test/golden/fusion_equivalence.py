@@ -7,7 +7,9 @@ F32 weights and the quantised mix of llama_golden.py:
   strata-compile --no-fusion (one kernel per op) -> plan B
   strata-run A and B on the same random prompt, all logits compared:
   NMSE <= 1e-12 (the CPU interprets fused bodies with the same recipes, so
-  the logits are in fact equal), and A has fewer kernels than B.
+  the logits are in fact equal), A has fewer kernels than B, and A's arena
+  (and that of the gfx1151 and sm_90 plans, bf16 storage) is at most 1.05 x
+  its lower bound (in-place outputs included).
 Prints every measurement; exit 1 if any bar fails.
 """
 import json
@@ -51,16 +53,30 @@ def main():
                 run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
                      "--gguf", gguf, "--max-tokens", str(a.tokens), "-o", plan] + extra)
                 with open(os.path.join(plan, "plan.json")) as f:
-                    kernels[mode] = len(json.load(f)["kernels"])
+                    pj = json.load(f)
+                kernels[mode] = len(pj["kernels"])
+                if mode == "fused":
+                    arena = pj["arena"]["bytes"] / pj["arena"]["lower_bound"]
                 out = os.path.join(a.workdir, f"{tag}-{mode}.f32")
                 run([tool("strata-run"), plan, "--gguf", gguf, "--tokens", tokens,
                      "--dump-logits", out])
                 logits[mode] = np.fromfile(out, dtype="<f4")
+            # The GPU targets' plans (bf16 storage) pack as tightly.
+            for target in ["gfx1151", "sm_90"]:
+                plan = os.path.join(a.workdir, f"{tag}-{target}.plan")
+                run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
+                     "--gguf", gguf, "--max-tokens", str(a.tokens), "--target", target,
+                     "-o", plan])
+                with open(os.path.join(plan, "plan.json")) as f:
+                    pj = json.load(f)
+                arena = max(arena, pj["arena"]["bytes"] / pj["arena"]["lower_bound"])
             err = nmse(logits["fused"], logits["unfused"])
-            ok = err <= BAR and kernels["fused"] < kernels["unfused"]
+            ok = (err <= BAR and kernels["fused"] < kernels["unfused"]
+                  and arena <= 1.05)
             failed += not ok
             print(f"{tag:16s} kernels {kernels['fused']:4d} fused / "
-                  f"{kernels['unfused']:4d} unfused  NMSE={err:.3e} (bar {BAR:g}) "
+                  f"{kernels['unfused']:4d} unfused  arena/bound {arena:.3f}  "
+                  f"NMSE={err:.3e} (bar {BAR:g}) "
                   f"{'ok' if ok else 'FAIL'}", flush=True)
     print("fusion equivalence:", "FAIL" if failed else "ok")
     return 1 if failed else 0

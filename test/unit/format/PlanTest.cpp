@@ -243,3 +243,30 @@ TEST(Plan, OpTableIsConsistent) {
                   DType::Bool})
     EXPECT_EQ(planDTypeFromName(planDTypeName(t)), t);
 }
+
+TEST(Plan, AttributesThatDriveLoopsOrAddressesAreBounded) {
+  // Attributes the op table bounds (a loop count, an address stride) are
+  // refused outside their range when the plan is loaded, so no kernel
+  // loops 2^62 times or reads outside the arena.
+  for (auto [recipe, name, value, msg] :
+       {std::tuple{Recipe::Sinkhorn, "iters", int64_t(1) << 62,
+                   "attribute 'iters' of 'sinkhorn' must lie in 1..1000"},
+        std::tuple{Recipe::Conv1dCausal, "dilation", int64_t(1) << 62,
+                   "attribute 'dilation' of 'conv1d_causal' must lie in "
+                   "1..1048576"}}) {
+    Plan p = smallPlan();
+    PlanKernel k;
+    k.recipe = recipe;
+    k.inputs = {{false, 1}};
+    if (recipe == Recipe::Conv1dCausal)
+      k.inputs.push_back({true, 0});
+    k.outputs = {1};
+    PlanAttr a;
+    a.kind = PlanAttr::Kind::Int;
+    a.i = value;
+    k.attrs[name] = a;
+    p.kernels.push_back(k);
+    EXPECT_NE(validationError(p).find(msg), std::string::npos)
+        << validationError(p);
+  }
+}
