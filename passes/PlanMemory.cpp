@@ -36,8 +36,9 @@ uint64_t alignUp(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 /// a placed set live at the same time: the lowest (first fit) or the one in
 /// the tightest gap (\p bestFit). Sets
 /// \p offsets (by set index) and returns the arena size.
-uint64_t pack(const std::vector<LiveSet> &sets, const std::vector<size_t> &order,
-              bool bestFit, std::vector<uint64_t> &offsets) {
+uint64_t pack(const std::vector<LiveSet> &sets,
+              const std::vector<size_t> &order, bool bestFit,
+              std::vector<uint64_t> &offsets) {
   offsets.assign(sets.size(), 0);
   std::vector<bool> done(sets.size(), false);
   uint64_t size = 0;
@@ -106,12 +107,11 @@ public:
     });
     // Equal sizes: the one that lives on longer first.
     std::vector<size_t> bySizeLate = bySize;
-    std::stable_sort(bySizeLate.begin(), bySizeLate.end(),
-                     [&](size_t a, size_t b) {
-                       return sets[a].bytes != sets[b].bytes
-                                  ? sets[a].bytes > sets[b].bytes
-                                  : sets[a].end > sets[b].end;
-                     });
+    std::stable_sort(
+        bySizeLate.begin(), bySizeLate.end(), [&](size_t a, size_t b) {
+          return sets[a].bytes != sets[b].bytes ? sets[a].bytes > sets[b].bytes
+                                                : sets[a].end > sets[b].end;
+        });
     auto area = [&](size_t i) {
       return static_cast<double>(sets[i].bytes) *
              static_cast<double>(sets[i].end - sets[i].start + 1);
