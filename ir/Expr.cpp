@@ -410,6 +410,9 @@ private:
         v = env_.model->findMeta(key->s);
         found = &key->s;
       }
+      if (env_.baked)
+        (*env_.baked)[v ? *found : full] =
+            v ? v->toString(SIZE_MAX) : kMetaAbsent;
       if (e.s == "has_meta")
         return Const::ofBool(v != nullptr);
       // A NaN or inf would otherwise surface only as a plan that does not

@@ -97,7 +97,17 @@ struct EvalEnv {
   const format::ModelInfo *model = nullptr;
   /// Architecture prefix for meta keys ("qwen3").
   std::string arch;
+  /// If set, every metadata lookup is recorded here: the key as found, and
+  /// the value the description folded in (MetaValue::toString of all of
+  /// it), or kMetaAbsent where the key was missing (a default or
+  /// has_meta() false). A plan keeps them, and runs only on a file that
+  /// agrees.
+  std::map<std::string, std::string> *baked = nullptr;
 };
+
+/// The recorded value of a metadata key the description looked up but the
+/// file does not have.
+inline constexpr const char *kMetaAbsent = "(absent)";
 
 /// Evaluates \p e. On failure reports a diagnostic and returns nullopt.
 std::optional<Const> evalExpr(const Expr &e, const EvalEnv &env,

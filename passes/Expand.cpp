@@ -60,6 +60,7 @@ public:
     env_.model = ctx_.model;
     env_.arch = ctx_.model->architecture();
     env_.names = &globals_;
+    env_.baked = &ctx_.bakedMeta;
     auto out = std::make_unique<Module>();
     out->name = m_.name;
     out->loc = m_.loc;

@@ -6,6 +6,7 @@
 #include "ir/Module.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct PassContext {
   /// Storage precision of activations (assign-precision): "f32" or
   /// "bf16"; the target's default unless the user chose.
   std::string precision = "f32";
+  /// Filled by expand: every metadata key the description looked up and
+  /// the value folded in (ir::EvalEnv::baked).
+  std::map<std::string, std::string> bakedMeta;
 };
 
 /// A transformation of a module.

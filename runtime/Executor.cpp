@@ -29,11 +29,26 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
   ex->gguf_ = format::GgufFile::open(ggufPath, error);
   if (!ex->gguf_)
     return nullptr;
-  if (!format::checkPlanWeights(plan, ex->gguf_->info(), error))
+  if (!format::checkPlanMetadata(plan, ex->gguf_->info(), error) ||
+      !format::checkPlanWeights(plan, ex->gguf_->info(), error))
     return nullptr;
   ex->device_ = createDevice(backendName, error, options);
   if (!ex->device_)
     return nullptr;
+  // A plan runs on the backend of its target.
+  const char *backendOf = plan.target == "host"      ? "cpu"
+                          : plan.target == "sm_90"   ? "cuda"
+                          : plan.target == "gfx1151" ? "hip"
+                                                     : nullptr;
+  if (!backendOf || backendName != backendOf) {
+    error = fmt::format("the plan was compiled for target '{}', which runs "
+                        "on {}, not on backend '{}'",
+                        plan.target,
+                        backendOf ? fmt::format("backend '{}'", backendOf)
+                                  : std::string("no backend of this build"),
+                        backendName);
+    return nullptr;
+  }
   uint64_t workspaceBytes = 0;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan.kernels[k];

@@ -259,6 +259,7 @@ std::string planToJson(const Plan &p) {
   j["target"] = p.target;
   j["max_tokens"] = p.maxTokens;
   j["options"] = p.options;
+  j["metadata"] = p.metadata;
   j["arena"] = {{"bytes", p.arenaBytes}, {"lower_bound", p.arenaLowerBound}};
   j["inputs"] = p.inputs;
   j["outputs"] = p.outputs;
@@ -712,6 +713,14 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
   for (auto it = options->begin(); it != options->end(); ++it)
     if (!r.i64(*options, "$.options", it.key().c_str(), p.options[it.key()]))
       return false;
+  const json *metadata = r.field(j, "$", "metadata");
+  if (!metadata)
+    return false;
+  if (!metadata->is_object())
+    return r.fail("$.metadata", "expected an object");
+  for (auto it = metadata->begin(); it != metadata->end(); ++it)
+    if (!r.str(*metadata, "$.metadata", it.key().c_str(), p.metadata[it.key()]))
+      return false;
   const json *arena = r.field(j, "$", "arena");
   if (!arena || !r.u64(*arena, "$.arena", "bytes", p.arenaBytes) ||
       !r.u64(*arena, "$.arena", "lower_bound", p.arenaLowerBound))
@@ -1164,6 +1173,31 @@ bool readPlanDir(const std::string &dir, Plan &plan, std::string &error) {
   if (!readWholeFile(path, size_t(256) << 20, text, error))
     return false;
   return planFromJson(text, path, plan, error);
+}
+
+bool checkPlanMetadata(const Plan &plan, const ModelInfo &model,
+                       std::string &error) {
+  if (model.architecture() != plan.arch) {
+    error = fmt::format("{} is a '{}' model, the plan was compiled for '{}'; "
+                        "recompile the plan",
+                        model.source, model.architecture(), plan.arch);
+    return false;
+  }
+  for (const auto &[key, value] : plan.metadata) {
+    const MetaValue *v = model.findMeta(key);
+    std::string have = v ? v->toString(SIZE_MAX) : "(absent)";
+    if (have == value)
+      continue;
+    auto brief = [](const std::string &s) {
+      return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+    };
+    error = fmt::format("metadata '{}' is {} in {}, the plan was compiled "
+                        "with {}; recompile the plan",
+                        key, v ? brief(have) : "missing", model.source,
+                        brief(value));
+    return false;
+  }
+  return true;
 }
 
 bool checkPlanWeights(const Plan &plan, const ModelInfo &model,

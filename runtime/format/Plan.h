@@ -174,6 +174,11 @@ struct Plan {
   /// "qsa_compress_ratio" from strata-compile --qsa-compress-ratio), so a
   /// plan says how it was made.
   std::map<std::string, int64_t> options;
+  /// Every GGUF metadata value the compiler folded into the plan (eps, rope
+  /// bases, counts, hash constants...), by key, as MetaValue::toString
+  /// prints it, or "(absent)" for a key the file did not have; the
+  /// executor refuses a file that disagrees.
+  std::map<std::string, std::string> metadata;
   int64_t maxTokens = 0;
   uint64_t arenaBytes = 0;
   uint64_t arenaLowerBound = 0; ///< max over time of live bytes
@@ -204,6 +209,12 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &plan,
 bool writePlanDir(const std::string &dir, const Plan &plan, std::string &error);
 /// Reads and validates `dir/plan.json`.
 bool readPlanDir(const std::string &dir, Plan &plan, std::string &error);
+
+/// Checks that \p model is what \p plan was compiled for: its architecture
+/// and every metadata value the plan baked in. Sets \p error to a message
+/// naming the key, the plan's value and the file's on failure.
+bool checkPlanMetadata(const Plan &plan, const ModelInfo &model,
+                       std::string &error);
 
 /// Checks that every weight of \p plan is in \p model with the declared type
 /// and dims. Sets \p error to a message naming the weight on failure.

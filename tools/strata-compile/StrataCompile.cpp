@@ -467,6 +467,11 @@ static int compileMain(int argc, char **argv) {
     return fail(error);
   if (qsaRatio)
     plan.options["qsa_compress_ratio"] = qsaRatio;
+  // What the plan folded in from the file's metadata; keys strata itself
+  // added (strata.*: compile options) are in the options instead.
+  for (const auto &[key, value] : ctx.bakedMeta)
+    if (key.rfind("strata.", 0) != 0)
+      plan.metadata[key] = value;
   // bf16 storage changes the numbers a plan computes.
   if (precision == "bf16")
     plan.options["bf16_activations"] = 1;
