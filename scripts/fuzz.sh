@@ -33,4 +33,26 @@ run strata-parser-fuzzer "$work/parser-seeds" -max_len=65536 \
 if [ -x build-fuzz/bin/strata-gguf-fuzzer ]; then
   run strata-gguf-fuzzer test/fuzz/corpus/gguf -max_len=8192
 fi
+# Plans: seeds are real plans of the four archs (tiny models, T = 4, host
+# and gfx1151 storage policies) and hand-made minimal plans; each validating
+# plan runs on the tiny GGUF of its arch (STRATA_PLAN_FUZZ_DIR). Huge
+# allocations a plan asks for are errors, not fuzzer crashes.
+mkdir -p "$work/plan-seeds" "$work/plan-gguf"
+cp test/fuzz/corpus/plan/* "$work/plan-seeds/"
+for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+  extra=()
+  [ "$arch" = qwen4exp ] && extra=(--compress-ratio 4)
+  build-fuzz/bin/strata-gguf synth --arch "$arch" --preset tiny --seed 1 \
+    "${extra[@]}" -o "$work/plan-gguf/$arch.gguf" >/dev/null
+  for precision in f32 bf16; do
+    build-fuzz/bin/strata-compile "models/$arch.strata" \
+      --gguf "$work/plan-gguf/$arch.gguf" --max-tokens 4 \
+      --precision "$precision" -o "$work/plan-$arch-$precision" >/dev/null
+    cp "$work/plan-$arch-$precision/plan.json" \
+      "$work/plan-seeds/$arch-$precision.json"
+  done
+done
+STRATA_PLAN_FUZZ_DIR="$work/plan-gguf" \
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" \
+  run strata-plan-fuzzer "$work/plan-seeds" -max_len=262144
 echo "fuzz: ok"

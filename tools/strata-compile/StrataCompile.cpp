@@ -65,11 +65,20 @@ options:
   --no-fusion            skip the fusion passes (fuse-*): one kernel per op,
                          the reference a fused plan is checked against
   --help                 show this help
+
+Exit status: 0 on success, 1 on an error (nothing is written then), 2 on a
+command-line mistake.
 )";
 
 int fail(const std::string &msg) {
   std::cerr << "strata-compile: error: " << msg << "\n";
   return 1;
+}
+
+/// A command-line mistake: the line that says what is wrong, exit status 2.
+int usageError(const std::string &msg) {
+  std::cerr << "strata-compile: error: " << msg << "\n";
+  return 2;
 }
 
 std::string human(double v, const char *unit) {
@@ -354,7 +363,7 @@ static int compileMain(int argc, char **argv) {
     } else if (a.rfind("--precision", 0) == 0) {
       auto v = value("--precision");
       if (!v || (*v != "f32" && *v != "bf16"))
-        return fail("--precision is f32 or bf16");
+        return usageError("--precision is f32 or bf16");
       precision = *v;
     } else if (a == "--no-fusion") {
       fusion = false;
@@ -363,24 +372,24 @@ static int compileMain(int argc, char **argv) {
     } else if (a.rfind("--print-ir-after", 0) == 0) {
       auto v = value("--print-ir-after");
       if (!v)
-        return fail("--print-ir-after needs a pass name");
+        return usageError("--print-ir-after needs a pass name");
       printAfter.push_back(*v);
     } else if (a.rfind("--gguf", 0) == 0) {
       auto v = value("--gguf");
       if (!v)
-        return fail("--gguf needs a file");
+        return usageError("--gguf needs a file");
       gguf = *v;
     } else if (a.rfind("--target", 0) == 0) {
       auto v = value("--target");
       if (!v)
-        return fail("--target needs a name");
+        return usageError("--target needs a name");
       target = *v;
     } else if (a.rfind("--max-tokens", 0) == 0) {
       auto v = value("--max-tokens");
       char *end = nullptr;
       long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
       if (!v || v->empty() || *end || n <= 0 || n > (1 << 24))
-        return fail(
+        return usageError(
             fmt::format("--max-tokens needs an integer in 1..{}", 1 << 24));
       maxTokens = n;
     } else if (a.rfind("--qsa-compress-ratio", 0) == 0) {
@@ -388,39 +397,40 @@ static int compileMain(int argc, char **argv) {
       char *end = nullptr;
       long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
       if (!v || v->empty() || *end || n <= 0 || n > 65536)
-        return fail("--qsa-compress-ratio needs an integer in 1..65536");
+        return usageError("--qsa-compress-ratio needs an integer in 1..65536");
       qsaRatio = n;
     } else if (a == "-o") {
       if (i + 1 >= argc)
-        return fail("-o needs a directory");
+        return usageError("-o needs a directory");
       out = argv[++i];
     } else if (a.size() > 1 && a[0] == '-') {
-      return fail(fmt::format("unknown option '{}' (see --help)", a));
+      return usageError(fmt::format("unknown option '{}' (see --help)", a));
     } else if (input.empty()) {
       input = a;
     } else {
-      return fail(fmt::format("more than one model description ('{}' and "
-                              "'{}')",
-                              input, a));
+      return usageError(fmt::format("more than one model description ('{}' and "
+                                    "'{}')",
+                                    input, a));
     }
   }
   if (input.empty())
-    return fail("no model description given (see --help)");
+    return usageError("no model description given (see --help)");
   if (gguf.empty())
-    return fail("--gguf FILE is required");
+    return usageError("--gguf FILE is required");
   if (maxTokens == 0)
-    return fail("--max-tokens T is required");
+    return usageError("--max-tokens T is required");
   if (out.empty())
-    return fail("-o PLAN_DIR is required");
+    return usageError("-o PLAN_DIR is required");
   const ir::Target *tgt = ir::lookupTarget(target);
   if (!tgt)
-    return fail(fmt::format("unknown target '{}' (targets: {})", target,
-                            ir::targetNames()));
+    return usageError(fmt::format("unknown target '{}' (targets: {})", target,
+                                  ir::targetNames()));
   if (precision.empty())
     precision = tgt->gpu ? "bf16" : "f32";
   for (const std::string &p : printAfter)
     if (!passes::createPass(p))
-      return fail(fmt::format("unknown pass '{}' in --print-ir-after", p));
+      return usageError(
+          fmt::format("unknown pass '{}' in --print-ir-after", p));
 
   std::string text, error;
   if (!format::readWholeFile(input, size_t(64) << 20, text, error))

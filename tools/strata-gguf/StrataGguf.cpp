@@ -61,7 +61,10 @@ constexpr const char *kUsage =
     "         in ggml element order (ne[0] fastest)\n"
     "synth    write a small random qwen3/qwen3moe/qwen3next/qwen4exp model\n"
     "         (the first three load in llama.cpp), or a real-size qwen4exp\n"
-    "         as shapes only (details: strata-gguf synth --help)\n";
+    "         as shapes only (details: strata-gguf synth --help)\n"
+    "\n"
+    "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
+    "on a command-line mistake.\n";
 
 int usage() {
   std::fputs(kUsage, stderr);

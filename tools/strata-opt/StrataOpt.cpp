@@ -51,6 +51,9 @@ options:
                             is written only if every input succeeded
   --list-passes             list the registered passes
   --help                    show this help
+
+Exit status: 0 on success, 1 on an error (diagnostics; nothing is written
+then), 2 on a command-line mistake.
 )";
 
 struct Options {

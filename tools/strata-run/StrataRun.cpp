@@ -68,7 +68,8 @@ constexpr const char *kUsage =
     "length)\n"
     "  --help               show this help\n"
     "\n"
-    "Exit status: 0 on success, 1 on any error (nothing is written then).\n";
+    "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
+    "on a command-line mistake.\n";
 
 /// Parses all of \p text as a decimal integer in [lo, hi] into \p out.
 template <typename Int>
@@ -84,6 +85,12 @@ bool parseIntIn(std::string_view text, Int lo, Int hi, Int &out) {
 int fail(const std::string &message) {
   fmt::print(stderr, "strata-run: error: {}\n", message);
   return 1;
+}
+
+/// A command-line mistake: the line that says what is wrong, exit status 2.
+int usageError(const std::string &message) {
+  fmt::print(stderr, "strata-run: error: {}\n", message);
+  return 2;
 }
 
 /// Parses ids separated by runs of commas and whitespace.
@@ -150,9 +157,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a.rfind("--", 0) != 0 || a == "-") {
       if (!o.planDir.empty())
-        return fail(fmt::format("unexpected argument '{}' (one PLAN_DIR; see "
-                                "--help)",
-                                a));
+        return usageError(
+            fmt::format("unexpected argument '{}' (one PLAN_DIR; see "
+                        "--help)",
+                        a));
       o.planDir = a;
       continue;
     }
@@ -165,7 +173,7 @@ int parseArgs(int argc, char **argv, Options &o) {
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
-      return fail(fmt::format("{} needs a value (see --help)", a));
+      return usageError(fmt::format("{} needs a value (see --help)", a));
     }
     if (a == "--gguf") {
       o.gguf = value;
@@ -179,33 +187,34 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.backend = value;
     } else if (a == "--dump-logits") {
       if (value.empty())
-        return fail("--dump-logits needs a file name");
+        return usageError("--dump-logits needs a file name");
       o.dumpLogits = value;
     } else if (a == "--dump-buffer") {
       size_t sep = value.find('=');
       if (sep == std::string::npos || sep == 0 || sep + 1 == value.size())
-        return fail(
+        return usageError(
             fmt::format("--dump-buffer needs NAME=OUT.f32, got '{}'", value));
       o.dumpBuffers.push_back({value.substr(0, sep), value.substr(sep + 1)});
     } else if (a == "--threads") {
       if (!parseIntIn(value, 1, 1024, o.threads))
-        return fail(fmt::format(
+        return usageError(fmt::format(
             "--threads needs an integer from 1 to 1024, got '{}'", value));
     } else if (a == "--top") {
       if (!parseIntIn(value, int64_t{1}, std::numeric_limits<int64_t>::max(),
                       o.top))
-        return fail(
+        return usageError(
             fmt::format("--top needs a positive integer, got '{}'", value));
     } else {
-      return fail(fmt::format("unknown option '{}' (see --help)", a));
+      return usageError(fmt::format("unknown option '{}' (see --help)", a));
     }
   }
   if (o.planDir.empty())
-    return fail("missing PLAN_DIR (see --help)");
+    return usageError("missing PLAN_DIR (see --help)");
   if (o.gguf.empty())
-    return fail("missing --gguf FILE (see --help)");
+    return usageError("missing --gguf FILE (see --help)");
   if (o.haveTokens == o.haveTokensFile)
-    return fail("give exactly one of --tokens and --tokens-file (see --help)");
+    return usageError(
+        "give exactly one of --tokens and --tokens-file (see --help)");
   return 0;
 }
 

@@ -438,13 +438,15 @@ TEST_F(TinyModel, StrataRunPrintsTopTokensAndDumpsLogits) {
   EXPECT_NE(out.find("top 5 of 50"), std::string::npos) << out;
 }
 
-TEST_F(TinyModel, StrataRunErrorsExitOneAndWriteNothing) {
+TEST_F(TinyModel, StrataRunErrorsExitNonZeroAndWriteNothing) {
   std::string error, out, err;
   ASSERT_TRUE(format::writePlanDir(dir.file("plan"), plan, error)) << error;
   std::string common = fmt::format("{} --gguf {} --dump-logits {}",
                                    dir.file("plan"), gguf, dir.file("l.f32"));
+  // Errors exit 1; command-line mistakes exit 2.
   struct Case {
     std::string args, message;
+    int status = 1;
   };
   std::vector<Case> cases = {
       {common + " --tokens 1,50",
@@ -458,25 +460,26 @@ TEST_F(TinyModel, StrataRunErrorsExitOneAndWriteNothing) {
       {common + " --tokens 1,2,3,4,5,6,7",
        "the prompt has 7 tokens, but the plan was compiled for at most 6; "
        "recompile it with a larger T"},
-      {common, "give exactly one of --tokens and --tokens-file (see --help)"},
+      {common, "give exactly one of --tokens and --tokens-file (see --help)",
+       2},
       {common + " --tokens 1 --tokens-file x",
-       "give exactly one of --tokens and --tokens-file (see --help)"},
+       "give exactly one of --tokens and --tokens-file (see --help)", 2},
       {common + " --tokens 1 --top 0",
-       "--top needs a positive integer, got '0'"},
+       "--top needs a positive integer, got '0'", 2},
       {common + " --tokens 1 --frobnicate 3",
-       "unknown option '--frobnicate' (see --help)"},
+       "unknown option '--frobnicate' (see --help)", 2},
       {common + " --tokens 1 --backend tpu",
        "unknown backend 'tpu' (available: cpu)"},
       {common + " --tokens 1 extra",
-       "unexpected argument 'extra' (one PLAN_DIR; see --help)"},
+       "unexpected argument 'extra' (one PLAN_DIR; see --help)", 2},
       {fmt::format("{} --tokens 1", dir.file("plan")),
-       "missing --gguf FILE (see --help)"},
-      {"--tokens 1", "missing PLAN_DIR (see --help)"},
-      {common + " --tokens 1 --top", "--top needs a value (see --help)"},
+       "missing --gguf FILE (see --help)", 2},
+      {"--tokens 1", "missing PLAN_DIR (see --help)", 2},
+      {common + " --tokens 1 --top", "--top needs a value (see --help)", 2},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.args);
-    EXPECT_EQ(strataRun(dir, c.args, out, err), 1);
+    EXPECT_EQ(strataRun(dir, c.args, out, err), c.status);
     EXPECT_EQ(err, "strata-run: error: " + c.message + "\n");
     EXPECT_EQ(out, "");
     EXPECT_FALSE(fs::exists(dir.file("l.f32")));
