@@ -25,10 +25,13 @@ cmake --build build-asan -j "$jobs"
 # Formatting and layering are source checks, already run above. The llama.cpp
 # mix golden spends its time in synth's IQ3_S search (minutes per model at
 # -O0); the quantised runtime paths it drives run here through
-# qwen4exp_udiq4xs (Q6_K, IQ3_S, IQ4_NL) and the unit tests.
+# qwen4exp_udiq4xs (Q6_K, IQ3_S, IQ4_NL) and the unit tests. fusion_equivalence
+# (the same synth of quantised mixes) and precision_bf16_llama (numbers only:
+# its bf16 storage paths run here through precision_bf16_hf, its fused plans
+# through every golden) add minutes and no memory-safety coverage.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
-    -E '^(clang_format|layering|llama_golden_mix)$'
+    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama)$'
 passed=$((passed + 1))
 
 echo "== fuzzing =="

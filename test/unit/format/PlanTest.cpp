@@ -270,3 +270,16 @@ TEST(Plan, AttributesThatDriveLoopsOrAddressesAreBounded) {
         << validationError(p);
   }
 }
+
+TEST(Plan, NamesThatAreNotUtf8AreWrittenNotThrown) {
+  // general.architecture and tensor names come from files nobody here
+  // controls; bytes that are not UTF-8 must not make the writer throw.
+  Plan p = smallPlan();
+  p.arch = "qwen\xff\xfe";
+  p.weights[0].name = "token_embd\xc3.weight";
+  std::string text = planToJson(p);
+  Plan q;
+  std::string err;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(q.arch, "qwen\xef\xbf\xbd\xef\xbf\xbd"); // U+FFFD twice
+}
