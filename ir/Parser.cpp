@@ -119,6 +119,12 @@ private:
   bool parseLet(Module &m);
   bool parseFunc(Module &m);
   bool parseBlock(Block &block, int depth, bool isFuncBody);
+  /// `%a = operand, ...) { body }` of repeat and fused: the operands go to
+  /// \p op, the body (its arguments bound to them) to \p regions.
+  bool parseBoundRegion(Operation &op, int depth, const char *argWhat,
+                        const char *closeWhat, const char *bodyWhat,
+                        bool allowEmpty,
+                        std::vector<std::unique_ptr<Block>> &regions);
   bool parseStatement(Block &block, int depth);
   bool parseOperand(Operand &out, bool allowScalar);
   std::shared_ptr<WeightRef> parseWeight();
@@ -865,6 +871,49 @@ bool Parser::parseAttrList(Operation &op) {
   }
 }
 
+bool Parser::parseBoundRegion(Operation &op, int depth, const char *argWhat,
+                              const char *closeWhat, const char *bodyWhat,
+                              bool allowEmpty,
+                              std::vector<std::unique_ptr<Block>> &regions) {
+  auto body = std::make_unique<Block>();
+  std::vector<Token> names;
+  while (!(allowEmpty && tok_.is(Tok::RParen))) {
+    if (!tok_.is(Tok::ValueName))
+      return errorHere(
+          fmt::format("expected {}, found {}", argWhat, describe(tok_)));
+    names.push_back(tok_);
+    advance();
+    if (!expect(Tok::Equal, fmt::format("after {}", argWhat)))
+      return false;
+    Operand init;
+    if (!parseOperand(init, false))
+      return false;
+    op.operands.push_back(std::move(init));
+    if (!consumeIf(Tok::Comma))
+      break;
+  }
+  if (!expect(Tok::RParen, closeWhat))
+    return false;
+  if (!tok_.is(Tok::LBrace))
+    return errorHere(fmt::format("expected '{{' to start {}, found {}",
+                                 bodyWhat, describe(tok_)));
+  advance();
+  // The body's arguments are bound to the operands, in a scope of its own.
+  scopes_.emplace_back();
+  bool ok = true;
+  for (const Token &n : names) {
+    Value *v = func_->newValue(std::string(n.text), Type::unknown(), n.loc);
+    ok = ok && defineValue(v);
+    body->args.push_back(v);
+  }
+  ok = ok && parseBlock(*body, depth + 1, false);
+  scopes_.pop_back();
+  if (!ok)
+    return false;
+  regions.push_back(std::move(body));
+  return true;
+}
+
 bool Parser::parseStatement(Block &block, int depth) {
   auto op = std::make_unique<Operation>();
   op->loc = tok_.loc;
@@ -971,42 +1020,10 @@ bool Parser::parseStatement(Block &block, int depth) {
     if (!op->hi || !expectIdent("carry", "after the repeat bounds") ||
         !expect(Tok::LParen, "after 'carry'"))
       return false;
-    auto body = std::make_unique<Block>();
-    std::vector<Token> carryNames;
-    while (true) {
-      if (!tok_.is(Tok::ValueName))
-        return errorHere(fmt::format("expected a carried value name, found {}",
-                                     describe(tok_)));
-      carryNames.push_back(tok_);
-      advance();
-      if (!expect(Tok::Equal, "after the carried value name"))
-        return false;
-      Operand init;
-      if (!parseOperand(init, false))
-        return false;
-      op->operands.push_back(std::move(init));
-      if (!consumeIf(Tok::Comma))
-        break;
-    }
-    if (!expect(Tok::RParen, "to close carry(...)"))
+    if (!parseBoundRegion(*op, depth, "a carried value name",
+                          "to close carry(...)", "the repeat body",
+                          /*allowEmpty=*/false, regions))
       return false;
-    if (!tok_.is(Tok::LBrace))
-      return errorHere(fmt::format("expected '{{' to start the repeat body, "
-                                   "found {}",
-                                   describe(tok_)));
-    advance();
-    scopes_.emplace_back();
-    bool ok = true;
-    for (const Token &c : carryNames) {
-      Value *v = func_->newValue(std::string(c.text), Type::unknown(), c.loc);
-      ok = ok && defineValue(v);
-      body->args.push_back(v);
-    }
-    ok = ok && parseBlock(*body, depth + 1, false);
-    scopes_.pop_back();
-    if (!ok)
-      return false;
-    regions.push_back(std::move(body));
   } else if (opTok.text == "fused") {
     op->kind = OpKind::Fused;
     if (!tok_.is(Tok::String))
@@ -1017,42 +1034,10 @@ bool Parser::parseStatement(Block &block, int depth) {
     advance();
     if (!expect(Tok::LParen, "after the fused kernel name"))
       return false;
-    auto body = std::make_unique<Block>();
-    std::vector<Token> argNames;
-    while (!tok_.is(Tok::RParen)) {
-      if (!tok_.is(Tok::ValueName))
-        return errorHere(
-            fmt::format("expected an argument name, found {}", describe(tok_)));
-      argNames.push_back(tok_);
-      advance();
-      if (!expect(Tok::Equal, "after the argument name"))
-        return false;
-      Operand arg;
-      if (!parseOperand(arg, false))
-        return false;
-      op->operands.push_back(std::move(arg));
-      if (!consumeIf(Tok::Comma))
-        break;
-    }
-    if (!expect(Tok::RParen, "to close the fused arguments"))
+    if (!parseBoundRegion(*op, depth, "an argument name",
+                          "to close the fused arguments", "the fused body",
+                          /*allowEmpty=*/true, regions))
       return false;
-    if (!tok_.is(Tok::LBrace))
-      return errorHere(fmt::format("expected '{{' to start the fused body, "
-                                   "found {}",
-                                   describe(tok_)));
-    advance();
-    scopes_.emplace_back();
-    bool ok = true;
-    for (const Token &a : argNames) {
-      Value *v = func_->newValue(std::string(a.text), Type::unknown(), a.loc);
-      ok = ok && defineValue(v);
-      body->args.push_back(v);
-    }
-    ok = ok && parseBlock(*body, depth + 1, false);
-    scopes_.pop_back();
-    if (!ok)
-      return false;
-    regions.push_back(std::move(body));
     // The kernel's own attributes follow its body.
     if (tok_.is(Tok::LBrace) && !parseAttrs(*op))
       return false;

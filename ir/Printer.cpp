@@ -94,25 +94,12 @@ private:
     case OpKind::Repeat:
       out_ += fmt::format("repeat {} in {}..{} carry(", op.loopVar,
                           printExpr(*op.lo), printExpr(*op.hi));
-      for (size_t k = 0; k < op.operands.size(); ++k)
-        out_ +=
-            fmt::format("{}%{} = {}", k ? ", " : "",
-                        op.regions[0]->args[k]->name, operand(op.operands[k]));
-      out_ += ") {\n";
-      printBlock(*op.regions[0], level + 1);
-      indent(level);
-      out_ += "}\n";
+      printBoundRegion(op, level);
+      out_ += "\n";
       return;
     case OpKind::Fused: {
       out_ += fmt::format("fused \"{}\"(", op.callee);
-      for (size_t k = 0; k < op.operands.size(); ++k)
-        out_ +=
-            fmt::format("{}%{} = {}", k ? ", " : "",
-                        op.regions[0]->args[k]->name, operand(op.operands[k]));
-      out_ += ") {\n";
-      printBlock(*op.regions[0], level + 1);
-      indent(level);
-      out_ += "}";
+      printBoundRegion(op, level);
       printAttrs(op);
       printTypesAndOffsets(op);
       return;
@@ -141,6 +128,18 @@ private:
     out_ += ")";
     printAttrs(op);
     printTypesAndOffsets(op);
+  }
+
+  /// `%a = operand, ...) { body }` of repeat and fused.
+  void printBoundRegion(const Operation &op, int level) {
+    for (size_t k = 0; k < op.operands.size(); ++k)
+      out_ +=
+          fmt::format("{}%{} = {}", k ? ", " : "", op.regions[0]->args[k]->name,
+                      operand(op.operands[k]));
+    out_ += ") {\n";
+    printBlock(*op.regions[0], level + 1);
+    indent(level);
+    out_ += "}";
   }
 
   void printAttrs(const Operation &op) {

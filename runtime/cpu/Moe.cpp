@@ -121,6 +121,32 @@ void runMoeExperts(KernelCtx &ctx) {
   });
 }
 
+/// out[t] = sum_j w[t, j] * row(t*k + j) + sigmoid(gate[t]) * shared[t],
+/// summed in this order: moe_combine over per-slot rows and moe_scatter over
+/// rows sorted by expert (\p row maps a slot to its row). Inputs from
+/// \p first: the weights [T, k], then the optional shared expert and gate.
+template <typename Row>
+void combineSlots(KernelCtx &ctx, size_t first, int64_t t, int64_t k, int64_t d,
+                  Row row) {
+  const float *w = ctx.f32(first);
+  const float *shared =
+      ctx.numInputs() > first + 1 ? ctx.f32(first + 1) : nullptr;
+  const float *gate =
+      ctx.numInputs() > first + 2 ? ctx.f32(first + 2) : nullptr;
+  float *out = ctx.outF32(0);
+  for (int64_t ti = 0; ti < t; ++ti) {
+    float g = gate ? sigmoidF32(gate[ti]) : 1.0f;
+    for (int64_t c = 0; c < d; ++c) {
+      float acc = 0;
+      for (int64_t j = 0; j < k; ++j)
+        acc += w[ti * k + j] * row(ti * k + j)[c];
+      if (shared)
+        acc += g * shared[ti * d + c];
+      out[ti * d + c] = acc;
+    }
+  }
+}
+
 void runMoeCombine(KernelCtx &ctx) {
   ctx.expectInRank(0, 3, "expert outputs [T, k, D]");
   int64_t t = ctx.inShape(0)[0], k = ctx.inShape(0)[1];
@@ -135,21 +161,8 @@ void runMoeCombine(KernelCtx &ctx) {
     fail(fmt::format("{} must be the shared gate [{}, 1]", ctx.describeIn(3),
                      t));
   ctx.expectOutShape(0, {t, d});
-  const float *y = ctx.f32(0), *w = ctx.f32(1);
-  const float *shared = ctx.numInputs() > 2 ? ctx.f32(2) : nullptr;
-  const float *gate = ctx.numInputs() > 3 ? ctx.f32(3) : nullptr;
-  float *out = ctx.outF32(0);
-  for (int64_t ti = 0; ti < t; ++ti) {
-    float g = gate ? sigmoidF32(gate[ti]) : 1.0f;
-    for (int64_t c = 0; c < d; ++c) {
-      float acc = 0;
-      for (int64_t s = 0; s < k; ++s)
-        acc += w[ti * k + s] * y[(ti * k + s) * d + c];
-      if (shared)
-        acc += g * shared[ti * d + c];
-      out[ti * d + c] = acc;
-    }
-  }
+  const float *y = ctx.f32(0);
+  combineSlots(ctx, 1, t, k, d, [&](int64_t slot) { return y + slot * d; });
 }
 
 } // namespace strata::runtime::cpu
@@ -304,22 +317,10 @@ void runMoeScatter(KernelCtx &ctx) {
       fail(fmt::format("{} lists slot {} twice", ctx.describeIn(1), perm[r]));
     rowOf[perm[r]] = r;
   }
-  const float *y = ctx.f32(0), *w = ctx.f32(2);
-  const float *shared = ctx.numInputs() > 3 ? ctx.f32(3) : nullptr;
-  const float *gate = ctx.numInputs() > 4 ? ctx.f32(4) : nullptr;
-  float *out = ctx.outF32(0);
   // moe_combine's sums in moe_combine's order.
-  for (int64_t ti = 0; ti < t; ++ti) {
-    float g = gate ? sigmoidF32(gate[ti]) : 1.0f;
-    for (int64_t c = 0; c < d; ++c) {
-      float acc = 0;
-      for (int64_t j = 0; j < k; ++j)
-        acc += w[ti * k + j] * y[rowOf[ti * k + j] * d + c];
-      if (shared)
-        acc += g * shared[ti * d + c];
-      out[ti * d + c] = acc;
-    }
-  }
+  const float *y = ctx.f32(0);
+  combineSlots(ctx, 2, t, k, d,
+               [&](int64_t slot) { return y + rowOf[slot] * d; });
 }
 
 } // namespace strata::runtime::cpu
