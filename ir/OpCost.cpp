@@ -191,9 +191,14 @@ PlanPoly opFlops(const Operation &op) {
 }
 
 /// Bytes operand \p i of \p reader brings in: the whole tensor, but for a
-/// lookup table only the rows the lookup reads.
+/// lookup table (or the last rows) only the rows read.
 PlanPoly readBytes(const Operation &reader, size_t i) {
   const Operand &o = reader.operands[i];
+  // The last rows of a tensor: only they are read.
+  bool last = reader.kind == OpKind::LastRows ||
+              (reader.kind == OpKind::Kernel && reader.callee == "last_rows");
+  if (last && !reader.results.empty())
+    return tensorBytes(reader.results[0]->type);
   bool lookup = reader.kind == OpKind::GetRows ||
                 (reader.kind == OpKind::Kernel && reader.callee == "get_rows");
   if (!lookup || i != 0 || reader.results.empty())

@@ -813,6 +813,21 @@ bool inferSlice(RuleCtx &c) {
   return true;
 }
 
+bool inferLastRows(RuleCtx &c) {
+  auto n = c.intAttr("n");
+  const Type &x = c.in[0];
+  if (!x.isTensor() || !n)
+    return true;
+  if (x.rank() < 1)
+    return c.error("needs a tensor of rank >= 1 (rows along dim 0)", 0);
+  if (auto rows = x.dims[0].constant(); rows && *n > *rows)
+    return c.error(fmt::format("takes {} rows of only {}", *n, *rows));
+  std::vector<Dim> dims = x.dims;
+  dims[0] = Dim::constant(*n);
+  c.out[0] = Type::tensor(x.elem, dims);
+  return true;
+}
+
 bool inferConcat(RuleCtx &c) {
   auto axis = c.intAttr("axis");
   if (!c.allKnown() || !axis)

@@ -32,6 +32,8 @@ struct PassContext {
   /// Storage precision of activations (assign-precision): "f32" or
   /// "bf16"; the target's default unless the user chose.
   std::string precision = "f32";
+  /// keep-last-position: plan the last position's outputs only.
+  bool lastPositionOnly = false;
   /// Filled by expand: every metadata key the description looked up and
   /// the value folded in (ir::EvalEnv::baked).
   std::map<std::string, std::string> bakedMeta;

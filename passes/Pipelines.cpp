@@ -11,6 +11,8 @@ std::vector<std::string> defaultPipeline() {
       // can leave dead operands behind).
       "cse",
       "dce",
+      // Only the last position's logits, where asked (--logits last).
+      "keep-last-position",
       // Routed experts as sorted, grouped GEMMs (on every target).
       "group-experts",
       // Group ops into kernels: the gated-residual sites first (their

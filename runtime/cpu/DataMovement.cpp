@@ -120,6 +120,23 @@ void runSlice(KernelCtx &ctx) {
                 (end - start) * inner * esz);
 }
 
+void runLastRows(KernelCtx &ctx) {
+  const std::vector<int64_t> &xs = ctx.inShape(0);
+  int64_t n = ctx.intAttr("n");
+  if (xs.empty() || n > xs[0])
+    fail(fmt::format("the last {} rows of {}: there are fewer", n,
+                     ctx.describeIn(0)));
+  std::vector<int64_t> want = xs;
+  want[0] = n;
+  ctx.expectOutShape(0, want);
+  PlanDType type = ctx.out(0).dtype;
+  size_t row = format::planDTypeSize(type);
+  for (size_t d = 1; d < xs.size(); ++d)
+    row *= static_cast<size_t>(xs[d]);
+  const uint8_t *src = inputAsOutput(ctx, 0);
+  std::memcpy(ctx.outRaw(0, type), src + (xs[0] - n) * row, n * row);
+}
+
 void runConcat(KernelCtx &ctx) {
   const std::vector<int64_t> &ys = ctx.outShape(0);
   int64_t ax = ctx.axis(ctx.intAttr("axis"), ys.size());

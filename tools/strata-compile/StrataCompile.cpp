@@ -28,7 +28,7 @@ const char *kUsage =
                       [--target NAME] [--precision f32|bf16] -o PLAN_DIR
                       [--report[=json]]
                       [--print-ir-after-all] [--print-ir-after=NAME]
-                      [--qsa-compress-ratio N] [--no-fusion]
+                      [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -62,6 +62,10 @@ options:
                          transformers beside it knows qwen4_exp); the model
                          reads it as meta "strata.qsa_compress_ratio"; it is
                          recorded in the plan's options
+  --logits all|last      all: logits at every prompt position (default);
+                         last: the last position's only, what generation
+                         needs (the LM head reads one row); recorded in the
+                         plan's options
   --no-fusion            skip the fusion passes (fuse-*): one kernel per op,
                          the reference a fused plan is checked against
   --help                 show this help
@@ -343,6 +347,7 @@ static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host", precision;
   int64_t maxTokens = 0, qsaRatio = 0;
   bool report = false, reportJson = false, printAll = false, fusion = true;
+  bool lastOnly = false;
   std::vector<std::string> printAfter;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -367,6 +372,11 @@ static int compileMain(int argc, char **argv) {
       precision = *v;
     } else if (a == "--no-fusion") {
       fusion = false;
+    } else if (a.rfind("--logits", 0) == 0) {
+      auto v = value("--logits");
+      if (!v || (*v != "all" && *v != "last"))
+        return usageError("--logits is all or last");
+      lastOnly = *v == "last";
     } else if (a == "--print-ir-after-all") {
       printAll = true;
     } else if (a.rfind("--print-ir-after", 0) == 0) {
@@ -468,6 +478,7 @@ static int compileMain(int argc, char **argv) {
   ctx.maxTokens = maxTokens;
   ctx.target = target;
   ctx.precision = precision;
+  ctx.lastPositionOnly = lastOnly;
   if (!pm.run(m, ctx))
     return 1;
 
@@ -482,6 +493,8 @@ static int compileMain(int argc, char **argv) {
   for (const auto &[key, value] : ctx.bakedMeta)
     if (key.rfind("strata.", 0) != 0)
       plan.metadata[key] = value;
+  if (lastOnly)
+    plan.options["last_position_logits"] = 1;
   // bf16 storage changes the numbers a plan computes.
   if (precision == "bf16")
     plan.options["bf16_activations"] = 1;

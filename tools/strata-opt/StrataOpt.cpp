@@ -39,6 +39,8 @@ options:
   --max-tokens N            the token count T to plan for (plan-memory)
   --target NAME             the target passes plan for (host, gfx1151,
                             sm_90; default host)
+  --logits all|last         keep-last-position: last keeps the last
+                            position of [T, ...] results only
   --precision P             activation storage for assign-precision: f32
                             or bf16 (default: the target's, bf16 on GPUs)
   --print-ir-after-all      print the IR after every pass (to stderr)
@@ -62,6 +64,7 @@ struct Options {
   std::string metaPath;
   int64_t maxTokens = 0;
   std::string target = "host", precision;
+  bool lastOnly = false;
   std::vector<std::string> pipeline;
   bool printAfterAll = false;
   std::vector<std::string> printAfter;
@@ -152,6 +155,17 @@ int parseArgs(int argc, char **argv, Options &o) {
         return 2;
       }
       o.target = *v;
+    } else if (a.rfind("--logits", 0) == 0) {
+      auto v = valueOf(i, a, "--logits");
+      if (!v)
+        return 2;
+      if (*v != "all" && *v != "last") {
+        std::cerr << fmt::format("strata-opt: error: --logits is all or "
+                                 "last, got '{}'\n",
+                                 *v);
+        return 2;
+      }
+      o.lastOnly = *v == "last";
     } else if (a.rfind("--precision", 0) == 0) {
       auto v = valueOf(i, a, "--precision");
       if (!v)
@@ -298,6 +312,7 @@ bool processChunk(const Options &o, const std::string &name,
     ctx.model = model;
     ctx.maxTokens = o.maxTokens;
     ctx.target = o.target;
+    ctx.lastPositionOnly = o.lastOnly;
     ctx.precision = !o.precision.empty()              ? o.precision
                     : ir::lookupTarget(o.target)->gpu ? "bf16"
                                                       : "f32";

@@ -349,8 +349,10 @@ int run(int argc, char **argv) {
                     [&](int64_t a, int64_t b) {
                       return last[a] > last[b] || (last[a] == last[b] && a < b);
                     });
+  // The output's last row is the prompt's last position (a plan of the
+  // last position's logits has that one row).
   fmt::print("top {} of {} at position {} (last of {} tokens):\n", n, vocab,
-             rows - 1, tokens.size());
+             tokens.size() - 1, tokens.size());
   fmt::print("  {:>4}  {:>10}  {:>12}\n", "rank", "id", "logit");
   for (int64_t i = 0; i < n; ++i)
     fmt::print("  {:>4}  {:>10}  {:>12.6f}\n", i + 1, ids[i], last[ids[i]]);
