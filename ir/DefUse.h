@@ -10,6 +10,7 @@
 
 #include "ir/Module.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +42,19 @@ public:
   void replaceAllUsesWith(Value *from, Value *to);
   /// Forgets the reads \p op makes (before it is erased).
   void dropUses(const Operation &op);
+
+  // Updates for a rewrite that keeps the chains right without a rebuild.
+  void setDefiningOp(const Value *v, Operation *op) { def_[v] = op; }
+  void setBlock(const Operation *op, Block *b) { blockOf_[op] = b; }
+  void addUse(const Value *v, Use u) { uses_[v].push_back(u); }
+  /// Removes the reads of \p v for which \p drop(use) is true.
+  template <typename Pred> void removeUsesIf(const Value *v, Pred drop) {
+    auto it = uses_.find(v);
+    if (it == uses_.end())
+      return;
+    std::vector<Use> &list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(), drop), list.end());
+  }
 
 private:
   void collect(Block &b);

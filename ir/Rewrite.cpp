@@ -220,7 +220,37 @@ Rewriter::fuse(const std::vector<Operation *> &groupIn, const std::string &name,
   size_t at = atLast ? last : first;
   ops[at] = std::move(fused);
   ops.erase(std::remove(ops.begin(), ops.end(), nullptr), ops.end());
-  rebuild();
+
+  // The def-use chains, updated in place (a rebuild per fusion would make
+  // fusing a whole model quadratic).
+  Block *inner = result->regions[0].get();
+  du_->setBlock(result, &func_.body);
+  for (auto &opPtr : inner->ops)
+    du_->setBlock(opPtr.get(), inner);
+  auto byGroup = [&](const Use &u) { return inGroup.count(u.user) > 0; };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    du_->removeUsesIf(inputs[i], byGroup);
+    du_->addUse(inputs[i], {result, i});
+  }
+  for (Operation *op : group)
+    for (size_t i = 0; i < op->operands.size(); ++i)
+      if (op->operands[i].isValue() &&
+          std::find(inner->args.begin(), inner->args.end(),
+                    op->operands[i].value) != inner->args.end())
+        du_->addUse(op->operands[i].value, {op, i});
+  Operation *yieldOp = inner->ops.back().get();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    du_->setDefiningOp(results[k], result);
+    for (const Use &u : du_->uses(outputs[k]))
+      if (!inGroup.count(u.user))
+        du_->addUse(results[k], u);
+    du_->removeUsesIf(outputs[k],
+                      [&](const Use &u) { return !inGroup.count(u.user); });
+    du_->addUse(outputs[k], {yieldOp, k});
+  }
+  pos_.clear();
+  for (size_t i = 0; i < ops.size(); ++i)
+    pos_[ops[i].get()] = i;
   return result;
 }
 
