@@ -806,6 +806,8 @@ namespace {
 /// Largest arena, buffer or temporary a plan may declare: far beyond any
 /// device, and far enough from 2^64 that rounding up cannot wrap.
 constexpr uint64_t kMaxBytes = uint64_t(1) << 50;
+/// Every buffer offset is a multiple of this (16-byte vector accesses).
+constexpr uint64_t kBufferAlign = 16;
 
 class Validator {
 public:
@@ -1005,6 +1007,11 @@ public:
         return fail(fmt::format("{} has {} bytes, but its shape and dtype need "
                                 "{}",
                                 what, b.bytes, want));
+      // Typed and vector accesses need aligned buffers (plan-memory places
+      // them on 256-byte boundaries).
+      if (b.offset % kBufferAlign != 0)
+        return fail(fmt::format("{}: offset {} is not a multiple of {}", what,
+                                b.offset, kBufferAlign));
       if (b.offset > p_.arenaBytes || b.bytes > p_.arenaBytes - b.offset)
         return fail(fmt::format("{}: bytes [{}, {}) lie outside the arena of "
                                 "{} bytes",

@@ -196,6 +196,11 @@ TEST(Plan, RejectsWithJsonPath) {
   EXPECT_NE(errorOf(replace("\"offset\": 256", "\"offset\": 4096"))
                 .find("buffer 1 'x': bytes [4096, 6144) lie outside the arena"),
             std::string::npos);
+  // A misaligned buffer (found by the plan fuzzer: an f32 store to an odd
+  // address).
+  EXPECT_NE(errorOf(replace("\"offset\": 256", "\"offset\": 257"))
+                .find("buffer 1 'x': offset 257 is not a multiple of 16"),
+            std::string::npos);
   EXPECT_NE(errorOf(replace("\"bytes\": 32", "\"bytes\": 33"))
                 .find("buffer 0 'tok' has 33 bytes, but its shape and dtype "
                       "need 32"),
