@@ -19,7 +19,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from golden_common import ROOT, end_to_end_args, nmse, run  # noqa: E402
-from llama_golden import ARCH_MIX, MIX, SYNTH_ARGS  # noqa: E402
+from llama_golden import ARCH_MIX, ARCHS, MIX, SYNTH_ARGS  # noqa: E402
 
 try:
     import numpy as np
@@ -27,7 +27,6 @@ except ImportError as e:  # pragma: no cover
     print(f"SKIPPED: {e}")
     sys.exit(77)
 
-ARCHS = ["qwen3", "qwen3moe", "qwen3next", "qwen4exp"]
 BAR = 1e-12
 
 

@@ -11,6 +11,19 @@ namespace {
 
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
+/// Per token, k distinct expert ids of e, drawn at random: ids [t, k].
+std::vector<int32_t> distinctExperts(Rng &rng, int64_t t, int64_t e,
+                                     int64_t k) {
+  std::vector<int32_t> ids;
+  for (int64_t ti = 0; ti < t; ++ti) {
+    std::vector<int32_t> all(e);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng.gen());
+    ids.insert(ids.end(), all.begin(), all.begin() + k);
+  }
+  return ids;
+}
+
 TEST(CpuMoe, RouteSoftmaxAndSigmoid) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
@@ -87,13 +100,7 @@ TEST(CpuMoe, ExpertsFromQuantisedStacks) {
     int64_t t = rng.integer(1, 6), d = 256, f = 256, e = rng.integer(2, 6);
     int64_t k = std::min<int64_t>(2, e);
     std::vector<float> xv = rng.normal(t * d);
-    std::vector<int32_t> iv;
-    for (int64_t ti = 0; ti < t; ++ti) {
-      std::vector<int32_t> all(e);
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), rng.gen());
-      iv.insert(iv.end(), all.begin(), all.begin() + k);
-    }
+    std::vector<int32_t> iv = distinctExperts(rng, t, e, k);
     HostTensor x = buffer({t, d}, xv), id = ids({t, k}, iv);
     HostTensor gate = weight(type, {e, f, d}, rng.normal(e * f * d, 0.1f));
     HostTensor up = weight(type, {e, f, d}, rng.normal(e * f * d, 0.1f));
@@ -188,13 +195,7 @@ TEST(CpuMoe, GroupedExpertsEqualThePerSlotReference) {
           fmt::format("{} shared {}", format::ggmlTypeInfo(type).name, shared));
       int64_t t = rng.integer(1, 9), d = 256, f = 256, e = rng.integer(3, 9);
       int64_t k = rng.integer(1, std::min<int64_t>(3, e));
-      std::vector<int32_t> iv;
-      for (int64_t ti = 0; ti < t; ++ti) {
-        std::vector<int32_t> all(e);
-        std::iota(all.begin(), all.end(), 0);
-        std::shuffle(all.begin(), all.end(), rng.gen());
-        iv.insert(iv.end(), all.begin(), all.begin() + k);
-      }
+      std::vector<int32_t> iv = distinctExperts(rng, t, e, k);
       HostTensor x = buffer({t, d}, rng.normal(t * d)), id = ids({t, k}, iv);
       HostTensor w = buffer({t, k}, rng.normal(t * k, 0.5f));
       HostTensor sh = buffer({t, d}, rng.normal(t * d));
