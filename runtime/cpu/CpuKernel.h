@@ -13,6 +13,7 @@
 #pragma once
 
 #include "runtime/Device.h"
+#include "runtime/ScalarMathCpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -147,7 +148,7 @@ void onWorkers(int threads, int64_t items, int64_t work,
 /// order. The order is part of the contract (the GPU kernels sum alike).
 float dotF32(const float *a, const float *b, int64_t n);
 
-inline float sigmoidF32(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float sigmoidF32(float x) { return scalar::sm_sigmoid(x); }
 
 /// y = softmax(x) over \p n values: max subtracted, f32 sums in order (the
 /// one summation order softmax and moe_route share).

@@ -1,12 +1,12 @@
 //===- Elementwise.cpp - unary, scale, cast and broadcasting binary ops ---===//
 #include "runtime/Elements.h"
+#include "runtime/ScalarMathCpu.h"
 #include "runtime/cpu/CpuKernel.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
-#include <numbers>
 
 namespace strata::runtime::cpu {
 
@@ -85,56 +85,23 @@ template <typename F> void binary(KernelCtx &ctx, F f) {
   }
 }
 
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-
 } // namespace
 
-void runNeg(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return -x; });
-}
-void runExp(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return std::exp(x); });
-}
-void runLog(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return std::log(x); });
-}
-void runSqrt(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return std::sqrt(x); });
-}
-void runRsqrt(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return 1.0f / std::sqrt(x); });
-}
-void runAbs(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return std::fabs(x); });
-}
-void runSquare(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return x * x; });
-}
-void runRelu(KernelCtx &ctx) {
-  // NaN passes through (x < 0 is false for it).
-  unary(ctx, [](float x) { return x < 0 ? 0.0f : x; });
-}
-void runSilu(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return x * sigmoidF32(x); });
-}
-void runSigmoid(KernelCtx &ctx) { unary(ctx, sigmoidF32); }
-void runSoftplus(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); });
-}
-void runGelu(KernelCtx &ctx) {
-  const float c = std::sqrt(2.0f / std::numbers::pi_v<float>);
-  unary(ctx, [c](float x) {
-    return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
-  });
-}
-void runTanh(KernelCtx &ctx) {
-  unary(ctx, [](float x) { return std::tanh(x); });
-}
+void runNeg(KernelCtx &ctx) { unary(ctx, scalar::sm_neg); }
+void runExp(KernelCtx &ctx) { unary(ctx, scalar::sm_exp); }
+void runLog(KernelCtx &ctx) { unary(ctx, scalar::sm_log); }
+void runSqrt(KernelCtx &ctx) { unary(ctx, scalar::sm_sqrt); }
+void runRsqrt(KernelCtx &ctx) { unary(ctx, scalar::sm_rsqrt); }
+void runAbs(KernelCtx &ctx) { unary(ctx, scalar::sm_abs); }
+void runSquare(KernelCtx &ctx) { unary(ctx, scalar::sm_square); }
+void runRelu(KernelCtx &ctx) { unary(ctx, scalar::sm_relu); }
+void runSilu(KernelCtx &ctx) { unary(ctx, scalar::sm_silu); }
+void runSigmoid(KernelCtx &ctx) { unary(ctx, scalar::sm_sigmoid); }
+void runSoftplus(KernelCtx &ctx) { unary(ctx, scalar::sm_softplus); }
+void runGelu(KernelCtx &ctx) { unary(ctx, scalar::sm_gelu); }
+void runTanh(KernelCtx &ctx) { unary(ctx, scalar::sm_tanh); }
 
-void runSign(KernelCtx &ctx) {
-  // 0 and NaN pass through, as torch.sign does.
-  unary(ctx, [](float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); });
-}
+void runSign(KernelCtx &ctx) { unary(ctx, scalar::sm_sign); }
 
 void runClamp(KernelCtx &ctx) {
   float lo = ctx.floatAttr("min", -std::numeric_limits<float>::infinity());
@@ -142,13 +109,13 @@ void runClamp(KernelCtx &ctx) {
   if (lo > hi)
     fail(fmt::format("attribute 'min' ({}) is above 'max' ({})", lo, hi));
   // NaN passes through (both comparisons are false for it).
-  unary(ctx, [lo, hi](float x) { return x < lo ? lo : (x > hi ? hi : x); });
+  unary(ctx, [lo, hi](float x) { return scalar::sm_clamp(x, lo, hi); });
 }
 
 void runScale(KernelCtx &ctx) {
   float s = ctx.floatAttr("s");
   float b = ctx.floatAttr("b");
-  unary(ctx, [s, b](float x) { return x * s + b; });
+  unary(ctx, [s, b](float x) { return scalar::sm_scale(x, s, b); });
 }
 
 void runCast(KernelCtx &ctx) {
@@ -169,28 +136,11 @@ void runCast(KernelCtx &ctx) {
   convertElements(from, src, *type, ctx.outRaw(0, *type), n);
 }
 
-void runAdd(KernelCtx &ctx) {
-  binary(ctx, [](float a, float b) { return a + b; });
-}
-void runSub(KernelCtx &ctx) {
-  binary(ctx, [](float a, float b) { return a - b; });
-}
-void runMul(KernelCtx &ctx) {
-  binary(ctx, [](float a, float b) { return a * b; });
-}
-void runDiv(KernelCtx &ctx) {
-  binary(ctx, [](float a, float b) { return a / b; });
-}
-void runMaximum(KernelCtx &ctx) {
-  // NaN propagates, as numpy.maximum does.
-  binary(ctx, [](float a, float b) {
-    return std::isnan(a) || std::isnan(b) ? kNan : (a > b ? a : b);
-  });
-}
-void runMinimum(KernelCtx &ctx) {
-  binary(ctx, [](float a, float b) {
-    return std::isnan(a) || std::isnan(b) ? kNan : (a < b ? a : b);
-  });
-}
+void runAdd(KernelCtx &ctx) { binary(ctx, scalar::sm_add); }
+void runSub(KernelCtx &ctx) { binary(ctx, scalar::sm_sub); }
+void runMul(KernelCtx &ctx) { binary(ctx, scalar::sm_mul); }
+void runDiv(KernelCtx &ctx) { binary(ctx, scalar::sm_div); }
+void runMaximum(KernelCtx &ctx) { binary(ctx, scalar::sm_maximum); }
+void runMinimum(KernelCtx &ctx) { binary(ctx, scalar::sm_minimum); }
 
 } // namespace strata::runtime::cpu
