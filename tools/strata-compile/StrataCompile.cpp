@@ -1,4 +1,6 @@
 //===- StrataCompile.cpp - description + GGUF -> plan ---------------------===//
+#include "codegen/Aot.h"
+#include "codegen/KernelEmitter.h"
 #include "codegen/PlanBuilder.h"
 #include "ir/Diagnostics.h"
 #include "ir/Parser.h"
@@ -17,7 +19,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <filesystem>
 #include <set>
+#include <unistd.h>
 
 using namespace strata;
 
@@ -29,6 +33,7 @@ const char *kUsage =
                       [--report[=json]]
                       [--print-ir-after-all] [--print-ir-after=NAME]
                       [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
+                      [--cache-dir DIR] [--no-codegen] [--emit-source K]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -40,8 +45,19 @@ options:
   --max-tokens T         the largest prompt the plan serves (1..16777216)
   --target NAME          host (the CPU reference backend; default), gfx1151
                          or sm_90: what the passes plan for (kernel
-                         variants, precision); GPU plans have no kernel code
-                         yet, so strata-run refuses them
+                         variants, precision); for gfx1151 and sm_90 every
+                         kernel is generated and compiled ahead of time with
+                         clang-19 (gfx1151: code objects; sm_90: PTX, and
+                         cubins where ptxas is installed) into
+                         PLAN_DIR/kernels, next to the emitted sources
+  --cache-dir DIR        where compiled kernels are cached, keyed by a hash
+                         of source, flags and compiler (default
+                         $XDG_CACHE_HOME/strata-compile or
+                         ~/.cache/strata-compile)
+  --no-codegen           plan only: GPU plans without kernel code (strata-run
+                         refuses them), for studying the passes
+  --emit-source K        print the device source of kernel K (its index in
+                         the plan, or its symbol) and write nothing
   --precision P          f32 or bf16: how activations other than the
                          residual streams are stored (default: f32 on host,
                          bf16 on GPU targets); recorded in the plan
@@ -347,7 +363,8 @@ static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host", precision;
   int64_t maxTokens = 0, qsaRatio = 0;
   bool report = false, reportJson = false, printAll = false, fusion = true;
-  bool lastOnly = false;
+  bool lastOnly = false, codegenOn = true;
+  std::string cacheDir, emitSource;
   std::vector<std::string> printAfter;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -370,6 +387,18 @@ static int compileMain(int argc, char **argv) {
       if (!v || (*v != "f32" && *v != "bf16"))
         return usageError("--precision is f32 or bf16");
       precision = *v;
+    } else if (a == "--no-codegen") {
+      codegenOn = false;
+    } else if (a.rfind("--cache-dir", 0) == 0) {
+      auto v = value("--cache-dir");
+      if (!v || v->empty())
+        return usageError("--cache-dir needs a folder");
+      cacheDir = *v;
+    } else if (a.rfind("--emit-source", 0) == 0) {
+      auto v = value("--emit-source");
+      if (!v || v->empty())
+        return usageError("--emit-source needs a kernel index or symbol");
+      emitSource = *v;
     } else if (a == "--no-fusion") {
       fusion = false;
     } else if (a.rfind("--logits", 0) == 0) {
@@ -429,8 +458,10 @@ static int compileMain(int argc, char **argv) {
     return usageError("--gguf FILE is required");
   if (maxTokens == 0)
     return usageError("--max-tokens T is required");
-  if (out.empty())
+  if (out.empty() && emitSource.empty())
     return usageError("-o PLAN_DIR is required");
+  if (!emitSource.empty() && !codegen::isDeviceTarget(target))
+    return usageError("--emit-source needs --target gfx1151 or sm_90");
   const ir::Target *tgt = ir::lookupTarget(target);
   if (!tgt)
     return usageError(fmt::format("unknown target '{}' (targets: {})", target,
@@ -503,6 +534,42 @@ static int compileMain(int argc, char **argv) {
   if (!format::planFromJson(format::planToJson(plan), "plan.json", check,
                             error))
     return fail("internal error, the plan does not validate: " + error);
+  bool gpu = codegen::isDeviceTarget(target);
+  if (!emitSource.empty()) {
+    // One kernel's source, by index or symbol; nothing is written.
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      codegen::EmittedKernel ek;
+      if (!codegen::emitKernel(plan, k, target, ek, error))
+        return fail(error);
+      if (emitSource == std::to_string(k) || emitSource == ek.symbol) {
+        fmt::print("{}", codegen::deviceSource(target, ek));
+        return 0;
+      }
+    }
+    return fail(fmt::format("no kernel '{}' in the plan ({} kernels: give an "
+                            "index 0..{} or a symbol)",
+                            emitSource, plan.kernels.size(),
+                            plan.kernels.size() - 1));
+  }
+  std::error_code fsErr;
+  bool existed = std::filesystem::exists(out, fsErr);
+  codegen::AotStats aot;
+  if (gpu && codegenOn) {
+    codegen::AotOptions opts;
+    opts.cacheDir = cacheDir;
+    opts.progress = isatty(2);
+    if (!codegen::compileKernels(plan, out, opts, aot, error)) {
+      // Leave nothing half-written: the kernels folder, and the plan folder
+      // when this run made it (the failing source is in the cache folder).
+      std::filesystem::remove_all(out + "/kernels", fsErr);
+      if (!existed)
+        std::filesystem::remove_all(out, fsErr);
+      return fail(error);
+    }
+    if (!format::planFromJson(format::planToJson(plan), "plan.json", check,
+                              error))
+      return fail("internal error, the plan does not validate: " + error);
+  }
   if (!format::writePlanDir(out, plan, error))
     return fail(error);
   if (report)

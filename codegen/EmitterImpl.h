@@ -1,0 +1,110 @@
+//===- EmitterImpl.h - shared state of the kernel emitter -------*- C++ -*-===//
+//
+// Internal to codegen: the operand model every kernel family emits against
+// (kernel inputs, outputs and body temporaries with their C types, shapes
+// and index expressions), used by KernelEmitter.cpp (row family, dispatch)
+// and the GEMM / sequence families.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/KernelEmitter.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace strata::codegen::detail {
+
+using format::BodyRef;
+using format::PlanDim;
+using Shape = std::vector<PlanDim>;
+
+/// What the emitter cannot express, with the reason (caught by emitKernel
+/// and turned into a diagnostic naming the kernel).
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A tensor as a kernel body sees it.
+struct Tensor {
+  std::string ptr;   ///< C expression of its base pointer
+  std::string ctype; ///< float, bf16, int32_t, f16w, uint8_t (quantised)
+  Shape shape;       ///< IR order
+  bool isWeight = false;
+  bool isTemp = false; ///< a body temporary: one row in LDS/shared
+  format::GgmlType ggml = format::GgmlType::F32;
+  uint32_t blockSize = 1, blockBytes = 4; ///< quantised weights
+  bool quant() const { return ctype == "uint8_t"; }
+};
+
+/// The emitter of one kernel.
+class Emitter {
+public:
+  Emitter(const format::Plan &plan, const format::PlanKernel &kernel,
+          std::string target);
+
+  const format::Plan &plan;
+  const format::PlanKernel &kernel;
+  std::string target;
+  fmt::memory_buffer code; ///< the kernel's source
+  EmittedKernel out;
+
+  /// Recipe of the catalog kernel or each body op (a catalog kernel is a
+  /// body of one op over its own operands).
+  std::vector<format::BodyOp> body;
+
+  /// The tensor \p r names (with its view, if any).
+  Tensor tensor(const BodyRef &r) const;
+  /// Attribute \p name of body op \p op, or its schema default.
+  const format::PlanAttr &attr(const format::BodyOp &op,
+                               const std::string &name) const;
+  int64_t intAttr(const format::BodyOp &op, const std::string &name) const;
+  double floatAttr(const format::BodyOp &op, const std::string &name) const;
+  bool boolAttr(const format::BodyOp &op, const std::string &name) const;
+  std::string strAttr(const format::BodyOp &op, const std::string &name) const;
+  bool hasAttr(const format::BodyOp &op, const std::string &name) const;
+
+  /// The parameter list "const float *in0, ..., float *out0, ..., long T"
+  /// (and the plan's argument order in out.args).
+  std::string params();
+
+  template <typename... A> void line(fmt::format_string<A...> f, A &&...a) {
+    fmt::format_to(std::back_inserter(code), f, std::forward<A>(a)...);
+    code.push_back('\n');
+  }
+
+private:
+  mutable std::map<std::string, format::PlanAttr> defaults_;
+};
+
+/// C expression of dim \p d at run time (T is the kernel's `T` parameter).
+std::string dimExpr(const PlanDim &d);
+/// True if \p d does not depend on T.
+inline bool isConst(const PlanDim &d) { return d.coef == 0; }
+/// Product of dims [from, end) (all must be constants).
+int64_t constProduct(const Shape &s, size_t from);
+/// A float literal that reads back as exactly \p v (hex float).
+std::string floatLit(float v);
+/// 64-bit FNV-1a of \p s, as 16 hex digits.
+std::string hashHex(const std::string &s);
+
+// The families (each fills e.code and e.out or throws Unsupported).
+void emitRowKernel(Emitter &e);
+void emitGemmKernel(Emitter &e);
+void emitGroupedKernel(Emitter &e);
+void emitAttentionKernel(Emitter &e);
+void emitDeltaKernel(Emitter &e);
+void emitSortKernel(Emitter &e);
+
+/// The element of \p t that element (row, i) of an op output of shape
+/// \p outShape reads, with numpy broadcasting over trailing dims; `row` and
+/// `i` are C expressions (i is the flat index inside the row). Temporaries
+/// hold one row. Throws Unsupported when \p t would be read across rows.
+std::string elementIndex(const Tensor &t, const Shape &outShape,
+                         const std::string &row, const std::string &i);
+
+} // namespace strata::codegen::detail

@@ -1,0 +1,577 @@
+//===- GemmEmitter.cpp - matmul chains and grouped expert GEMMs -----------===//
+//
+// One tile loop for every GEMM the plans hold: C[M, N] = A[M, K] * W[N, K]^T
+// with W in any block type. Per K step of 32 the block stages an A tile and a
+// W tile in LDS/shared (each weight block's 8-element pieces decoded once per
+// tile by BlockDecode.h, the same decoder the CPU uses), then its waves run
+// the target's 16x16x16 matrix op (mma_16x16x16 of the prelude: WMMA on
+// gfx1151, mma.sync on sm_90). f32 weights (routers, small projections) take
+// an f32 FMA tile instead, so their numbers stay f32 as on the CPU.
+// Epilogues are the fused body's elementwise ops on the accumulator, with
+// other operands read at the same (row, column); hc_read after a chain
+// (hyper-connection K3) reduces over the streams through an LDS tile, so the
+// gate tensor never reaches memory.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/EmitterImpl.h"
+
+#include "runtime/format/GgmlType.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <map>
+
+namespace strata::codegen::detail {
+
+using format::BodyOp;
+using format::BodyRef;
+using format::Recipe;
+
+namespace {
+
+constexpr int kBK = 32; ///< K per staged tile (one 32-block, 1/8 of a 256)
+
+/// A ref's identity (kind, index) for value tracking.
+std::pair<int, uint32_t> key(const BodyRef &r) {
+  return {static_cast<int>(r.kind), r.index};
+}
+
+/// One GEMM: how its A rows and W rows are found, and its epilogue.
+struct Gemm {
+  Tensor a;                   ///< activations [.., K]
+  std::vector<Tensor> w;      ///< one weight, or gate and up (swiglu)
+  int64_t n = 0, k = 0;       ///< N and K
+  std::string mRows;          ///< C expression of M (rows of A)
+  int64_t mPer = 1;           ///< A rows per leading-dim row of the result
+  bool mma = true;            ///< matrix units (else f32 FMA)
+  int bm = 64, bn = 64, nt = 128;
+  /// Column c of the tile -> global column (default n0 + c).
+  std::function<std::string(const std::string &)> colOf;
+  std::vector<std::string> epilogue; ///< lines; `v` is the accumulator(s)
+};
+
+/// Tiles covering rows(T) * mult rows: floor((coef*mult*T)/(div*tile)) +
+/// floor(c*mult/tile) + 2 >= the exact ceiling (extra blocks exit at once).
+format::PlanDim tilesOf(const format::PlanDim &rows, int64_t mult,
+                        int64_t tile) {
+  format::PlanDim d;
+  d.coef = rows.coef * mult;
+  d.div = rows.div * tile;
+  d.constant = rows.constant * mult / tile + (rows.coef ? 2 : 1);
+  if (d.coef == 0)
+    d = {0, (rows.constant * mult + tile - 1) / tile, 1};
+  // Keep the fraction small.
+  int64_t g = std::gcd(d.coef, d.div);
+  if (g > 1) {
+    d.coef /= g;
+    d.div /= g;
+  }
+  return d;
+}
+
+class GemmEmitter {
+public:
+  explicit GemmEmitter(Emitter &e) : e(e) {}
+  void runChains();
+  void runGrouped();
+
+private:
+  Emitter &e;
+
+  void pickTile(Gemm &g, const std::string &variant);
+  /// The staged K loop and the accumulators, then \p epi per element with
+  /// `m`, `n`, `v` (and `v2` for two weights) defined.
+  void tileLoop(const Gemm &g, const std::string &aRow,
+                const std::vector<std::string> &wRow);
+  void decodeW(const Tensor &w, const std::string &rowPtr,
+               const std::string &k, const std::string &dst);
+};
+
+void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
+  g.mma = !(g.w[0].ctype == "float");
+  if (!g.mma) {
+    g.bm = 32, g.bn = 64, g.nt = 256;
+    return;
+  }
+  int tm = 64, tn = 64;
+  if (variant.find("m16") != std::string::npos)
+    tm = 16;
+  else if (variant.find("m128") != std::string::npos)
+    tm = 128, tn = 128;
+  g.bm = tm;
+  g.bn = tn;
+  g.nt = tm * tn >= 128 * 64 ? 256 : 128;
+}
+
+void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
+                          const std::string &k, const std::string &dst) {
+  if (w.quant()) {
+    e.line("        strata_dq8_{}({} + ({}) / {} * {}, (int)(({}) % {}), {});",
+           format::ggmlTypeInfo(w.ggml).irName, rowPtr, k, w.blockSize,
+           w.blockBytes, k, w.blockSize, dst);
+  } else {
+    e.line("        for (int j = 0; j < 8; ++j) {}[j] = ld({}, ({}) + j);", dst,
+           rowPtr, k);
+  }
+}
+
+void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
+                           const std::vector<std::string> &wRow) {
+  const int nw = g.nt / 32;
+  size_t nb = g.w.size();
+  bool partialK = g.k % kBK != 0;
+  if (partialK && g.w[0].quant())
+    throw Unsupported("K is not a multiple of the weight's block");
+  if (g.mma) {
+    int wm = 1;
+    while (wm * wm < nw && (g.bm / 16) % (wm * 2) == 0)
+      wm *= 2;
+    int wn = nw / wm;
+    if ((g.bn / 16) % wn != 0)
+      throw Unsupported("tile does not split over the waves");
+    int fm = g.bm / 16 / wm, fn = g.bn / 16 / wn;
+    const int ld = kBK + 8;
+    e.line("  STRATA_SHARED mma_t As[{}];", g.bm * ld);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("  STRATA_SHARED mma_t Bs{}[{}];", b, g.bn * ld);
+    e.line("  const int wave = tid_x() >> 5, wm = wave % {}, wn = wave / {};",
+           wm, wm);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("  float acc{}[{}][{}][8] = {{}};", b, fm, fn);
+    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+    // Stage A: 8 consecutive k per thread.
+    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bm * 4, g.nt);
+    e.line("      int r = c >> 2, kc = (c & 3) * 8;");
+    e.line("      long m = m0 + r;");
+    e.line("      float v[8];");
+    e.line("      if (m < M) {{ {} for (int j = 0; j < 8; ++j) v[j] = {}; }}",
+           aRow, partialK ? "(k0 + kc + j < " + std::to_string(g.k) +
+                                "L ? ld(arow, k0 + kc + j) : 0.0f)"
+                          : "ld(arow, k0 + kc + j)");
+    e.line("      else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+    e.line("      for (int j = 0; j < 8; ++j) As[r * {} + kc + j] = "
+           "to_mma(v[j]);",
+           ld);
+    e.line("    }}");
+    // Stage W: each 8-element piece decoded once.
+    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * 4, g.nt);
+    e.line("      int r = c >> 2, kc = (c & 3) * 8;");
+    e.line("      long n = {};", g.colOf("r"));
+    for (size_t b = 0; b < nb; ++b) {
+      e.line("      {{ float v[8];");
+      e.line("      if (n < {}L) {{", g.n);
+      e.line("        {}", wRow[b]);
+      if (partialK) {
+        e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
+               "ld(wrow, k0 + kc + j) : 0.0f;",
+               g.k);
+      } else {
+        decodeW(g.w[b], "wrow", "k0 + kc", "v");
+      }
+      e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+      e.line("      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = "
+             "to_mma(v[j]); }}",
+             b, ld);
+    }
+    e.line("    }}");
+    e.line("    sync_block();");
+    e.line("    for (int kk = 0; kk < {}; kk += 16)", kBK);
+    e.line("      for (int i = 0; i < {}; ++i)", fm);
+    e.line("        for (int j = 0; j < {}; ++j) {{", fn);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("          mma_16x16x16(acc{}[i][j], As + ((wm * {} + i) * 16) * "
+             "{} + kk, {}, Bs{} + ((wn * {} + j) * 16) * {} + kk, {});",
+             b, fm, ld, ld, b, fn, ld, ld);
+    e.line("        }}");
+    e.line("    sync_block();");
+    e.line("  }}");
+    e.line("  for (int i = 0; i < {}; ++i)", fm);
+    e.line("    for (int j = 0; j < {}; ++j)", fn);
+    e.line("      for (int q = 0; q < 8; ++q) {{");
+    e.line("        int r, c;");
+    e.line("        mma_acc_coord(q, &r, &c);");
+    e.line("        r += (wm * {} + i) * 16;", fm);
+    e.line("        c += (wn * {} + j) * 16;", fn);
+    e.line("        long m = m0 + r, n = {};", g.colOf("c"));
+    e.line("        float v = acc0[i][j][q];");
+    if (nb > 1)
+      e.line("        float v2 = acc1[i][j][q];");
+  } else {
+    // f32 FMA tile: 16 x 16 threads, BM/16 rows x BN/16 columns each.
+    if (g.nt != 256 || g.bm % 16 || g.bn % 16)
+      throw Unsupported("f32 tile shape");
+    const int rm = g.bm / 16, rn = g.bn / 16;
+    const int ld = kBK + 1;
+    e.line("  STRATA_SHARED float As[{}];", g.bm * ld);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("  STRATA_SHARED float Bs{}[{}];", b, g.bn * ld);
+    e.line("  const int ty = tid_x() >> 4, tx = tid_x() & 15;");
+    for (size_t b = 0; b < nb; ++b)
+      e.line("  float acc{}[{}][{}] = {{}};", b, rm, rn);
+    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bm * kBK, g.nt);
+    e.line("      int r = c / {}, kc = c % {};", kBK, kBK);
+    e.line("      long m = m0 + r;");
+    e.line("      float v = 0.0f;");
+    e.line("      if (m < M && k0 + kc < {}L) {{ {} v = ld(arow, k0 + kc); }}",
+           g.k, aRow);
+    e.line("      As[r * {} + kc] = v;", ld);
+    e.line("    }}");
+    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * kBK, g.nt);
+    e.line("      int r = c / {}, kc = c % {};", kBK, kBK);
+    e.line("      long n = {};", g.colOf("r"));
+    for (size_t b = 0; b < nb; ++b) {
+      e.line("      {{ float v = 0.0f;");
+      e.line("      if (n < {}L && k0 + kc < {}L) {{ {} v = ld(wrow, k0 + kc); "
+             "}}",
+             g.n, g.k, wRow[b]);
+      e.line("      Bs{}[r * {} + kc] = v; }}", b, ld);
+    }
+    e.line("    }}");
+    e.line("    sync_block();");
+    e.line("    for (int kk = 0; kk < {}; ++kk)", kBK);
+    e.line("      for (int i = 0; i < {}; ++i)", rm);
+    e.line("        for (int j = 0; j < {}; ++j) {{", rn);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("          acc{}[i][j] += As[(ty + 16 * i) * {} + kk] * Bs{}[(tx "
+             "+ 16 * j) * {} + kk];",
+             b, ld, b, ld);
+    e.line("        }}");
+    e.line("    sync_block();");
+    e.line("  }}");
+    e.line("  for (int i = 0; i < {}; ++i)", rm);
+    e.line("    for (int j = 0; j < {}; ++j) {{", rn);
+    e.line("        int r = ty + 16 * i, c = tx + 16 * j;");
+    e.line("        long m = m0 + r, n = {};", g.colOf("c"));
+    e.line("        float v = acc0[i][j];");
+    if (nb > 1)
+      e.line("        float v2 = acc1[i][j];");
+  }
+  e.line("        if (m < M && n < {}L) {{", g.n);
+  for (const std::string &l : g.epilogue)
+    e.line("          {}", l);
+  e.line("        }}");
+  e.line("      }}");
+}
+
+/// Body ops after a matmul that the chain absorbs.
+struct Chain {
+  const BodyOp *mm = nullptr;
+  std::vector<std::string> epi; ///< epilogue lines
+  const BodyOp *streamMean = nullptr; ///< a trailing hc_read, if any
+  std::string gateVar;                ///< its gate operand's variable
+};
+
+void GemmEmitter::runChains() {
+  std::vector<Chain> chains;
+  std::map<std::pair<int, uint32_t>, std::pair<size_t, std::string>> vars;
+  int nextVar = 0;
+  for (const BodyOp &op : e.body) {
+    if (op.recipe == Recipe::Matmul) {
+      if (op.inputs[0].kind != BodyRef::Kind::In ||
+          op.inputs[1].kind != BodyRef::Kind::In)
+        throw Unsupported("a matmul over a value computed in the kernel");
+      chains.push_back({&op, {}, nullptr, {}});
+      std::string v = fmt::format("x{}", nextVar++);
+      chains.back().epi.push_back(fmt::format("float {} = v;", v));
+      vars[key(op.outputs[0])] = {chains.size() - 1, v};
+    } else {
+      size_t chain = SIZE_MAX;
+      for (const BodyRef &r : op.inputs) {
+        auto it = vars.find(key(r));
+        if (it == vars.end())
+          continue;
+        if (chain != SIZE_MAX && chain != it->second.first)
+          throw Unsupported("an op joins two GEMM chains");
+        chain = it->second.first;
+      }
+      if (chain == SIZE_MAX)
+        throw Unsupported(fmt::format("'{}' does not follow a matmul",
+                                      format::recipeInfo(op.recipe).name));
+      Chain &c = chains[chain];
+      if (c.streamMean)
+        throw Unsupported("an op after the stream mean");
+      if (op.recipe == Recipe::HcRead) {
+        auto g = vars.find(key(op.inputs[1]));
+        if (g == vars.end() || op.inputs[0].kind != BodyRef::Kind::In)
+          throw Unsupported("hc_read after a GEMM must read the gate from it");
+        c.streamMean = &op;
+        c.gateVar = g->second.second;
+        continue;
+      }
+      format::OpClass cls = format::recipeInfo(op.recipe).cls;
+      if (cls != format::OpClass::Unary && cls != format::OpClass::Binary)
+        throw Unsupported(fmt::format("'{}' cannot be a GEMM epilogue",
+                                      format::recipeInfo(op.recipe).name));
+      Tensor y = e.tensor(op.outputs[0]);
+      std::string args;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        auto it = vars.find(key(op.inputs[i]));
+        std::string a;
+        if (it != vars.end()) {
+          a = it->second.second;
+        } else {
+          if (op.inputs[i].kind != BodyRef::Kind::In)
+            throw Unsupported("an epilogue reads a value of another chain");
+          Tensor t = e.tensor(op.inputs[i]);
+          a = fmt::format("ld({}, {})", t.ptr,
+                          elementIndex(t, y.shape, "row", "i"));
+        }
+        args += (i ? ", " : "") + a;
+      }
+      std::string fn =
+          op.recipe == Recipe::Cast
+              ? args
+              : fmt::format("sm_{}({}{})", format::recipeInfo(op.recipe).name,
+                            args,
+                            op.recipe == Recipe::Scale
+                                ? fmt::format(", {}, {}",
+                                              floatLit(e.floatAttr(op, "s")),
+                                              floatLit(e.floatAttr(op, "b")))
+                            : op.recipe == Recipe::Clamp
+                                ? fmt::format(
+                                      ", {}, {}",
+                                      floatLit(e.hasAttr(op, "min")
+                                                   ? e.floatAttr(op, "min")
+                                                   : -INFINITY),
+                                      floatLit(e.hasAttr(op, "max")
+                                                   ? e.floatAttr(op, "max")
+                                                   : INFINITY))
+                                : "");
+      std::string v = fmt::format("x{}", nextVar++);
+      c.epi.push_back(fmt::format("float {} = {};", v, fn));
+      vars[key(op.outputs[0])] = {chain, v};
+    }
+    // Results that are kernel outputs are stored where they are made.
+    for (const BodyRef &r : op.outputs)
+      if (r.kind == BodyRef::Kind::Out) {
+        auto it = vars.find(key(r));
+        if (it == vars.end())
+          continue;
+        Tensor t = e.tensor(r);
+        chains[it->second.first].epi.push_back(
+            fmt::format("st({}, {}, {});", t.ptr,
+                        elementIndex(t, t.shape, "row", "i"),
+                        it->second.second));
+      }
+  }
+
+  // All chains share the launch; blocks of chain c take grid.y tiles
+  // [ybase_c, ybase_c + tiles_c).
+  std::string params = e.params();
+  std::vector<Gemm> gemms;
+  int nt = 0;
+  for (Chain &c : chains) {
+    Gemm g;
+    g.a = e.tensor(c.mm->inputs[0]);
+    g.w = {e.tensor(c.mm->inputs[1])};
+    g.k = g.w[0].shape[1].constant;
+    g.n = g.w[0].shape[0].constant;
+    Tensor y = e.tensor(c.mm->outputs[0]);
+    g.mPer = constProduct(y.shape, 1) / g.n;
+    g.mRows = fmt::format("{} * {}L", dimExpr(y.shape[0]), g.mPer);
+    pickTile(g, e.kernel.variant);
+    g.colOf = [](const std::string &c) { return "n0 + " + c; };
+    std::string rowI =
+        g.mPer == 1 ? "long row = m, i = n;"
+                    : fmt::format("long row = m / {}L, i = (m % {}L) * {}L + n;",
+                                  g.mPer, g.mPer, g.n);
+    g.epilogue.push_back(rowI);
+    if (c.streamMean) {
+      // Tile columns are (stream, d) pairs: BD columns of d for each of the
+      // n streams, so the block holds every stream of its d range.
+      Tensor xn = e.tensor(c.streamMean->inputs[0]);
+      int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+      // A 32 x 128 tile: its f32 gate tile (16 KiB) fits in LDS beside the
+      // staged operands on both targets.
+      g.bm = 32, g.bn = 128, g.nt = 256;
+      if (g.bn % ns != 0)
+        throw Unsupported("stream count does not divide the tile");
+      int64_t bd = g.bn / ns;
+      if (d % bd != 0)
+        throw Unsupported("hidden size does not divide the tile");
+      g.colOf = [bd, d](const std::string &c) {
+        return fmt::format("({}) / {} * {}L + d0 + ({}) % {}", c, bd, d, c, bd);
+      };
+      g.n = ns * d;
+      for (std::string &l : c.epi)
+        g.epilogue.push_back(l);
+      g.epilogue.push_back(fmt::format(
+          "Cs[r * {} + c] = {} * ld({}, {});", g.bn, c.gateVar, xn.ptr,
+          elementIndex(xn, xn.shape, "row", "i")));
+    } else {
+      for (std::string &l : c.epi)
+        g.epilogue.push_back(l);
+    }
+    nt = std::max(nt, g.nt);
+    gemms.push_back(std::move(g));
+  }
+  // One launch: one block size and one row tile (the smallest) for all.
+  int bmAll = INT32_MAX;
+  for (Gemm &g : gemms)
+    bmAll = std::min(bmAll, g.bm);
+  for (Gemm &g : gemms) {
+    g.nt = nt;
+    g.bm = bmAll;
+  }
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
+  int64_t ybase = 0, bmMin = INT64_MAX;
+  format::PlanDim mDim;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    Gemm &g = gemms[ci];
+    const Chain &c = chains[ci];
+    int64_t ntiles = c.streamMean ? g.n / g.bn : (g.n + g.bn - 1) / g.bn;
+    e.line("  if (bid_y() >= {} && bid_y() < {}) {{", ybase, ybase + ntiles);
+    e.line("  const long M = {};", g.mRows);
+    e.line("  const long m0 = (long)bid_x() * {};", g.bm);
+    e.line("  if (m0 >= M) return;");
+    if (c.streamMean)
+      e.line("  const long d0 = (long)(bid_y() - {}) * {};", ybase,
+             g.bn / e.tensor(c.streamMean->inputs[0]).shape[1].constant);
+    else
+      e.line("  const long n0 = (long)(bid_y() - {}) * {};", ybase, g.bn);
+    if (c.streamMean)
+      e.line("  STRATA_SHARED float Cs[{}];", g.bm * g.bn);
+    std::string aRow = fmt::format("const {} *arow = {} + m * {}L;", g.a.ctype,
+                                   g.a.ptr, g.k);
+    std::string wRow =
+        g.w[0].quant()
+            ? fmt::format("const uint8_t *wrow = {} + n * {}L;", g.w[0].ptr,
+                          g.k / g.w[0].blockSize * g.w[0].blockBytes)
+            : fmt::format("const {} *wrow = {} + n * {}L;", g.w[0].ctype,
+                          g.w[0].ptr, g.k);
+    tileLoop(g, aRow, {wRow});
+    if (c.streamMean) {
+      Tensor xn = e.tensor(c.streamMean->inputs[0]);
+      int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+      int64_t bd = g.bn / ns;
+      Tensor y = e.tensor(c.streamMean->outputs[0]);
+      e.line("  sync_block();");
+      e.line("  for (int q = tid_x(); q < {}; q += {}) {{", g.bm * bd, g.nt);
+      e.line("    int r = q / {}, c = q % {};", bd, bd);
+      e.line("    long m = m0 + r;");
+      e.line("    if (m >= M) continue;");
+      e.line("    float a = 0;");
+      e.line("    for (int s = 0; s < {}; ++s) a += Cs[r * {} + s * {} + c];", ns,
+             g.bn, bd);
+      e.line("    st({}, m * {}L + d0 + c, a / {}.0f);", y.ptr, d, ns);
+      e.line("  }}");
+    }
+    e.line("  return;");
+    e.line("  }}");
+    ybase += ntiles;
+    bmMin = std::min<int64_t>(bmMin, g.bm);
+    mDim = e.tensor(c.mm->outputs[0]).shape[0];
+  }
+  e.line("}}");
+  int64_t mPer = gemms[0].mPer;
+  e.out.grid = {tilesOf(mDim, mPer, bmMin), {0, ybase, 1}, {0, 1, 1}};
+  for (const Gemm &g : gemms)
+    if (g.bm != bmMin)
+      throw Unsupported("chains with different row tiles");
+  e.out.block = {nt, 1, 1};
+  e.out.sharedBytes = 0; // static: read back from the code object
+}
+
+void GemmEmitter::runGrouped() {
+  if (e.body.size() != 1)
+    throw Unsupported("a grouped GEMM with a fused body");
+  const BodyOp &op = e.body[0];
+  bool swiglu = op.recipe == Recipe::MoeGroupedSwiglu;
+  Gemm g;
+  Tensor y = e.tensor(op.outputs[0]);
+  Tensor off = e.tensor(op.inputs[swiglu ? 2 : 1]);
+  g.a = e.tensor(op.inputs[0]);
+  Tensor perm;
+  if (swiglu) {
+    perm = e.tensor(op.inputs[1]);
+    g.w = {e.tensor(op.inputs[3]), e.tensor(op.inputs[4])};
+  } else {
+    g.w = {e.tensor(op.inputs[2])};
+  }
+  int64_t experts = g.w[0].shape[0].constant;
+  g.n = g.w[0].shape[1].constant;
+  g.k = g.w[0].shape[2].constant;
+  pickTile(g, e.kernel.variant);
+  g.colOf = [](const std::string &c) { return "n0 + " + c; };
+  int64_t slotsPerToken = y.shape[0].coef;
+  if (y.shape[0].div != 1 || y.shape[0].constant != 0 ||
+      (swiglu && g.a.shape[0].coef != 1))
+    throw Unsupported("grouped rows are not T * k");
+  g.epilogue.push_back(
+      fmt::format("st({}, m * {}L + n, {});", y.ptr, g.n,
+                  swiglu ? "sm_silu(v) * v2" : "v"));
+  std::string params = e.params();
+  const int nt = g.nt;
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
+  // Which expert and which of its row tiles this block takes: a block scan
+  // of the experts' tile counts.
+  constexpr int kPer = 8;
+  if (experts > int64_t(nt) * kPer)
+    throw Unsupported("more experts than the tile scan covers");
+  e.line("  STRATA_SHARED int scan[{}];", nt);
+  e.line("  STRATA_SHARED int pick[2];");
+  e.line("  const int per = {};", (experts + nt - 1) / nt);
+  e.line("  int mine = 0;");
+  e.line("  for (int x = tid_x() * per; x < (tid_x() + 1) * per && x < {}; "
+         "++x)",
+         experts);
+  e.line("    mine += ({}[x + 1] - {}[x] + {}) / {};", off.ptr, off.ptr,
+         g.bm - 1, g.bm);
+  e.line("  scan[tid_x()] = mine;");
+  e.line("  if (tid_x() == 0) pick[0] = -1;");
+  e.line("  sync_block();");
+  e.line("  for (int s = 1; s < {}; s <<= 1) {{", nt);
+  e.line("    int add = tid_x() >= s ? scan[tid_x() - s] : 0;");
+  e.line("    sync_block();");
+  e.line("    scan[tid_x()] += add;");
+  e.line("    sync_block();");
+  e.line("  }}");
+  e.line("  {{");
+  e.line("    int before = scan[tid_x()] - mine, tile = bid_x();");
+  e.line("    if (tile >= before && tile < before + mine) {{");
+  e.line("      for (int x = tid_x() * per; x < {}; ++x) {{", experts);
+  e.line("        int t = ({}[x + 1] - {}[x] + {}) / {};", off.ptr, off.ptr,
+         g.bm - 1, g.bm);
+  e.line("        if (tile < before + t) {{ pick[0] = x; pick[1] = tile - "
+         "before; break; }}");
+  e.line("        before += t;");
+  e.line("      }}");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  sync_block();");
+  e.line("  if (pick[0] < 0) return;");
+  e.line("  const int ex = pick[0];");
+  e.line("  const long M = {}[ex + 1];", off.ptr);
+  e.line("  const long m0 = {}[ex] + (long)pick[1] * {};", off.ptr, g.bm);
+  e.line("  const long n0 = (long)bid_y() * {};", g.bn);
+  std::string aRow =
+      swiglu ? fmt::format("const {} *arow = {} + (long)({}[m] / {}) * {}L;",
+                           g.a.ctype, g.a.ptr, perm.ptr, slotsPerToken, g.k)
+             : fmt::format("const {} *arow = {} + m * {}L;", g.a.ctype, g.a.ptr,
+                           g.k);
+  std::vector<std::string> wRows;
+  for (const Tensor &w : g.w) {
+    int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
+    wRows.push_back(fmt::format(
+        "const {} *wrow = {} + ((long)ex * {}L + n) * {}L;",
+        w.quant() ? "uint8_t" : w.ctype, w.ptr, g.n, rowBytes));
+  }
+  tileLoop(g, aRow, wRows);
+  e.line("}}");
+  // Row tiles: every expert's rows rounded up to the tile, at most
+  // ceil(S / BM) + E.
+  format::PlanDim tiles = tilesOf(y.shape[0], 1, g.bm);
+  tiles.constant += experts;
+  e.out.grid = {tiles, {0, (g.n + g.bn - 1) / g.bn, 1}, {0, 1, 1}};
+  e.out.block = {nt, 1, 1};
+}
+
+} // namespace
+
+void emitGemmKernel(Emitter &e) { GemmEmitter(e).runChains(); }
+void emitGroupedKernel(Emitter &e) { GemmEmitter(e).runGrouped(); }
+
+} // namespace strata::codegen::detail

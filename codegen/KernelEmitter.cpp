@@ -1,0 +1,362 @@
+//===- KernelEmitter.cpp - operand model, dispatch, translation units -----===//
+#include "codegen/EmitterImpl.h"
+
+#include "runtime/format/GgmlType.h"
+
+#include <cstring>
+
+namespace strata::codegen {
+
+namespace {
+// The device headers, embedded at build time (codegen/EmbedText.cmake).
+#include "codegen/DeviceSources.inc"
+} // namespace
+
+namespace detail {
+
+using format::PlanAttr;
+using format::Recipe;
+
+Emitter::Emitter(const format::Plan &plan, const format::PlanKernel &kernel,
+                 std::string target)
+    : plan(plan), kernel(kernel), target(std::move(target)) {
+  if (kernel.isFused()) {
+    body = kernel.body;
+    return;
+  }
+  // A catalog kernel is a body of one op over the kernel's own operands.
+  format::BodyOp op;
+  op.recipe = kernel.recipe;
+  op.attrs = kernel.attrs;
+  for (uint32_t i = 0; i < kernel.inputs.size(); ++i)
+    op.inputs.push_back({BodyRef::Kind::In, i, {}});
+  for (uint32_t o = 0; o < kernel.outputs.size(); ++o)
+    op.outputs.push_back({BodyRef::Kind::Out, o, {}});
+  body.push_back(std::move(op));
+}
+
+Tensor Emitter::tensor(const BodyRef &r) const {
+  Tensor t;
+  switch (r.kind) {
+  case BodyRef::Kind::In: {
+    const format::PlanOperand &o = kernel.inputs.at(r.index);
+    t.ptr = fmt::format("in{}", r.index);
+    if (o.isWeight) {
+      const format::PlanWeight &w = plan.weights.at(o.index);
+      t.isWeight = true;
+      t.ggml = w.type;
+      for (auto it = w.dims.rbegin(); it != w.dims.rend(); ++it)
+        t.shape.push_back({0, static_cast<int64_t>(*it), 1});
+      format::GgmlTypeInfo info = format::ggmlTypeInfo(w.type);
+      t.blockSize = info.blockSize;
+      t.blockBytes = info.typeSize;
+      switch (w.type) {
+      case format::GgmlType::F32:
+        t.ctype = "float";
+        break;
+      case format::GgmlType::F16:
+        t.ctype = "f16w";
+        break;
+      case format::GgmlType::BF16:
+        t.ctype = "bf16";
+        break;
+      case format::GgmlType::I32:
+        t.ctype = "int32_t";
+        break;
+      default:
+        t.ctype = "uint8_t";
+      }
+    } else {
+      const format::PlanBuffer &b = plan.buffers.at(o.index);
+      t.shape = b.shape;
+      t.ctype = b.dtype == format::DType::BF16  ? "bf16"
+                : b.dtype == format::DType::I32 ? "int32_t"
+                                                : "float";
+    }
+    break;
+  }
+  case BodyRef::Kind::Out: {
+    const format::PlanBuffer &b = plan.buffers.at(kernel.outputs.at(r.index));
+    t.ptr = fmt::format("out{}", r.index);
+    t.shape = b.shape;
+    t.ctype = b.dtype == format::DType::BF16  ? "bf16"
+              : b.dtype == format::DType::I32 ? "int32_t"
+                                              : "float";
+    break;
+  }
+  case BodyRef::Kind::Tmp: {
+    const format::BodyTemp &b = kernel.temps.at(r.index);
+    t.ptr = fmt::format("tmp{}", r.index);
+    t.shape = b.shape;
+    t.isTemp = true;
+    t.ctype = b.dtype == format::DType::I32 ? "int32_t" : "float";
+    break;
+  }
+  }
+  if (!r.view.empty())
+    t.shape = r.view;
+  return t;
+}
+
+bool Emitter::hasAttr(const format::BodyOp &op, const std::string &name) const {
+  if (op.attrs.count(name))
+    return true;
+  const format::AttrSpec *s = format::findAttrSpec(op.recipe, name);
+  return s && s->dflt;
+}
+
+const PlanAttr &Emitter::attr(const format::BodyOp &op,
+                              const std::string &name) const {
+  auto it = op.attrs.find(name);
+  if (it != op.attrs.end())
+    return it->second;
+  std::string key = std::string(format::recipeInfo(op.recipe).name) + "." + name;
+  auto d = defaults_.find(key);
+  if (d != defaults_.end())
+    return d->second;
+  const format::AttrSpec *s = format::findAttrSpec(op.recipe, name);
+  if (!s || !s->dflt)
+    throw Unsupported(fmt::format("{} has no attribute '{}'",
+                                  format::recipeInfo(op.recipe).name, name));
+  PlanAttr a;
+  const std::string &v = *s->dflt;
+  if (s->kind == "int") {
+    a.kind = PlanAttr::Kind::Int;
+    a.i = std::stoll(v);
+  } else if (s->kind == "float") {
+    a.kind = PlanAttr::Kind::Float;
+    a.f = std::stod(v);
+  } else if (s->kind == "bool") {
+    a.kind = PlanAttr::Kind::Bool;
+    a.b = v == "true";
+  } else {
+    a.kind = PlanAttr::Kind::Str;
+    a.s = v;
+  }
+  return defaults_.emplace(key, a).first->second;
+}
+
+int64_t Emitter::intAttr(const format::BodyOp &op,
+                         const std::string &name) const {
+  return attr(op, name).i;
+}
+double Emitter::floatAttr(const format::BodyOp &op,
+                          const std::string &name) const {
+  const PlanAttr &a = attr(op, name);
+  return a.kind == PlanAttr::Kind::Int ? static_cast<double>(a.i) : a.f;
+}
+bool Emitter::boolAttr(const format::BodyOp &op,
+                       const std::string &name) const {
+  return attr(op, name).b;
+}
+std::string Emitter::strAttr(const format::BodyOp &op,
+                             const std::string &name) const {
+  return attr(op, name).s;
+}
+
+std::string Emitter::params() {
+  std::string p;
+  out.args.clear();
+  for (uint32_t i = 0; i < kernel.inputs.size(); ++i) {
+    Tensor t = tensor({BodyRef::Kind::In, i, {}});
+    p += fmt::format("const {} *in{}, ", t.ctype, i);
+    const format::PlanOperand &o = kernel.inputs[i];
+    out.args.push_back(
+        fmt::format("{}:{}", o.isWeight ? "weight" : "buffer", o.index));
+  }
+  for (uint32_t o = 0; o < kernel.outputs.size(); ++o) {
+    Tensor t = tensor({BodyRef::Kind::Out, o, {}});
+    p += fmt::format("{} *out{}, ", t.ctype, o);
+    out.args.push_back(fmt::format("buffer:{}", kernel.outputs[o]));
+  }
+  out.args.push_back("T");
+  return p + "long T";
+}
+
+std::string dimExpr(const PlanDim &d) {
+  if (d.coef == 0)
+    return fmt::format("{}L", d.constant);
+  std::string e = d.coef == 1 ? "T" : fmt::format("{}L * T", d.coef);
+  if (d.div != 1)
+    e = fmt::format("({}) / {}L", e, d.div);
+  if (d.constant != 0)
+    e = fmt::format("({} + {}L)", e, d.constant);
+  return "(" + e + ")";
+}
+
+int64_t constProduct(const Shape &s, size_t from) {
+  int64_t n = 1;
+  for (size_t i = from; i < s.size(); ++i) {
+    if (!isConst(s[i]))
+      throw Unsupported("a dim other than the leading one depends on T");
+    n *= s[i].constant;
+  }
+  return n;
+}
+
+std::string floatLit(float v) {
+  if (v != v)
+    return "__builtin_nanf(\"\")";
+  if (v == __builtin_inff())
+    return "__builtin_inff()";
+  if (v == -__builtin_inff())
+    return "(-__builtin_inff())";
+  return fmt::format("{:a}f", v);
+}
+
+std::string hashHex(const std::string &s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::string elementIndex(const Tensor &t, const Shape &outShape,
+                         const std::string &row, const std::string &i) {
+  const Shape &s = t.shape;
+  size_t R = outShape.size(), n = s.size();
+  if (n > R)
+    throw Unsupported("an operand has a higher rank than the op's result");
+  // Fast path: the same shape (the common case).
+  if (n == R && s == outShape) {
+    if (R == 0)
+      return "0";
+    int64_t rowElems = constProduct(s, 1);
+    if (t.isTemp)
+      return i;
+    return fmt::format("({} * {}L + {})", row, rowElems, i);
+  }
+  // Stride of out dim d inside a row.
+  std::vector<int64_t> outStride(R, 1);
+  for (size_t d = 1; d < R; ++d) {
+    int64_t st = 1;
+    for (size_t l = d + 1; l < R; ++l)
+      st *= outShape[l].constant;
+    outStride[d] = st;
+  }
+  std::string e;
+  for (size_t k = 0; k < n; ++k) {
+    size_t od = R - n + k;
+    bool one = isConst(s[k]) && s[k].constant == 1;
+    bool outOne = isConst(outShape[od]) && outShape[od].constant == 1;
+    if (one && !outOne)
+      continue; // broadcast
+    int64_t stride = constProduct(s, k + 1);
+    std::string term;
+    if (od == 0) {
+      if (t.isTemp)
+        continue; // a temporary holds one row
+      term = fmt::format("{} * {}L", row, stride);
+    } else {
+      if (!isConst(outShape[od]))
+        throw Unsupported("a non-leading dim of a result depends on T");
+      std::string idx =
+          fmt::format("(({}) / {}L % {}L)", i, outStride[od], outShape[od].constant);
+      if (!isConst(s[k]) || s[k].constant != outShape[od].constant)
+        throw Unsupported("an operand does not broadcast to the result");
+      term = fmt::format("{} * {}L", idx, stride);
+    }
+    e += (e.empty() ? "" : " + ") + term;
+  }
+  return e.empty() ? "0" : "(" + e + ")";
+}
+
+} // namespace detail
+
+bool isDeviceTarget(const std::string &target) {
+  return target == "gfx1151" || target == "sm_90";
+}
+
+namespace {
+
+using detail::Emitter;
+using format::Recipe;
+
+/// The family a kernel belongs to, by its leading op.
+std::string familyOf(const std::vector<format::BodyOp> &body) {
+  for (const format::BodyOp &op : body) {
+    switch (op.recipe) {
+    case Recipe::Matmul:
+      return "gemm";
+    case Recipe::MoeGroupedSwiglu:
+    case Recipe::MoeGroupedDown:
+      return "grouped";
+    case Recipe::Attention:
+      return "attention";
+    case Recipe::GatedDeltaRule:
+      return "delta";
+    case Recipe::MoeSort:
+      return "sort";
+    case Recipe::MoeExperts:
+      throw detail::Unsupported(
+          "moe_experts (per-slot experts) has no device kernel: the "
+          "group-experts pass replaces it on GPU targets");
+    default:
+      break;
+    }
+  }
+  return "row";
+}
+
+} // namespace
+
+bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
+                EmittedKernel &out, std::string &error) {
+  const format::PlanKernel &kernel = plan.kernels.at(k);
+  try {
+    Emitter e(plan, kernel, target);
+    e.out.family = familyOf(e.body);
+    if (e.out.family == "row")
+      detail::emitRowKernel(e);
+    else if (e.out.family == "gemm")
+      detail::emitGemmKernel(e);
+    else if (e.out.family == "grouped")
+      detail::emitGroupedKernel(e);
+    else if (e.out.family == "attention")
+      detail::emitAttentionKernel(e);
+    else if (e.out.family == "delta")
+      detail::emitDeltaKernel(e);
+    else
+      detail::emitSortKernel(e);
+    out = std::move(e.out);
+    std::string text = fmt::to_string(e.code);
+    // The symbol: the kernel's label and a hash of its specialised body, so
+    // identical specialisations share one symbol and one source.
+    std::string label = kernel.isFused() ? kernel.fused : kernel.label();
+    for (char &c : label)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+    out.symbol = fmt::format("{}_{}", label, detail::hashHex(text).substr(0, 12));
+    size_t pos;
+    while ((pos = text.find("@SYMBOL@")) != std::string::npos)
+      text.replace(pos, 8, out.symbol);
+    out.body = std::move(text);
+    return true;
+  } catch (const detail::Unsupported &u) {
+    error = fmt::format("codegen: kernel {} ({}) for {}: {}", k, kernel.label(),
+                        target, u.what());
+    return false;
+  } catch (const std::exception &x) {
+    error = fmt::format("codegen: kernel {} ({}) for {}: {}", k, kernel.label(),
+                        target, x.what());
+    return false;
+  }
+}
+
+std::string deviceSource(const std::string &target,
+                         const EmittedKernel &kernel) {
+  std::string s = fmt::format(
+      "// strata-compile: kernel {} ({} family) for {}. Generated: edit the "
+      "generator, not this file.\n",
+      kernel.symbol, kernel.family, target);
+  s += target == "gfx1151" ? kPreludeGfx1151 : kPreludeSm90;
+  s += kScalarMath;
+  s += kBlockDecode;
+  s += kDeviceLib;
+  s += kernel.body;
+  return s;
+}
+
+} // namespace strata::codegen

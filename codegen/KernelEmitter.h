@@ -1,0 +1,62 @@
+//===- KernelEmitter.h - device source for plan kernels ---------*- C++ -*-===//
+//
+// The C-style emitter of the code generator: for one kernel of a plan (a
+// catalog recipe or a fused body, with its selected variant) it writes a
+// device function specialised at compile time (dims, block types, tiles,
+// attributes as constants; T, the token count, is the one run-time scalar)
+// and its launch: grid as functions of T, block, LDS/shared bytes and the
+// argument order. Targets differ only in the device prelude
+// (codegen/device/Prelude_<target>.h) the source is compiled with.
+//
+// Kernel families:
+//   row       one block per row of the outputs' leading dim; the body's ops
+//             run in order over the row (temporaries in LDS/shared), each a
+//             loop or a reduction in registers and shuffles
+//   gemm      matmul chains with elementwise epilogues on the matrix units
+//             (tiles through LDS, weight blocks decoded once per tile)
+//   grouped   the grouped expert GEMMs over expert-sorted rows
+//   attention flash-style causal / block-sparse attention
+//   delta     the gated delta rule, one block per value head
+//   sort      moe_sort: expert histogram, offsets and the stable permutation
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/format/Plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::codegen {
+
+/// One emitted kernel: its source (the kernel part; deviceSource adds the
+/// prelude and shared headers) and how to launch it.
+struct EmittedKernel {
+  std::string symbol; ///< entry point, unique per specialisation
+  std::string family; ///< row, gemm, grouped, attention, delta, sort
+  std::string body;   ///< the kernel's own device code
+  std::vector<format::PlanDim> grid; ///< x, y, z as functions of T
+  std::vector<int64_t> block;        ///< x, y, z
+  uint64_t sharedBytes = 0;          ///< static LDS/shared use
+  /// Argument order: "buffer:N", "weight:N" per pointer, then "T".
+  std::vector<std::string> args;
+};
+
+/// Emits kernel \p k of \p plan for \p target ("gfx1151" or "sm_90"). The
+/// symbol is derived from the kernel's label and a hash of its body, so
+/// identical specialisations get the same symbol and source. Returns false
+/// with \p error naming the kernel and what the emitter cannot express.
+bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
+                EmittedKernel &out, std::string &error);
+
+/// The whole translation unit of \p kernel for \p target: the target's
+/// prelude, ScalarMath.h, BlockDecode.h, DeviceLib.h and the kernel. Self
+/// contained (no #include), so hiprtc/NVRTC can compile it elsewhere.
+std::string deviceSource(const std::string &target,
+                         const EmittedKernel &kernel);
+
+/// True if \p target has a device code generator.
+bool isDeviceTarget(const std::string &target);
+
+} // namespace strata::codegen

@@ -1,0 +1,487 @@
+//===- RowEmitter.cpp - the row family: one block per row -----------------===//
+//
+// Every op of the body runs over one row of the outputs' leading dim (a
+// token, usually) in turn, with a block barrier between ops: elementwise
+// ops and copies as loops over the row, normalisations and routing as
+// reductions in registers and shuffles (DeviceLib.h). Temporaries hold one
+// row in LDS/shared. Kernel inputs may be read at any row (a convolution's
+// history, a lookup table, block keys); outputs and temporaries only at the
+// block's own row, which is what makes the decomposition legal.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/EmitterImpl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace strata::codegen::detail {
+
+using format::BodyOp;
+using format::Recipe;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+/// Emits the row family's ops.
+class RowEmitter {
+public:
+  explicit RowEmitter(Emitter &e) : e(e) {}
+  void run();
+
+private:
+  Emitter &e;
+  Shape rowShape; ///< the outputs' shape: dim 0 is the row
+  /// qsa_select's sort size: a power of two >= the most visible blocks.
+  int64_t qsaBlocks = 0;
+
+  /// Pointer to the current row of \p t (which must be row-aligned).
+  std::string rowPtr(const Tensor &t) {
+    if (t.isTemp)
+      return t.ptr;
+    if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
+      throw Unsupported("an operand of a row op is not aligned with the row");
+    return fmt::format("({} + row * {}L)", t.ptr, constProduct(t.shape, 1));
+  }
+  Tensor in(const BodyOp &op, size_t i) { return e.tensor(op.inputs.at(i)); }
+  Tensor res(const BodyOp &op, size_t i = 0) {
+    Tensor t = e.tensor(op.outputs.at(i));
+    if (!t.isTemp && (t.shape.empty() || !(t.shape[0] == rowShape[0])))
+      throw Unsupported("a body op's result is not aligned with the row");
+    return t;
+  }
+  void checkReadable(const Tensor &t) {
+    if (t.quant())
+      throw Unsupported("an elementwise op reads a quantised weight");
+  }
+  /// A loop over the elements of a row of \p shape.
+  void loop(const Shape &shape, const std::function<void()> &bodyFn) {
+    e.line("  for (long i = tid_x(); i < {}L; i += {}) {{",
+           constProduct(shape, 1), kThreads);
+    bodyFn();
+    e.line("  }}");
+  }
+  void elementwise(const BodyOp &op);
+  void op(const BodyOp &op);
+};
+
+void RowEmitter::elementwise(const BodyOp &op) {
+  Tensor y = res(op);
+  std::string fn;
+  std::string extra;
+  switch (op.recipe) {
+#define OP(Id, Mnemonic, Min, Max, N, Attrs, Rule, Cost, Class)                \
+  case Recipe::Id:                                                             \
+    fn = "sm_" Mnemonic;                                                       \
+    break;
+#include "runtime/format/Ops.def"
+  }
+  if (op.recipe == Recipe::Clamp) {
+    float lo = e.hasAttr(op, "min") ? static_cast<float>(e.floatAttr(op, "min"))
+                                    : -INFINITY;
+    float hi = e.hasAttr(op, "max") ? static_cast<float>(e.floatAttr(op, "max"))
+                                    : INFINITY;
+    extra = fmt::format(", {}, {}", floatLit(lo), floatLit(hi));
+  } else if (op.recipe == Recipe::Scale) {
+    extra = fmt::format(", {}, {}", floatLit(e.floatAttr(op, "s")),
+                        floatLit(e.floatAttr(op, "b")));
+  }
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    ins.push_back(in(op, i));
+    checkReadable(ins.back());
+  }
+  loop(y.shape, [&] {
+    std::string args;
+    for (size_t i = 0; i < ins.size(); ++i)
+      args += fmt::format("{}ld({}, {})", i ? ", " : "", ins[i].ptr,
+                          elementIndex(ins[i], y.shape, "row", "i"));
+    std::string v = op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
+                        ? args
+                        : fmt::format("{}({}{})", fn, args, extra);
+    e.line("    st({}, {}, {});", y.ptr, elementIndex(y, y.shape, "row", "i"),
+           v);
+  });
+}
+
+void RowEmitter::op(const BodyOp &op) {
+  switch (format::recipeInfo(op.recipe).cls) {
+  case format::OpClass::Unary:
+  case format::OpClass::Binary:
+  case format::OpClass::View:
+    return elementwise(op);
+  default:
+    break;
+  }
+  Tensor y = res(op);
+  int64_t n = constProduct(y.shape, 1);
+  switch (op.recipe) {
+  case Recipe::RmsNorm:
+  case Recipe::HcNorm: {
+    Tensor x = in(op, 0);
+    int64_t d = constProduct(x.shape, x.shape.size() - 1);
+    int64_t gs = op.recipe == Recipe::RmsNorm ? d / e.intAttr(op, "groups") : d;
+    int64_t wn = 0;
+    std::string w = "(const float *)0";
+    if (op.inputs.size() > 1) {
+      Tensor wt = in(op, 1);
+      checkReadable(wt);
+      wn = constProduct(wt.shape, 0);
+      w = wt.ptr;
+    }
+    e.line("  row_rms_norm<{}, {}, {}, {}>({}, {}, {}, {}, red);", n, gs,
+           kThreads, wn, rowPtr(x), w, rowPtr(y),
+           floatLit(e.floatAttr(op, "eps")));
+    break;
+  }
+  case Recipe::L2Norm: {
+    Tensor x = in(op, 0);
+    int64_t d = constProduct(x.shape, x.shape.size() - 1);
+    e.line("  row_l2_norm<{}, {}, {}, {}>({}, {}, {});", n, d, kThreads,
+           e.strAttr(op, "form") == "add", rowPtr(x), rowPtr(y),
+           floatLit(e.floatAttr(op, "eps")));
+    break;
+  }
+  case Recipe::Softmax: {
+    Tensor x = in(op, 0);
+    int64_t d = constProduct(x.shape, x.shape.size() - 1);
+    e.line("  row_softmax<{}, {}, {}>({}, {});", n, d, kThreads, rowPtr(x),
+           rowPtr(y));
+    break;
+  }
+  case Recipe::Sinkhorn: {
+    Tensor x = in(op, 0);
+    int64_t m = constProduct(x.shape, x.shape.size() - 1);
+    e.line("  row_sinkhorn<{}, {}, {}>({}, {}, {});", n, m, kThreads,
+           rowPtr(x), rowPtr(y), e.intAttr(op, "iters"));
+    break;
+  }
+  case Recipe::ReduceSum:
+  case Recipe::ReduceMean: {
+    Tensor x = in(op, 0);
+    int64_t ax = e.intAttr(op, "axis");
+    if (ax < 0)
+      ax += static_cast<int64_t>(x.shape.size());
+    if (ax <= 0)
+      throw Unsupported("a reduction over the row dim");
+    int64_t len = x.shape[ax].constant, inner = constProduct(x.shape, ax + 1);
+    loop(y.shape, [&] {
+      e.line("    long o = i / {}L, c = i % {}L;", inner, inner);
+      e.line("    float s = 0;");
+      e.line("    for (long j = 0; j < {}L; ++j) s += ld({}, (o * {}L + j) * "
+             "{}L + c);",
+             len, rowPtr(x), len, inner);
+      e.line("    st({}, i, s{});", rowPtr(y),
+             op.recipe == Recipe::ReduceMean ? fmt::format(" / {}.0f", len)
+                                             : "");
+    });
+    break;
+  }
+  case Recipe::HcRead: {
+    Tensor xn = in(op, 0), g = in(op, 1);
+    int64_t s = xn.shape[1].constant, d = xn.shape[2].constant;
+    loop(y.shape, [&] {
+      e.line("    float a = 0;");
+      e.line("    for (int s = 0; s < {}; ++s) a += ld({}, s * {}L + i) * "
+             "ld({}, s * {}L + i);",
+             s, rowPtr(g), d, rowPtr(xn), d);
+      e.line("    st({}, i, a / {}.0f);", rowPtr(y), s);
+    });
+    break;
+  }
+  case Recipe::HcWrite: {
+    Tensor r = in(op, 0), f = in(op, 1), lam = in(op, 2);
+    int64_t d = r.shape[2].constant;
+    loop(y.shape, [&] {
+      e.line("    st({}, i, ld({}, i) + ld({}, i / {}L) * ld({}, i % {}L));",
+             rowPtr(y), rowPtr(r), rowPtr(lam), d, rowPtr(f), d);
+    });
+    break;
+  }
+  case Recipe::HcExpand: {
+    Tensor x = in(op, 0);
+    int64_t d = constProduct(x.shape, 1);
+    loop(y.shape, [&] {
+      e.line("    st({}, i, ld({}, i % {}L));", rowPtr(y), rowPtr(x), d);
+    });
+    break;
+  }
+  case Recipe::Rope: {
+    Tensor x = in(op, 0), pos = in(op, 1);
+    int64_t h = x.shape[1].constant, hd = x.shape[2].constant;
+    int64_t nr = e.intAttr(op, "dims");
+    std::string mode = e.strAttr(op, "mode");
+    // theta_scale as the CPU computes it: powf(base, -2/n) in f32.
+    float base = static_cast<float>(e.floatAttr(op, "base"));
+    float scale = std::pow(base, -2.0f / static_cast<float>(nr));
+    e.line("  row_rope<{}, {}, {}, {}, {}>({}, {}, {}[row], {});", h, hd, nr,
+           mode == "neox", kThreads, rowPtr(x), rowPtr(y), pos.ptr,
+           floatLit(scale));
+    break;
+  }
+  case Recipe::MoeRoute: {
+    Tensor x = in(op, 0);
+    Tensor ids = res(op, 1);
+    int64_t ne = constProduct(x.shape, 1), k = e.intAttr(op, "k");
+    e.line("  {{ STRATA_SHARED float p[{}];", ne);
+    e.line("  row_moe_route<{}, {}, {}, {}, {}>({}, {}, {}, p, red, redi); }}",
+           ne, k, kThreads, e.strAttr(op, "func") == "softmax",
+           e.boolAttr(op, "norm"), rowPtr(x), rowPtr(y), rowPtr(ids));
+    break;
+  }
+  case Recipe::GetRows: {
+    Tensor table = in(op, 0), ids = in(op, 1);
+    int64_t d = constProduct(table.shape, 1);
+    if (table.quant()) {
+      int64_t rowBytes = d / table.blockSize * table.blockBytes;
+      e.line("  for (long c = tid_x() * 8; c < {}L; c += {} * 8) {{", d,
+             kThreads);
+      e.line("    float v[8];");
+      e.line("    strata_dq8_{}({} + (long){}[row] * {}L + c / {} * {}, "
+             "(int)(c % {}), v);",
+             format::ggmlTypeInfo(table.ggml).irName, table.ptr, ids.ptr,
+             rowBytes, table.blockSize, table.blockBytes, table.blockSize);
+      e.line("    for (int j = 0; j < 8; ++j) st({}, c + j, v[j]);", rowPtr(y));
+      e.line("  }}");
+    } else {
+      loop(y.shape, [&] {
+        e.line("    st({}, i, ld({}, (long){}[row] * {}L + i));", rowPtr(y),
+               table.ptr, ids.ptr, d);
+      });
+    }
+    break;
+  }
+  case Recipe::Conv1dCausal: {
+    Tensor x = in(op, 0), w = in(op, 1);
+    if (x.isTemp)
+      throw Unsupported("conv1d_causal over a temporary reads other rows");
+    checkReadable(w);
+    int64_t c = x.shape[1].constant, kw = w.shape[1].constant;
+    int64_t dil = e.intAttr(op, "dilation");
+    loop(y.shape, [&] {
+      e.line("    float s = 0;");
+      e.line("    for (int j = 0; j < {}; ++j) {{", kw);
+      e.line("      long src = row - ({} - j) * {}L;", kw - 1, dil);
+      e.line("      if (src >= 0) s += ld({}, i * {} + j) * ld({}, src * {}L "
+             "+ i);",
+             w.ptr, kw, x.ptr, c);
+      e.line("    }}");
+      e.line("    st({}, i, s);", rowPtr(y));
+    });
+    break;
+  }
+  case Recipe::BlockMean: {
+    Tensor x = in(op, 0);
+    int64_t c = x.shape[1].constant, b = e.intAttr(op, "block");
+    loop(y.shape, [&] {
+      e.line("    float s = 0;");
+      e.line("    for (int j = 0; j < {}; ++j) s += ld({}, (row * {}L + j) * "
+             "{}L + i);",
+             b, x.ptr, b, c);
+      e.line("    st({}, i, s / {}.0f);", rowPtr(y), b);
+    });
+    break;
+  }
+  case Recipe::MoeCombine:
+  case Recipe::MoeScatter: {
+    bool scatter = op.recipe == Recipe::MoeScatter;
+    size_t first = scatter ? 2 : 1;
+    Tensor yv = in(op, 0), w = in(op, first);
+    int64_t k = w.shape[1].constant, d = constProduct(y.shape, 1);
+    bool shared = op.inputs.size() > first + 1;
+    bool gate = op.inputs.size() > first + 2;
+    std::string inv = scatter ? in(op, 1).ptr : "";
+    loop(y.shape, [&] {
+      e.line("    float a = 0;");
+      e.line("    for (int j = 0; j < {}; ++j) {{", k);
+      e.line("      long r = {};",
+             scatter ? fmt::format("{}[row * {} + j]", inv, k)
+                     : fmt::format("row * {} + j", k));
+      e.line("      a += ld({}, row * {} + j) * ld({}, r * {}L + i);", w.ptr,
+             k, yv.ptr, d);
+      e.line("    }}");
+      if (shared)
+        e.line("    a += {} * ld({}, row * {}L + i);",
+               gate ? fmt::format("sm_sigmoid(ld({}, row))",
+                                  in(op, first + 2).ptr)
+                    : "1.0f",
+               in(op, first + 1).ptr, d);
+      e.line("    st({}, i, a);", rowPtr(y));
+    });
+    break;
+  }
+  case Recipe::Slice:
+  case Recipe::Concat:
+  case Recipe::Permute: {
+    // Index maps of copies inside the row (never along the row dim).
+    size_t rank = y.shape.size();
+    auto strides = [&](const Shape &s) {
+      std::vector<int64_t> st(s.size(), 1);
+      for (size_t d = s.size(); d-- > 1;)
+        st[d - 1] = st[d] * s[d].constant;
+      return st;
+    };
+    std::vector<int64_t> ys = strides(y.shape);
+    if (op.recipe == Recipe::Slice) {
+      Tensor x = in(op, 0);
+      int64_t ax = e.intAttr(op, "axis");
+      if (ax < 0)
+        ax += static_cast<int64_t>(rank);
+      if (ax == 0)
+        throw Unsupported("a slice along the row dim");
+      std::vector<int64_t> xs = strides(x.shape);
+      int64_t start = e.intAttr(op, "start");
+      loop(y.shape, [&] {
+        std::string src;
+        for (size_t d = 1; d < rank; ++d)
+          src += fmt::format(" + (i / {}L % {}L{}) * {}L", ys[d],
+                             y.shape[d].constant,
+                             (int64_t)d == ax ? fmt::format(" + {}L", start) : "",
+                             xs[d]);
+        e.line("    st({}, i, ld({}, 0{}));", rowPtr(y),
+               x.isTemp ? x.ptr : rowPtr(x), src);
+      });
+    } else if (op.recipe == Recipe::Permute) {
+      Tensor x = in(op, 0);
+      const std::vector<int64_t> &perm = e.attr(op, "perm").ints;
+      if (perm.empty() || perm[0] != 0)
+        throw Unsupported("a permute that moves the row dim");
+      std::vector<int64_t> xs = strides(x.shape);
+      loop(y.shape, [&] {
+        std::string src;
+        for (size_t d = 1; d < rank; ++d)
+          src += fmt::format(" + (i / {}L % {}L) * {}L", ys[d],
+                             y.shape[d].constant, xs[perm[d]]);
+        e.line("    st({}, i, ld({}, 0{}));", rowPtr(y), rowPtr(x), src);
+      });
+    } else {
+      int64_t ax = e.intAttr(op, "axis");
+      if (ax < 0)
+        ax += static_cast<int64_t>(rank);
+      if (ax == 0)
+        throw Unsupported("a concat along the row dim");
+      int64_t inner = ys[ax], outer = y.shape[ax].constant;
+      int64_t at = 0;
+      for (size_t j = 0; j < op.inputs.size(); ++j) {
+        Tensor x = in(op, j);
+        int64_t len = x.shape[ax].constant;
+        int64_t block = len * inner, total = constProduct(x.shape, 1);
+        e.line("  for (long i = tid_x(); i < {}L; i += {}) {{", total,
+               kThreads);
+        e.line("    long o = i / {}L, r = i % {}L;", block, block);
+        e.line("    st({}, o * {}L + {}L + r, ld({}, i));", rowPtr(y),
+               outer * inner, at * inner, rowPtr(x));
+        e.line("  }}");
+        at += len;
+      }
+    }
+    break;
+  }
+  case Recipe::Arange: {
+    int64_t step = e.intAttr(op, "step");
+    loop(y.shape, [&] {
+      e.line("    {}[row * {}L + i] = (int32_t)(row * {}L);", y.ptr, n, step);
+    });
+    break;
+  }
+  case Recipe::LastRows: {
+    Tensor x = in(op, 0);
+    int64_t nr = e.intAttr(op, "n");
+    loop(y.shape, [&] {
+      e.line("    st({}, i, ld({}, (T - {}L + row) * {}L + i));", rowPtr(y),
+             x.ptr, nr, n);
+    });
+    break;
+  }
+  case Recipe::QsaSelect: {
+    Tensor q = in(op, 0), kb = in(op, 1);
+    int64_t hi = q.shape[1].constant, di = q.shape[2].constant;
+    int64_t block = e.intAttr(op, "block"), top = e.intAttr(op, "top");
+    float inv = 1.0f / std::sqrt(static_cast<float>(di));
+    e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, {}, "
+           "qsa_score, qsa_id);",
+           hi, di, block, top, kThreads, qsaBlocks, rowPtr(q), kb.ptr,
+           rowPtr(y), floatLit(inv));
+    break;
+  }
+  case Recipe::NgramHash: {
+    Tensor tok = in(op, 0);
+    int64_t nn = e.intAttr(op, "n"), heads = e.intAttr(op, "heads");
+    const std::vector<int64_t> &mults = e.attr(op, "mults").ints;
+    const std::vector<int64_t> &sizes = e.attr(op, "sizes").ints;
+    const std::vector<int64_t> &offs = e.attr(op, "offsets").ints;
+    auto list = [](const std::vector<int64_t> &v) {
+      std::string s;
+      for (int64_t x : v)
+        s += fmt::format("{}{}L", s.empty() ? "" : ", ", x);
+      return s;
+    };
+    e.line("  if (tid_x() == 0) {{");
+    e.line("    const long mults[{}] = {{{}}};", mults.size(), list(mults));
+    e.line("    const long sizes[{}] = {{{}}};", sizes.size(), list(sizes));
+    e.line("    const long offs[{}] = {{{}}};", offs.size(), list(offs));
+    e.line("    ngram_hash_row<{}, {}>({}, row, {}L, mults, sizes, offs, {});",
+           nn, heads, tok.ptr, e.intAttr(op, "eos"), rowPtr(y));
+    e.line("  }}");
+    break;
+  }
+  default:
+    throw Unsupported(fmt::format("no row-family code for '{}'",
+                                  format::recipeInfo(op.recipe).name));
+  }
+}
+
+void RowEmitter::run() {
+  Tensor y0 = e.tensor({format::BodyRef::Kind::Out, 0, {}});
+  rowShape = y0.shape;
+  if (rowShape.empty())
+    rowShape.push_back({0, 1, 1});
+  std::string params = e.params();
+  for (const BodyOp &op : e.body)
+    if (op.recipe == Recipe::QsaSelect) {
+      int64_t most = std::max<int64_t>(1, e.plan.maxTokens / e.intAttr(op, "block"));
+      qsaBlocks = 1;
+      while (qsaBlocks < most)
+        qsaBlocks *= 2;
+    }
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.line("  const long row = bid_x();");
+  e.line("  if (row >= {}) return;", dimExpr(rowShape[0]));
+  e.line("  STRATA_SHARED float red[32];");
+  e.line("  STRATA_SHARED int redi[32];");
+  e.line("  (void)red; (void)redi;");
+  uint64_t shared = 256;
+  for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
+    const format::BodyTemp &t = e.kernel.temps[j];
+    if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
+      throw Unsupported("a temporary is not aligned with the row");
+    int64_t n = constProduct(t.shape, 1);
+    e.line("  STRATA_SHARED {} tmp{}[{}];",
+           t.dtype == format::DType::I32 ? "int32_t" : "float", j, n);
+    shared += 4 * n;
+  }
+  if (qsaBlocks) {
+    e.line("  STRATA_SHARED float qsa_score[{}];", qsaBlocks);
+    e.line("  STRATA_SHARED int qsa_id[{}];", qsaBlocks);
+    shared += 8 * qsaBlocks;
+  }
+  for (const BodyOp &op : e.body) {
+    if (op.recipe == Recipe::MoeRoute)
+      shared += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
+    this->op(op);
+    e.line("  sync_block();");
+  }
+  e.line("}}");
+  if (shared > 65536)
+    throw Unsupported(fmt::format("the row needs {} bytes of LDS", shared));
+  e.out.grid = {rowShape[0], {0, 1, 1}, {0, 1, 1}};
+  e.out.block = {kThreads, 1, 1};
+  e.out.sharedBytes = shared;
+}
+
+} // namespace
+
+void emitRowKernel(Emitter &e) { RowEmitter(e).run(); }
+
+} // namespace strata::codegen::detail

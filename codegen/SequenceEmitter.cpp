@@ -1,0 +1,218 @@
+//===- SequenceEmitter.cpp - attention, gated delta rule, moe_sort --------===//
+//
+// Kernels whose work is not per row: attention (flash-style tiles of query
+// rows), the gated delta rule (one block per value head, recurrent over T)
+// and moe_sort (one block). A fused body may put slices and reshapes of
+// kernel inputs before the op (fuse-elementwise's prologue): they become
+// strided views, so the op reads the input in place and nothing is copied.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/EmitterImpl.h"
+
+#include <map>
+
+namespace strata::codegen::detail {
+
+using format::BodyOp;
+using format::BodyRef;
+using format::Recipe;
+
+namespace {
+
+/// A strided view of a kernel input: element (i0, i1, ...) is at
+/// ptr[off + sum i_d * stride[d]].
+struct Access {
+  Tensor t;
+  int64_t off = 0;
+  std::vector<int64_t> stride; ///< per dim of `shape`
+  Shape shape;
+};
+
+/// Contiguous strides of \p s (dim 0 may depend on T).
+std::vector<int64_t> contiguous(const Shape &s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t d = s.size(); d-- > 1;)
+    st[d - 1] = st[d] * s[d].constant;
+  return st;
+}
+
+class SequenceEmitter {
+public:
+  explicit SequenceEmitter(Emitter &e) : e(e) {}
+
+  /// Resolves the prologue (slices of inputs into temporaries) and returns
+  /// the single non-view op.
+  const BodyOp &resolve(Recipe want);
+  Access access(const BodyRef &r);
+
+  Emitter &e;
+  std::map<uint32_t, Access> temps; ///< temporaries that are views
+};
+
+const BodyOp &SequenceEmitter::resolve(Recipe want) {
+  const BodyOp *main = nullptr;
+  for (const BodyOp &op : e.body) {
+    if (op.recipe == Recipe::Slice && op.outputs[0].kind == BodyRef::Kind::Tmp) {
+      Access a = access(op.inputs[0]);
+      int64_t ax = e.intAttr(op, "axis");
+      if (ax < 0)
+        ax += static_cast<int64_t>(a.shape.size());
+      if (ax <= 0 || ax >= static_cast<int64_t>(a.shape.size()))
+        throw Unsupported("a slice along the token dim before a sequence op");
+      int64_t start = e.intAttr(op, "start"), end = e.intAttr(op, "end");
+      a.off += start * a.stride[ax];
+      a.shape[ax] = {0, end - start, 1};
+      temps[op.outputs[0].index] = a;
+      continue;
+    }
+    if (op.recipe != want || main)
+      throw Unsupported(fmt::format("'{}' in a {} kernel",
+                                    format::recipeInfo(op.recipe).name,
+                                    format::recipeInfo(want).name));
+    main = &op;
+  }
+  if (!main)
+    throw Unsupported("no sequence op in the kernel");
+  return *main;
+}
+
+Access SequenceEmitter::access(const BodyRef &r) {
+  Access a;
+  if (r.kind == BodyRef::Kind::Tmp) {
+    auto it = temps.find(r.index);
+    if (it == temps.end())
+      throw Unsupported("a sequence op reads a temporary that is not a view");
+    a = it->second;
+  } else {
+    a.t = e.tensor({r.kind, r.index, {}});
+    a.shape = a.t.shape;
+    a.stride = contiguous(a.shape);
+  }
+  if (!r.view.empty()) {
+    // A reshape of the inner dims, which must be contiguous.
+    std::vector<int64_t> inner = contiguous(a.shape);
+    for (size_t d = 1; d < a.shape.size(); ++d)
+      if (a.stride[d] != inner[d])
+        throw Unsupported("a reshape of a strided view");
+    if (!(r.view[0] == a.shape[0]))
+      throw Unsupported("a reshape of the token dim");
+    int64_t rowStride = a.stride[0];
+    a.shape = r.view;
+    a.stride = contiguous(a.shape);
+    a.stride[0] = rowStride;
+  }
+  if (a.t.quant())
+    throw Unsupported("a sequence op reads a quantised weight");
+  return a;
+}
+
+} // namespace
+
+void emitAttentionKernel(Emitter &e) {
+  SequenceEmitter s(e);
+  const BodyOp &op = s.resolve(Recipe::Attention);
+  Access q = s.access(op.inputs[0]), k = s.access(op.inputs[1]),
+         v = s.access(op.inputs[2]);
+  bool gated = e.boolAttr(op, "gated");
+  int64_t block = e.intAttr(op, "block");
+  size_t next = 3;
+  Access g = q;
+  if (gated)
+    g = s.access(op.inputs[next++]);
+  std::string index = "(const int32_t *)0";
+  int64_t nb = 1;
+  if (block > 0) {
+    Access ix = s.access(op.inputs[next]);
+    index = ix.t.ptr;
+    nb = ix.shape[1].constant;
+  }
+  Tensor y = e.tensor(op.outputs[0]);
+  if (op.outputs[0].kind != BodyRef::Kind::Out)
+    throw Unsupported("attention into a temporary");
+  int64_t h = q.shape[1].constant, d = q.shape[2].constant;
+  int64_t hkv = k.shape[1].constant, dv = v.shape[2].constant;
+  constexpr int kBQ = 16, kThreads = 128;
+  if (dv % (kThreads / kBQ) != 0)
+    throw Unsupported("value dim is not a multiple of 8");
+  // Words of the per-row block bitmap: every block a row may select.
+  int64_t nbw = block > 0 ? (e.plan.maxTokens / block + 32) / 32 : 1;
+  // Keys per staged chunk: the most (32, 16 or 8) whose tiles fit 44 KiB of
+  // static LDS/shared (sm_90 allows 48 KiB static).
+  auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
+  int kc = 32;
+  for (; kc > 8; kc /= 2) {
+    int64_t need = kBQ * d * bytesOf(q.t) + kc * (d + 1) * bytesOf(k.t) +
+                   kc * dv * bytesOf(v.t) + kBQ * kc * 4 + kBQ * nbw * 4;
+    if (need <= 44 * 1024)
+      break;
+  }
+  std::string params = e.params();
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.line("  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
+         "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+         kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block, nb,
+         nbw, kThreads, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+         v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+  e.line("      {} + {}, {} + {}, {} + {}, {} + {}, {}, {}, T, {}, {});", q.t.ptr,
+         q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, g.off, index, y.ptr,
+         dimExpr(k.shape[0]), floatLit(e.floatAttr(op, "scale")));
+  e.line("}}");
+  format::PlanDim rows = q.shape[0];
+  format::PlanDim tiles{rows.coef, rows.constant / kBQ + 1, rows.div * kBQ};
+  if (rows.coef == 0)
+    tiles = {0, (rows.constant + kBQ - 1) / kBQ, 1};
+  e.out.grid = {tiles, {0, h, 1}, {0, 1, 1}};
+  e.out.block = {kThreads, 1, 1};
+}
+
+void emitDeltaKernel(Emitter &e) {
+  SequenceEmitter s(e);
+  const BodyOp &op = s.resolve(Recipe::GatedDeltaRule);
+  Access q = s.access(op.inputs[0]), k = s.access(op.inputs[1]),
+         v = s.access(op.inputs[2]), g = s.access(op.inputs[3]),
+         b = s.access(op.inputs[4]);
+  if (g.off || b.off || g.stride[0] != g.shape[1].constant ||
+      b.stride[0] != b.shape[1].constant)
+    throw Unsupported("strided decay or beta");
+  Tensor y = e.tensor(op.outputs[0]);
+  int64_t hk = q.shape[1].constant, dk = q.shape[2].constant;
+  int64_t h = v.shape[1].constant, dv = v.shape[2].constant;
+  if (dk > 128 || dv > 1024)
+    throw Unsupported("state wider than 128 x 1024");
+  int64_t threads = (dv + 31) / 32 * 32;
+  float scale = e.hasAttr(op, "scale")
+                    ? static_cast<float>(e.floatAttr(op, "scale"))
+                    : 1.0f / std::sqrt(static_cast<float>(dk));
+  std::string params = e.params();
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+  e.line("  delta_head<{}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, {}L>(",
+         h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", threads, q.stride[0],
+         q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+  e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,
+         k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
+         floatLit(scale));
+  e.line("}}");
+  e.out.grid = {{0, h, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.block = {threads, 1, 1};
+}
+
+void emitSortKernel(Emitter &e) {
+  if (e.body.size() != 1)
+    throw Unsupported("moe_sort with a fused body");
+  const BodyOp &op = e.body[0];
+  Tensor ids = e.tensor(op.inputs[0]);
+  int64_t experts = e.intAttr(op, "experts");
+  constexpr int kThreads = 256;
+  if (experts * (kThreads / 32 + 2) * 4 > 48 * 1024)
+    throw Unsupported("too many experts for one block's counts");
+  std::string params = e.params();
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.line("  moe_sort_block<{}, {}, 0>({}, out0, out1, {}, {} * {}L);", experts,
+         kThreads, ids.ptr, e.kernel.outputs.size() > 2 ? "out2" : "(int32_t *)0",
+         dimExpr(ids.shape[0]), constProduct(ids.shape, 1));
+  e.line("}}");
+  e.out.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.block = {kThreads, 1, 1};
+}
+
+} // namespace strata::codegen::detail

@@ -1,0 +1,613 @@
+//===- DeviceLib.h - target-independent device code of emitted kernels ----===//
+//
+// Included (as text) after a target prelude, ScalarMath.h and BlockDecode.h
+// in every emitted source: typed loads/stores, block reductions and the
+// building blocks the emitter specialises with compile-time constants (row
+// normalisations, routing, top-k, the GEMM tile, attention, the gated delta
+// rule). Everything here uses only the prelude's primitives, so it builds
+// for every target.
+//
+//===----------------------------------------------------------------------===//
+#ifdef STRATA_TARGET_SM90
+STRATA_FN mma_t to_mma(float x) { return sm_f32_to_bf16(x); }
+#endif
+
+/// A bf16 activation element (stored bits).
+struct bf16 {
+  uint16_t v;
+};
+/// An f16 weight element (stored bits).
+struct f16w {
+  uint16_t v;
+};
+
+STRATA_FN float ld(const float *p, int64_t i) { return p[i]; }
+STRATA_FN float ld(const bf16 *p, int64_t i) { return sm_bf16_to_f32(p[i].v); }
+STRATA_FN float ld(const f16w *p, int64_t i) { return strata_f16_to_f32(p[i].v); }
+STRATA_FN float ld(const int32_t *p, int64_t i) { return (float)p[i]; }
+STRATA_FN float ld(const uint16_t *p, int64_t i) { return sm_bf16_to_f32(p[i]); }
+STRATA_FN void st(float *p, int64_t i, float v) { p[i] = v; }
+STRATA_FN void st(bf16 *p, int64_t i, float v) { p[i].v = sm_f32_to_bf16(v); }
+STRATA_FN void st(int32_t *p, int64_t i, float v) { p[i] = (int32_t)v; }
+
+STRATA_FN float warp_sum(float v) {
+  for (int m = 16; m >= 1; m >>= 1)
+    v += shfl_xor_f(v, m);
+  return v;
+}
+STRATA_FN float warp_max(float v) {
+  for (int m = 16; m >= 1; m >>= 1) {
+    float o = shfl_xor_f(v, m);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+/// Sum of \p v over the block's NT threads, returned to all of them. \p red
+/// is 32 floats of shared memory (reused: the leading barrier protects it).
+template <int NT> STRATA_FN float block_sum(float v, float *red) {
+  v = warp_sum(v);
+  if (NT <= 32)
+    return v;
+  sync_block();
+  if (lane_id() == 0)
+    red[tid_x() >> 5] = v;
+  sync_block();
+  v = lane_id() < NT / 32 ? red[lane_id()] : 0.0f;
+  return warp_sum(v);
+}
+template <int NT> STRATA_FN float block_max(float v, float *red) {
+  v = warp_max(v);
+  if (NT <= 32)
+    return v;
+  sync_block();
+  if (lane_id() == 0)
+    red[tid_x() >> 5] = v;
+  sync_block();
+  v = lane_id() < NT / 32 ? red[lane_id()] : -__builtin_inff();
+  return warp_max(v);
+}
+
+/// RMS normalisation of one row of N elements in groups of GS (rms_norm,
+/// hc_norm): y = x * 1/sqrt(mean(x^2) + eps) [* w[i % WN]]. Groups of at
+/// most 1024 elements go one per wave; larger ones take the whole block.
+template <int N, int GS, int NT, int WN, class X, class W, class Y>
+STRATA_FN void row_rms_norm(const X *x, const W *w, Y *y, float eps,
+                            float *red) {
+  constexpr int G = N / GS;
+  if constexpr (GS <= 1024 && G >= NT / 32) {
+    for (int g = tid_x() >> 5; g < G; g += NT / 32) {
+      float s = 0;
+      for (int i = lane_id(); i < GS; i += 32) {
+        float v = ld(x, g * GS + i);
+        s += v * v;
+      }
+      float scale = 1.0f / strata_sqrt(warp_sum(s) / GS + eps);
+      for (int i = lane_id(); i < GS; i += 32) {
+        int j = g * GS + i;
+        float v = ld(x, j) * scale;
+        if constexpr (WN > 0)
+          v *= ld(w, j % WN);
+        st(y, j, v);
+      }
+    }
+  } else {
+    for (int g = 0; g < G; ++g) {
+      float s = 0;
+      for (int i = tid_x(); i < GS; i += NT) {
+        float v = ld(x, g * GS + i);
+        s += v * v;
+      }
+      float scale = 1.0f / strata_sqrt(block_sum<NT>(s, red) / GS + eps);
+      for (int i = tid_x(); i < GS; i += NT) {
+        int j = g * GS + i;
+        float v = ld(x, j) * scale;
+        if constexpr (WN > 0)
+          v *= ld(w, j % WN);
+        st(y, j, v);
+      }
+    }
+  }
+}
+
+/// l2_norm of one row in groups of GS: form "max" x / max(|x|, eps), "add"
+/// x * rsqrt(sum x^2 + eps). One wave per group.
+template <int N, int GS, int NT, bool ADD, class X, class Y>
+STRATA_FN void row_l2_norm(const X *x, Y *y, float eps) {
+  for (int g = tid_x() >> 5; g < N / GS; g += NT / 32) {
+    float s = 0;
+    for (int i = lane_id(); i < GS; i += 32) {
+      float v = ld(x, g * GS + i);
+      s += v * v;
+    }
+    s = warp_sum(s);
+    float r = strata_sqrt(s);
+    float scale = ADD ? 1.0f / strata_sqrt(s + eps) : 1.0f / (r > eps ? r : eps);
+    for (int i = lane_id(); i < GS; i += 32)
+      st(y, g * GS + i, ld(x, g * GS + i) * scale);
+  }
+}
+
+/// softmax over groups of GS of one row (max subtracted). One wave per
+/// group.
+template <int N, int GS, int NT, class X, class Y>
+STRATA_FN void row_softmax(const X *x, Y *y) {
+  for (int g = tid_x() >> 5; g < N / GS; g += NT / 32) {
+    float m = -__builtin_inff();
+    for (int i = lane_id(); i < GS; i += 32) {
+      float v = ld(x, g * GS + i);
+      m = v > m ? v : m;
+    }
+    m = warp_max(m);
+    float s = 0;
+    for (int i = lane_id(); i < GS; i += 32)
+      s += strata_exp(ld(x, g * GS + i) - m);
+    s = warp_sum(s);
+    for (int i = lane_id(); i < GS; i += 32)
+      st(y, g * GS + i, strata_exp(ld(x, g * GS + i) - m) / s);
+  }
+}
+
+/// sinkhorn over the [n, n] matrices of one row: exp(x - max), then `iters`
+/// rounds of row then column normalisation; one thread per matrix.
+template <int N, int NN, int NT, class X, class Y>
+STRATA_FN void row_sinkhorn(const X *x, Y *y, int iters) {
+  for (int m = tid_x(); m < N / (NN * NN); m += NT) {
+    float a[NN * NN];
+    float mx = -__builtin_inff();
+    for (int i = 0; i < NN * NN; ++i) {
+      a[i] = ld(x, m * NN * NN + i);
+      mx = a[i] > mx ? a[i] : mx;
+    }
+    for (int i = 0; i < NN * NN; ++i)
+      a[i] = strata_exp(a[i] - mx);
+    for (int it = 0; it < iters; ++it) {
+      for (int i = 0; i < NN; ++i) {
+        float s = 0;
+        for (int j = 0; j < NN; ++j)
+          s += a[i * NN + j];
+        for (int j = 0; j < NN; ++j)
+          a[i * NN + j] /= s;
+      }
+      for (int j = 0; j < NN; ++j) {
+        float s = 0;
+        for (int i = 0; i < NN; ++i)
+          s += a[i * NN + j];
+        for (int i = 0; i < NN; ++i)
+          a[i * NN + j] /= s;
+      }
+    }
+    for (int i = 0; i < NN * NN; ++i)
+      st(y, m * NN * NN + i, a[i]);
+  }
+}
+
+/// rope of one token's H heads of HD dims (n rotated dims), angle
+/// theta_i = pos * base^(-2i/n) by repeated products, as the CPU does.
+template <int H, int HD, int NR, bool NEOX, int NT, class X, class Y>
+STRATA_FN void row_rope(const X *x, Y *y, int pos, float theta_scale) {
+  for (int j = tid_x(); j < H * (HD - NR / 2); j += NT) {
+    int h = j / (HD - NR / 2), i = j % (HD - NR / 2);
+    if (i < NR / 2) {
+      float theta = (float)pos;
+      for (int r = 0; r < i; ++r)
+        theta *= theta_scale;
+      float s, c;
+      strata_sincos(theta, &s, &c);
+      int ia = NEOX ? i : 2 * i, ib = NEOX ? i + NR / 2 : 2 * i + 1;
+      float a = ld(x, h * HD + ia), b = ld(x, h * HD + ib);
+      st(y, h * HD + ia, a * c - b * s);
+      st(y, h * HD + ib, a * s + b * c);
+    } else {
+      int c = NR + (i - NR / 2);
+      st(y, h * HD + c, ld(x, h * HD + c));
+    }
+  }
+}
+
+/// moe_route's order: candidate (v, i) beats the best so far (bv, bi): any
+/// number beats NaN, then the larger value, then the lower id; bi < 0 is
+/// "none yet".
+STRATA_FN bool route_better(float v, int i, float bv, int bi) {
+  if (i < 0)
+    return false;
+  if (bi < 0)
+    return true;
+  if (sm_isnan(v) != sm_isnan(bv))
+    return sm_isnan(bv);
+  return v > bv || (v == bv && i < bi) || (sm_isnan(v) && i < bi);
+}
+
+/// moe_route of one token: probabilities (softmax or sigmoid) of E logits
+/// into shared \p p, then the top K (descending, ties to the lower id, NaN
+/// never before a number) by K rounds of a block argmax.
+template <int E, int K, int NT, bool SOFTMAX, bool NORM, class X, class W>
+STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
+                             float *red, int *redi) {
+  if (SOFTMAX) {
+    float m = -__builtin_inff();
+    for (int i = tid_x(); i < E; i += NT) {
+      float v = ld(x, i);
+      m = v > m ? v : m;
+    }
+    m = block_max<NT>(m, red);
+    float s = 0;
+    for (int i = tid_x(); i < E; i += NT) {
+      p[i] = strata_exp(ld(x, i) - m);
+      s += p[i];
+    }
+    s = block_sum<NT>(s, red);
+    for (int i = tid_x(); i < E; i += NT)
+      p[i] /= s;
+  } else {
+    for (int i = tid_x(); i < E; i += NT)
+      p[i] = sm_sigmoid(ld(x, i));
+  }
+  sync_block();
+  float sum = 0;
+  float chosen[K];
+  int chosenId[K];
+  for (int s = 0; s < K; ++s) {
+    // Best (number before NaN, larger value, lower id) per thread, wave,
+    // block; taken experts hold the bit pattern 0xffffffff and are skipped.
+    float bv = 0;
+    int bi = -1;
+    for (int i = tid_x(); i < E; i += NT) {
+      float v = p[i];
+      if (sm_bits(v) != 0xffffffffu && route_better(v, i, bv, bi))
+        bv = v, bi = i;
+    }
+    for (int m = 16; m >= 1; m >>= 1) {
+      float ov = shfl_xor_f(bv, m);
+      int oi = shfl_xor_i(bi, m);
+      if (route_better(ov, oi, bv, bi))
+        bv = ov, bi = oi;
+    }
+    sync_block();
+    if (lane_id() == 0) {
+      red[tid_x() >> 5] = bv;
+      redi[tid_x() >> 5] = bi;
+    }
+    sync_block();
+    bv = red[0], bi = redi[0];
+    for (int j = 1; j < NT / 32; ++j)
+      if (route_better(red[j], redi[j], bv, bi))
+        bv = red[j], bi = redi[j];
+    chosen[s] = bv;
+    chosenId[s] = bi;
+    sync_block();
+    if (tid_x() == 0)
+      p[bi] = sm_from_bits(0xffffffffu);
+    sync_block();
+  }
+  for (int s = 0; s < K; ++s)
+    sum += chosen[s];
+  if (tid_x() == 0)
+    for (int s = 0; s < K; ++s) {
+      ids[s] = chosenId[s];
+      st(w, s, NORM ? chosen[s] / sum : chosen[s]);
+    }
+}
+
+/// qsa_select of query row t: the scores of the visible complete blocks
+/// b < (t+1)/BLOCK (sum over indexer heads of relu(q_h . kb_b), times
+/// \p inv; NaN ranks as -inf), the TOP best (descending, ties to the lower
+/// block) by a bitonic sort in shared memory (P = a power of two >= the
+/// block count), then the tail block, then -1 padding.
+template <int HI, int DI, int BLOCK, int TOP, int NT, int P, class Q, class K,
+          class Y>
+STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
+                              float inv, float *score, int *id) {
+  int nc = (int)((t + 1) / BLOCK);
+  for (int b = tid_x(); b < P; b += NT) {
+    float s = -__builtin_inff();
+    if (b < nc) {
+      s = 0;
+      for (int h = 0; h < HI; ++h) {
+        float d = 0;
+        for (int c = 0; c < DI; ++c)
+          d += ld(q, h * DI + c) * ld(kb, (long)b * DI + c);
+        s += d < 0 ? 0.0f : d;
+      }
+      s *= inv;
+      if (sm_isnan(s))
+        s = -__builtin_inff();
+    }
+    score[b] = s;
+    id[b] = b < nc ? b : 0x7fffffff;
+  }
+  sync_block();
+  // Bitonic sort: "before" = larger score, then lower id.
+  for (int size = 2; size <= P; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid_x(); i < P / 2; i += NT) {
+        int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        bool down = (lo & size) != 0;
+        bool before = score[hi] > score[lo] ||
+                      (score[hi] == score[lo] && id[hi] < id[lo]);
+        if (before != down) {
+          float ts = score[lo];
+          score[lo] = score[hi];
+          score[hi] = ts;
+          int ti = id[lo];
+          id[lo] = id[hi];
+          id[hi] = ti;
+        }
+      }
+      sync_block();
+    }
+  int chosen = TOP < nc ? TOP : nc;
+  for (int k = tid_x(); k <= TOP; k += NT)
+    y[k] = k < chosen ? id[k] : (k == chosen ? nc : -1);
+}
+
+/// ngram_hash of token t: the last N tokens (EOS history before the start
+/// and after an EOS), per order 2..N the XOR of token * multiplier, then per
+/// head (mixed mod size) + offset. One thread.
+template <int N, int HEADS>
+STRATA_FN void ngram_hash_row(const int32_t *tok, long t, long eos,
+                              const long *mults, const long *sizes,
+                              const long *offs, int32_t *y) {
+  long back[N];
+  bool ended = false;
+  for (int s = 0; s < N; ++s) {
+    long p = t - s;
+    back[s] = p < 0 || ended ? eos : (long)tok[p];
+    ended = ended || (s > 0 && back[s] == eos);
+  }
+  for (int order = 2; order <= N; ++order) {
+    long mixed = 0;
+    for (int s = 0; s < order; ++s)
+      mixed ^= back[s] * mults[s];
+    for (int j = 0; j < HEADS; ++j) {
+      int hh = (order - 2) * HEADS + j;
+      y[hh] = (int32_t)(mixed % sizes[hh] + offs[hh]);
+    }
+  }
+}
+
+/// Flash-style attention for BQ query rows of one head (f32 FMA; keys and
+/// values staged through shared memory 32 at a time, online softmax, no
+/// T x T matrix). Element (t, h, c) of q is q[t*QT + h*QH + c], likewise
+/// k, v, gate. Causal: key j <= t. With an index (QSA), key j counts only
+/// if block j / BLOCK is among row t's NB selected blocks (entries >= 0);
+/// key chunks that no row of the tile selects are skipped. A row that sees
+/// no key stays 0, as on the CPU.
+template <int BQ, int KC, int H, int D, int DV, int HG, bool CAUSAL, bool GATED,
+          int BLOCK, int NB, int NBW, int NT, long QT, long QH, long KT, long KH, long VT,
+          long VH, long GT, long GH, class Q, class K, class V, class G,
+          class Y>
+STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
+                              const int32_t *index, Y *y, long T, long TK,
+                              float scale) {
+  constexpr int TPR = NT / BQ;     // threads per query row
+  constexpr int CPT = DV / TPR;    // output columns per thread
+  // Staged in the inputs' own type (bf16 halves the LDS of the bf16 policy).
+  STRATA_SHARED Q Qs[BQ * D];
+  STRATA_SHARED K Ks[KC * (D + 1)];
+  STRATA_SHARED V Vs[KC * DV];
+  STRATA_SHARED float Ps[BQ * KC];
+  STRATA_SHARED uint32_t sel[BLOCK > 0 ? BQ * NBW : 1];
+  STRATA_SHARED int any[1];
+  const long t0 = (long)bid_x() * BQ;
+  const int h = bid_y(), kh = h / HG;
+  const int r = tid_x() / TPR, x = tid_x() % TPR;
+  const long t = t0 + r;
+  for (int i = tid_x(); i < BQ * D; i += NT) {
+    long tt = t0 + i / D;
+    st(Qs, i, tt < T ? ld(q, tt * QT + h * QH + i % D) : 0.0f);
+  }
+  if (BLOCK > 0) {
+    for (int i = tid_x(); i < BQ * NBW; i += NT)
+      sel[i] = 0;
+    sync_block();
+    for (int i = tid_x(); i < BQ * NB; i += NT) {
+      long tt = t0 + i / NB;
+      int b = tt < T ? index[tt * NB + i % NB] : -1;
+      if (b >= 0 && b < NBW * 32)
+        __atomic_fetch_or(&sel[(i / NB) * NBW + b / 32], 1u << (b % 32),
+                          __ATOMIC_RELAXED);
+    }
+  }
+  float o[CPT];
+  for (int c = 0; c < CPT; ++c)
+    o[c] = 0;
+  float mrow = -__builtin_inff(), lrow = 0;
+  long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
+  for (long j0 = 0; j0 <= last; j0 += KC) {
+    sync_block();
+    if (BLOCK > 0) {
+      if (tid_x() == 0)
+        any[0] = 0;
+      sync_block();
+      for (int i = tid_x(); i < BQ * (KC / BLOCK + 2); i += NT) {
+        int rr = i / (KC / BLOCK + 2);
+        long b = j0 / BLOCK + i % (KC / BLOCK + 2);
+        if (b < NBW * 32 && (sel[rr * NBW + b / 32] >> (b % 32) & 1u))
+          any[0] = 1;
+      }
+      sync_block();
+      if (!any[0])
+        continue;
+    }
+    for (int i = tid_x(); i < KC * D; i += NT) {
+      long j = j0 + i / D;
+      st(Ks, (i / D) * (D + 1) + i % D,
+         j < TK ? ld(k, j * KT + kh * KH + i % D) : 0.0f);
+    }
+    for (int i = tid_x(); i < KC * DV; i += NT) {
+      long j = j0 + i / DV;
+      st(Vs, i, j < TK ? ld(v, j * VT + kh * VH + i % DV) : 0.0f);
+    }
+    sync_block();
+    // Scores: thread x of row r takes keys x, x + TPR, ...
+    float cmax = -__builtin_inff();
+    for (int jj = x; jj < KC; jj += TPR) {
+      long j = j0 + jj;
+      bool ok = t < T && j < TK && (!CAUSAL || j <= t);
+      if (BLOCK > 0 && ok) {
+        long b = j / BLOCK;
+        ok = b < NBW * 32 && (sel[r * NBW + b / 32] >> (b % 32) & 1u);
+      }
+      float s = -__builtin_inff();
+      if (ok) {
+        s = 0;
+        for (int c = 0; c < D; ++c)
+          s += ld(Qs, r * D + c) * ld(Ks, jj * (D + 1) + c);
+        s *= scale;
+      }
+      Ps[r * KC + jj] = s;
+      cmax = s > cmax ? s : cmax;
+    }
+    for (int m = TPR / 2; m >= 1; m >>= 1) {
+      float oth = shfl_xor_f(cmax, m);
+      cmax = oth > cmax ? oth : cmax;
+    }
+    float mnew = cmax > mrow ? cmax : mrow;
+    float corr = mnew == -__builtin_inff() ? 1.0f : strata_exp(mrow - mnew);
+    sync_block();
+    float psum = 0;
+    for (int jj = x; jj < KC; jj += TPR) {
+      float s = Ps[r * KC + jj];
+      float p = s == -__builtin_inff() ? 0.0f : strata_exp(s - mnew);
+      Ps[r * KC + jj] = p;
+      psum += p;
+    }
+    for (int m = TPR / 2; m >= 1; m >>= 1)
+      psum += shfl_xor_f(psum, m);
+    lrow = lrow * corr + psum;
+    mrow = mnew;
+    sync_block();
+    for (int c = 0; c < CPT; ++c) {
+      float a = o[c] * corr;
+      for (int jj = 0; jj < KC; ++jj)
+        a += Ps[r * KC + jj] * ld(Vs, jj * DV + x + c * TPR);
+      o[c] = a;
+    }
+  }
+  if (t >= T)
+    return;
+  for (int c = 0; c < CPT; ++c) {
+    int col = x + c * TPR;
+    float val = lrow > 0 ? o[c] / lrow : 0.0f;
+    if (GATED)
+      val *= sm_sigmoid(ld(gate, t * GT + h * GH + col));
+    st(y, (t * H + h) * DV + col, val);
+  }
+}
+
+/// The gated delta rule for value head h = block x, recurrent over T (the
+/// CPU's order per token): thread j owns column j of the state S[DK][DV] in
+/// registers; q_t and k_t go through shared memory. Element (t, h, c) of q
+/// is q[t*QT + h*QH + c], likewise k, v; g and beta are [T, H].
+template <int H, int HK, int DK, int DV, bool TILED, int NT, long QT, long QH,
+          long KT, long KH, long VT, long VH, class Q, class K, class V,
+          class G, class B, class Y>
+STRATA_FN void delta_head(const Q *q, const K *k, const V *v, const G *g,
+                          const B *beta, Y *y, long T, float scale) {
+  STRATA_SHARED float qs[DK];
+  STRATA_SHARED float ks[DK];
+  const int h = bid_x(), j = tid_x();
+  const int kh = TILED ? h % HK : h / (H / HK);
+  float s[DK];
+  for (int i = 0; i < DK; ++i)
+    s[i] = 0;
+  for (long t = 0; t < T; ++t) {
+    sync_block();
+    for (int i = tid_x(); i < DK; i += NT) {
+      qs[i] = ld(q, t * QT + kh * QH + i);
+      ks[i] = ld(k, t * KT + kh * KH + i);
+    }
+    sync_block();
+    if (j >= DV)
+      continue;
+    float decay = strata_exp(ld(g, t * H + h));
+    float b = ld(beta, t * H + h);
+    float kv = 0;
+    for (int i = 0; i < DK; ++i) {
+      s[i] *= decay;
+      kv += s[i] * ks[i];
+    }
+    float delta = (ld(v, t * VT + h * VH + j) - kv) * b;
+    float o = 0;
+    for (int i = 0; i < DK; ++i) {
+      s[i] += ks[i] * delta;
+      o += s[i] * qs[i];
+    }
+    st(y, (t * H + h) * DV + j, scale * o);
+  }
+}
+
+/// moe_sort in one block: expert histogram (shared atomics), offsets, then
+/// the stable permutation in rounds of NT slots (rank inside a wave by
+/// shuffles, across waves by per-wave counts), and each slot's row.
+template <int E, int NT, int KS>
+STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
+                              int32_t *rows, long S) {
+  constexpr int NW = NT / 32;
+  STRATA_SHARED int count[E + 1];
+  STRATA_SHARED int base[E];
+  STRATA_SHARED int wc[NW * E];
+  for (int e = tid_x(); e <= E; e += NT)
+    count[e] = 0;
+  for (int i = tid_x(); i < NW * E; i += NT)
+    wc[i] = 0;
+  sync_block();
+  for (long s = tid_x(); s < S; s += NT)
+    __atomic_fetch_add(&count[ids[s]], 1, __ATOMIC_RELAXED);
+  sync_block();
+  if (tid_x() == 0) {
+    int run = 0;
+    for (int e = 0; e < E; ++e) {
+      int c = count[e];
+      off[e] = run;
+      base[e] = run;
+      run += c;
+    }
+    off[E] = run;
+  }
+  sync_block();
+  const int w = tid_x() >> 5, lane = lane_id();
+  for (long r0 = 0; r0 < S; r0 += NT) {
+    long s = r0 + tid_x();
+    int e = s < S ? ids[s] : -1;
+    int rank = 0, total = 0, first = 1;
+    for (int l = 0; l < 32; ++l) {
+      int o = shfl_i(e, l);
+      if (o == e) {
+        total += 1;
+        if (l < lane)
+          rank += 1, first = 0;
+      }
+    }
+    if (e >= 0 && first)
+      wc[w * E + e] = total;
+    sync_block();
+    int before = 0, all = 0;
+    if (e >= 0) {
+      for (int x = 0; x < NW; ++x) {
+        int c = wc[x * E + e];
+        if (x < w)
+          before += c;
+        all += c;
+      }
+      int at = base[e] + before + rank;
+      perm[at] = (int32_t)s;
+      if (rows)
+        rows[s] = at;
+    }
+    sync_block();
+    // The wave's first holder of e clears its count; the round's last
+    // holder (last wave with e, last lane) advances the base.
+    if (e >= 0) {
+      bool lastWave = true;
+      for (int x = w + 1; x < NW; ++x)
+        lastWave = lastWave && wc[x * E + e] == 0;
+      if (lastWave && rank == total - 1)
+        base[e] += all;
+    }
+    sync_block();
+    if (e >= 0 && first)
+      wc[w * E + e] = 0;
+    sync_block();
+  }
+}

@@ -1,0 +1,101 @@
+//===- Prelude_gfx1151.h - device prelude of emitted gfx1151 kernels ------===//
+//
+// What an emitted kernel needs from the target, compiled with clang -x hip
+// --offload-arch=gfx1151 -nogpulib -nogpuinc (no vendor headers): integer
+// types, qualifiers, thread/block ids, barriers, wave shuffles, math
+// primitives and the matrix-unit tile op. Everything after the prelude is
+// target-independent.
+//
+//===----------------------------------------------------------------------===//
+#define STRATA_TARGET_GFX1151 1
+typedef unsigned char uint8_t;
+typedef signed char int8_t;
+typedef unsigned short uint16_t;
+typedef short int16_t;
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef unsigned long uint64_t;
+typedef long int64_t;
+
+#define STRATA_FN static __attribute__((device)) inline __attribute__((always_inline))
+#define STRATA_TABLE static __attribute__((constant)) const
+#define STRATA_SHARED __attribute__((shared))
+/// A kernel entry point of at most N threads per block (the register
+/// allocator sizes for N, not the default 1024).
+#define STRATA_KERNEL(N)                                                       \
+  extern "C" __attribute__((global))                                          \
+  __attribute__((amdgpu_flat_work_group_size(1, N)))
+#define STRATA_WAVE 32
+
+STRATA_FN int tid_x() { return __builtin_amdgcn_workitem_id_x(); }
+STRATA_FN int bid_x() { return __builtin_amdgcn_workgroup_id_x(); }
+STRATA_FN int bid_y() { return __builtin_amdgcn_workgroup_id_y(); }
+STRATA_FN int bid_z() { return __builtin_amdgcn_workgroup_id_z(); }
+STRATA_FN int lane_id() { return tid_x() & 31; }
+/// Block barrier with workgroup-scope release/acquire (what HIP's
+/// __syncthreads does): global and LDS writes before it are visible after.
+STRATA_FN void sync_block() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+STRATA_FN int shfl_i(int v, int src) {
+  return __builtin_amdgcn_ds_bpermute(src << 2, v);
+}
+STRATA_FN float shfl_f(float v, int src) {
+  return __builtin_bit_cast(float, shfl_i(__builtin_bit_cast(int, v), src));
+}
+STRATA_FN float shfl_xor_f(float v, int m) { return shfl_f(v, lane_id() ^ m); }
+STRATA_FN int shfl_xor_i(int v, int m) { return shfl_i(v, lane_id() ^ m); }
+
+// Math primitives (no ocml): these lower to v_exp_f32/v_log_f32/v_sqrt_f32
+// with range handling; tanh has no libcall, so it is built from exp.
+#define strata_exp(x) __builtin_expf(x)
+#define strata_log(x) __builtin_logf(x)
+#define strata_sqrt(x) __builtin_sqrtf(x)
+STRATA_FN float strata_log1p(float x) { return __builtin_logf(1.0f + x); }
+STRATA_FN float strata_tanh(float x) {
+  float e = __builtin_expf(-2.0f * __builtin_fabsf(x));
+  float t = (1.0f - e) / (1.0f + e);
+  return x < 0 ? -t : t;
+}
+/// sin and cos of x (radians) after reducing x to [-pi, pi]; v_sin/v_cos
+/// take revolutions.
+STRATA_FN void strata_sincos(float x, float *s, float *c) {
+  float r = x * 0.15915494309189535f;
+  r = r - __builtin_rintf(r);
+  *s = __builtin_amdgcn_sinf(r);
+  *c = __builtin_amdgcn_cosf(r);
+}
+
+// Matrix unit: v_wmma_f32_16x16x16_f16 (wave32). One wave multiplies a
+// 16x16 f16 tile of A (row-major in LDS) by a 16x16 tile of B (stored as
+// [n][k]) into 8 f32 accumulators per lane.
+typedef _Float16 mma_t;
+typedef _Float16 v16h __attribute__((ext_vector_type(16)));
+typedef float v8f __attribute__((ext_vector_type(8)));
+STRATA_FN mma_t to_mma(float x) { return (mma_t)x; }
+/// acc += A[16x16] * B^T where \p a points at A's row 0 (stride lda) and \p b
+/// at B's column 0 stored as rows of k (stride ldb). Lane l holds A row
+/// l%16 and B column l%16, all 16 k (both half-waves hold the same).
+STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda,
+                            const mma_t *b, int ldb) {
+  int l = lane_id() & 15;
+  v16h va, vb;
+  for (int k = 0; k < 16; ++k) {
+    va[k] = a[l * lda + k];
+    vb[k] = b[l * ldb + k];
+  }
+  v8f c;
+  for (int i = 0; i < 8; ++i)
+    c[i] = acc[i];
+  c = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(va, vb, c);
+  for (int i = 0; i < 8; ++i)
+    acc[i] = c[i];
+}
+/// The (row, col) of the 16x16 tile that accumulator \p i of this lane
+/// holds: rows 2i and 2i+1 split over the half-waves, the column is the lane.
+STRATA_FN void mma_acc_coord(int i, int *row, int *col) {
+  *row = 2 * i + (lane_id() >> 4);
+  *col = lane_id() & 15;
+}

@@ -1,0 +1,101 @@
+//===- Prelude_sm_90.h - device prelude of emitted sm_90 kernels ----------===//
+//
+// What an emitted kernel needs from the target, compiled with clang -x cuda
+// --cuda-gpu-arch=sm_90 -nocudainc -nocudalib (no CUDA headers, no
+// libdevice): integer types, qualifiers, thread/block ids, barriers, warp
+// shuffles, math primitives and the matrix-unit tile op (mma.sync).
+//
+//===----------------------------------------------------------------------===//
+#define STRATA_TARGET_SM90 1
+typedef unsigned char uint8_t;
+typedef signed char int8_t;
+typedef unsigned short uint16_t;
+typedef short int16_t;
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+
+#define STRATA_FN static __attribute__((device)) inline __attribute__((always_inline))
+#define STRATA_TABLE static __attribute__((device))
+#define STRATA_SHARED __attribute__((shared))
+#define STRATA_KERNEL(N)                                                       \
+  extern "C" __attribute__((global)) __attribute__((launch_bounds(N)))
+#define STRATA_WAVE 32
+
+STRATA_FN int tid_x() { return __nvvm_read_ptx_sreg_tid_x(); }
+STRATA_FN int bid_x() { return __nvvm_read_ptx_sreg_ctaid_x(); }
+STRATA_FN int bid_y() { return __nvvm_read_ptx_sreg_ctaid_y(); }
+STRATA_FN int bid_z() { return __nvvm_read_ptx_sreg_ctaid_z(); }
+STRATA_FN int lane_id() { return tid_x() & 31; }
+/// bar.sync 0: also orders shared and global memory within the block.
+STRATA_FN void sync_block() { __syncthreads(); }
+STRATA_FN int shfl_i(int v, int src) {
+  return __nvvm_shfl_sync_idx_i32(0xffffffffu, v, src, 0x1f);
+}
+STRATA_FN float shfl_f(float v, int src) {
+  return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, src, 0x1f);
+}
+STRATA_FN float shfl_xor_f(float v, int m) {
+  return __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, m, 0x1f);
+}
+STRATA_FN int shfl_xor_i(int v, int m) {
+  return __nvvm_shfl_sync_bfly_i32(0xffffffffu, v, m, 0x1f);
+}
+
+// Math primitives without libdevice: ex2/lg2.approx (exp(x) = 2^(x log2 e)),
+// sqrt.rn, tanh.approx.
+STRATA_FN float strata_exp(float x) {
+  return __nvvm_ex2_approx_f(x * 1.4426950408889634f);
+}
+STRATA_FN float strata_log(float x) {
+  return __nvvm_lg2_approx_f(x) * 0.6931471805599453f;
+}
+STRATA_FN float strata_log1p(float x) { return strata_log(1.0f + x); }
+#define strata_sqrt(x) __builtin_sqrtf(x)
+STRATA_FN float strata_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+/// sin and cos of x (radians): reduced to [-pi, pi] in two steps (2 pi =
+/// hi + lo) so the approximate units see a small argument.
+STRATA_FN void strata_sincos(float x, float *s, float *c) {
+  float k = __builtin_rintf(x * 0.15915494309189535f);
+  float r = (x - k * 6.28125f) - k * 1.9353071795864769e-3f;
+  *s = __nvvm_sin_approx_f(r);
+  *c = __nvvm_cos_approx_f(r);
+}
+
+// Matrix unit: mma.sync.m16n8k16 bf16 -> f32, twice for a 16x16x16 tile.
+typedef uint16_t mma_t; // bf16 bits
+STRATA_FN mma_t to_mma(float x);
+STRATA_FN uint32_t ld_pair(const mma_t *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+/// acc += A[16x16] * B^T (A row-major, stride lda; B as rows of k, stride
+/// ldb), fragments per the PTX ISA's m16n8k16 layout: lane = 4 g + t.
+STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda,
+                            const mma_t *b, int ldb) {
+  int g = lane_id() >> 2, t = lane_id() & 3;
+  uint32_t a0 = ld_pair(a + g * lda + 2 * t);
+  uint32_t a1 = ld_pair(a + (g + 8) * lda + 2 * t);
+  uint32_t a2 = ld_pair(a + g * lda + 2 * t + 8);
+  uint32_t a3 = ld_pair(a + (g + 8) * lda + 2 * t + 8);
+  for (int h = 0; h < 2; ++h) {
+    const mma_t *bh = b + (8 * h + g) * ldb;
+    uint32_t b0 = ld_pair(bh + 2 * t), b1 = ld_pair(bh + 2 * t + 8);
+    float *c = acc + 4 * h;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+/// The (row, col) of the 16x16 tile that accumulator \p i of this lane
+/// holds (c0..c3 of the n = 0..7 half, then of the n = 8..15 half).
+STRATA_FN void mma_acc_coord(int i, int *row, int *col) {
+  int g = lane_id() >> 2, t = lane_id() & 3, j = i & 3;
+  *row = g + 8 * (j >> 1);
+  *col = 8 * (i >> 2) + 2 * t + (j & 1);
+}
