@@ -51,9 +51,10 @@ bool canQuantize(GgmlType type);
 int64_t rowSizeInBytes(GgmlType type, int64_t n);
 
 /// Dequantises \p n elements of \p type stored at \p src (packed blocks, no
-/// alignment required) into \p dst. Returns false, writing nothing, if the
-/// type is not supported or \p n is not a non-negative multiple of the block
-/// size.
+/// alignment required) into \p dst, which must not overlap \p src. Returns
+/// false, writing nothing, if the type is not supported or \p n is not a
+/// non-negative multiple of the block size. Every type goes through
+/// BlockDecode.h's 8-element decoders, the ones GPU kernels use.
 bool dequantizeRow(GgmlType type, const uint8_t *src, float *dst, int64_t n);
 
 /// Quantises \p n floats at \p src into rowSizeInBytes(type, n) bytes at
