@@ -31,11 +31,13 @@
 //                            .rodata; uniform indices load with s_load,
 //                            divergent ones with global_load)
 //                   sm_90:   static __attribute__((device))
-//                            (a .global array read with ld.global.nc; clang
-//                            puts a *const* __device__ or a __constant__
-//                            array in the .const bank instead, whose reads
-//                            serialise when the threads of a warp index it
-//                            differently, as grid lookups do)
+//                            (a .global array read with ld.global.nc, also
+//                            `static __device__` under NVRTC; clang puts a
+//                            *const* __device__ or a __constant__ array in
+//                            the .const bank instead, whose reads serialise
+//                            when a warp's threads index it differently, as
+//                            grid lookups do: on an H200, IQ3_S, IQ4_XS and
+//                            IQ2_XXS decoded 3 to 5 times slower from there)
 //   uint8_t, int8_t, uint16_t, uint32_t, uint64_t
 //                 the fixed-width integer types (the host includes
 //                 <cstdint>; a device prelude typedefs unsigned char, ...;
@@ -91,11 +93,15 @@ STRATA_FN float strata_f16_to_f32(uint16_t h) {
   } else if (mant == 0) {
     bits = sign;
   } else {
-    // Subnormal half, mant * 2^-24: move the leading 1 (bit 31 - clz) up to
-    // the implicit bit 10; each step of the shift lowers the exponent.
-    int shift = __builtin_clz(mant) - 21; // mant in [1, 0x3ff]: 1..10
-    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) |
-           (((mant << shift) & 0x3ff) << 13);
+    // Subnormal half, mant * 2^-24: move the leading 1 up to the implicit
+    // bit 10, lowering the exponent with each step (1 to 10 steps). A loop
+    // rather than a count-leading-zeros builtin, which NVRTC lacks.
+    uint32_t e = 113;
+    do {
+      mant <<= 1;
+      --e;
+    } while (!(mant & 0x400));
+    bits = sign | (e << 23) | ((mant & 0x3ff) << 13);
   }
   return __builtin_bit_cast(float, bits);
 }
