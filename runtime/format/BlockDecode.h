@@ -50,12 +50,15 @@
 // Blocks are unaligned little-endian byte streams (as stored in GGUF files),
 // so every multi-byte field is assembled from bytes.
 //
-// Floating point: every result is a product chain of float32 values in the
-// oracle's order, e.g. (d * scale) * q, except Q4_K/Q5_K's `d1 * q - m`, whose
-// products must be rounded before the subtraction. strata_fmul_rn guarantees
-// that with clang on gfx1151 and sm_90 whatever -ffp-contract says, and on the
-// host unless it is `fast` (Quants.cpp is built with -ffp-contract=off). Other
-// compilers (nvcc/NVRTC) must be run with FP contraction off (--fmad=false).
+// Floating point: values are computed in float32 in the oracle's order, e.g.
+// (d * scale) * q. With finite f16 scales every product here is exact: d's
+// significand has 11 bits and the integer it is multiplied by (scale times
+// quant or grid magnitude, halves and quarters aside) is below 2^13 in every
+// format, so each product fits float32's 24 bits, and no value leaves the
+// normal range. The only rounding is Q4_K/Q5_K's final `- dmin*m`, so a
+// compiler that contracts it into a fused multiply-add, reorders the products
+// or flushes denormals gives the same bits: includers need no -ffp-contract
+// or --fmad setting (BlockDecodeTest checks the K-quant case against fma).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_FORMAT_BLOCKDECODE_H
@@ -125,31 +128,6 @@ STRATA_FN uint32_t strata_load_u32(const uint8_t *p) {
 /// The binary16 at \p p (any alignment) as float32.
 STRATA_FN float strata_load_f16(const uint8_t *p) {
   return strata_f16_to_f32(strata_load_u16(p));
-}
-
-/// a * b rounded to float32 as a value of its own: never contracted with a
-/// following add or subtract into a fused multiply-add, which differs from the
-/// oracle in the last bit. Only Q4_K/Q5_K's `(d*sc) * q - dmin*m` needs it,
-/// for both products.
-STRATA_FN float strata_fmul_rn(float a, float b) {
-#if defined(__clang__)
-  // Enough on the host and under HIP's default
-  // -ffp-contract=fast-honor-pragmas.
-#pragma clang fp contract(off)
-#endif
-#if defined(__NVPTX__)
-  // Under CUDA's default -ffp-contract=fast the pragma is ignored, and ptxas
-  // fuses a plain mul.f32 into a following add; it never fuses mul.rn.f32.
-  return __nvvm_mul_rn_f(a, b);
-#elif defined(__AMDGCN__)
-  // Under an explicit -ffp-contract=fast the backend fuses across the pragma;
-  // an empty asm that "modifies" the product hides it from that combine.
-  float p = a * b;
-  __asm__("" : "+v"(p));
-  return p;
-#else
-  return a * b;
-#endif
 }
 
 /// +1 or -1 for a sign bit: the oracle multiplies by the sign rather than
@@ -227,11 +205,11 @@ STRATA_FN void strata_dq8_q4_k(const uint8_t *block, int i0, float *out) {
   int sc, m;
   strata_scale_min_k4(j, block + 4, &sc, &m);
   float d = strata_load_f16(block) * static_cast<float>(sc);
-  float mf = strata_fmul_rn(strata_load_f16(block + 2), static_cast<float>(m));
+  float mf = strata_load_f16(block + 2) * static_cast<float>(m);
   const uint8_t *qs = block + 16 + 32 * (j >> 1) + (i0 & 31);
   int shift = 4 * (j & 1);
   for (int k = 0; k < 8; ++k)
-    out[k] = strata_fmul_rn(d, static_cast<float>((qs[k] >> shift) & 0xf)) - mf;
+    out[k] = d * static_cast<float>((qs[k] >> shift) & 0xf) - mf;
 }
 
 /// Q5_K, 256 elements in 176 bytes: d @0, dmin @2, scales[12] @4 (as Q4_K),
@@ -242,13 +220,13 @@ STRATA_FN void strata_dq8_q5_k(const uint8_t *block, int i0, float *out) {
   int sc, m;
   strata_scale_min_k4(j, block + 4, &sc, &m);
   float d = strata_load_f16(block) * static_cast<float>(sc);
-  float mf = strata_fmul_rn(strata_load_f16(block + 2), static_cast<float>(m));
+  float mf = strata_load_f16(block + 2) * static_cast<float>(m);
   const uint8_t *qh = block + 16 + (i0 & 31);
   const uint8_t *qs = block + 48 + 32 * (j >> 1) + (i0 & 31);
   int shift = 4 * (j & 1);
   for (int k = 0; k < 8; ++k) {
     int q = ((qs[k] >> shift) & 0xf) | (((qh[k] >> j) & 1) << 4);
-    out[k] = strata_fmul_rn(d, static_cast<float>(q)) - mf;
+    out[k] = d * static_cast<float>(q) - mf;
   }
 }
 

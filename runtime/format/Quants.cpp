@@ -4,9 +4,9 @@
 // the same text the GPU kernels decode their tiles with, so the CPU reference
 // and the kernels cannot drift apart. Its formulas follow
 // shared/reference/gguf-and-quants.md section 2 and gguf-py's numpy
-// dequantisers (the test oracle); products are never contracted into FMAs:
-// the build compiles this file with -ffp-contract=off, and clang is told the
-// same below.
+// dequantisers (the test oracle). The quantisers must not contract products
+// into FMAs (Q4_0's x*id + 8.5 matches gguf-py only unfused): the build
+// compiles this file with -ffp-contract=off, and clang is told the same below.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Quants.h"
@@ -20,8 +20,8 @@
 #include <limits>
 
 #ifdef __clang__
-// Belt and braces for -ffp-contract=off: a fused d*q - m differs from the
-// oracle in the last bit.
+// Belt and braces for -ffp-contract=off: a fused x*id + 8.5 rounds Q4_0
+// differently from the oracle.
 #pragma clang fp contract(off)
 #endif
 

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -177,6 +178,30 @@ TEST_F(BlockDecode, ScalarReadersMatchRowConversion) {
       for (int k = 0; k < 8; ++k)
         ASSERT_EQ(bitsOf(out[k]), bitsOf(ref[i0 + k]))
             << "element " << i0 + k << " seed " << seed_;
+    }
+  }
+}
+
+// BlockDecode.h needs no contraction setting because Q4_K/Q5_K's products
+// are exact: (d*sc)*q - dmin*m, fused either way or not at all, rounds once.
+// Every finite f16 d, with random dmin, 6-bit sc and m, 5-bit q.
+TEST_F(BlockDecode, KQuantValueIsTheSameFusedOrNot) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00)
+      continue;
+    float d = strata_f16_to_f32(static_cast<uint16_t>(h));
+    for (int rep = 0; rep < 16; ++rep) {
+      float dmin = strata_f16_to_f32(randomFiniteF16(gen_));
+      auto sc = static_cast<float>(gen_() & 63);
+      auto m = static_cast<float>(gen_() & 63);
+      auto q = static_cast<float>(gen_() & 31);
+      float d1 = d * sc, mf = dmin * m;
+      volatile float product = d1 * q; // rounded on its own
+      float separate = product - mf;
+      ASSERT_EQ(bitsOf(separate), bitsOf(std::fma(d1, q, -mf)))
+          << h << " seed " << seed_;
+      ASSERT_EQ(bitsOf(separate), bitsOf(std::fma(-dmin, m, d1 * q)))
+          << h << " seed " << seed_;
     }
   }
 }
