@@ -76,7 +76,7 @@ def build_tables():
 
 
 def format_array(ctype, name, values, fmt, per_line):
-    lines = [f"inline constexpr {ctype} {name}[{len(values)}] = {{"]
+    lines = [f"STRATA_TABLE {ctype} {name}[{len(values)}] = {{"]
     for i in range(0, len(values), per_line):
         lines.append("    " + " ".join(fmt(v) + "," for v in values[i:i + per_line]))
     lines.append("};")
@@ -97,27 +97,27 @@ def render():
         "// IQ2_XXS grids via init_grid(), IQ2_XXS.ksigns, IQ4_NL.kvalues). Grid entry i",
         "// packs element k of row i into byte k (little-endian), as ggml-common.h does.",
         "//",
-        "// Included inside namespace strata::format by Quants.cpp; self-contained",
-        "// (needs only <cstdint>).",
+        "// Included by runtime/format/BlockDecode.h and freestanding like it: needs",
+        "// only its contract (STRATA_TABLE and the fixed-width integer typedefs).",
         "//",
         "//===----------------------------------------------------------------------===//",
         "",
         "// clang-format off",
         "",
         "/// iq3s_grid: 512 entries of 4 magnitudes in {1,3,...,15}.",
-        format_array("uint32_t", "kIq3sGrid", iq3s, hex32, 6),
+        format_array("uint32_t", "strata_iq3s_grid", iq3s, hex32, 6),
         "",
         "/// iq3xxs_grid: 256 entries of 4 magnitudes in {4,12,20,28,36,44,52,62}.",
-        format_array("uint32_t", "kIq3xxsGrid", iq3xxs, hex32, 6),
+        format_array("uint32_t", "strata_iq3xxs_grid", iq3xxs, hex32, 6),
         "",
         "/// iq2xxs_grid: 256 entries of 8 magnitudes in {8,25,43}.",
-        format_array("uint64_t", "kIq2xxsGrid", iq2xxs, hex64, 3),
+        format_array("uint64_t", "strata_iq2xxs_grid", iq2xxs, hex64, 3),
         "",
         "/// ksigns_iq2xs: 7 sign bits plus an even-parity 8th bit.",
-        format_array("uint8_t", "kKsignsIq2xs", ksigns, lambda v: f"{v}", 12),
+        format_array("uint8_t", "strata_ksigns_iq2xs", ksigns, lambda v: f"{v}", 12),
         "",
         "/// kvalues_iq4nl: the non-linear 4-bit codebook of IQ4_NL and IQ4_XS.",
-        format_array("int8_t", "kKvaluesIq4nl", kvalues, lambda v: f"{v}", 16),
+        format_array("int8_t", "strata_kvalues_iq4nl", kvalues, lambda v: f"{v}", 16),
         "",
         "// clang-format on",
         "",

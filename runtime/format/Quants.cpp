@@ -1,13 +1,17 @@
 //===- Quants.cpp - ggml block formats: dequantise and quantise -----------===//
 //
-// Block layouts and the order of every float operation follow
+// Dequantisation is BlockDecode.h's 8-element decoders run over whole rows:
+// the same text the GPU kernels decode their tiles with, so the CPU reference
+// and the kernels cannot drift apart. Its formulas follow
 // shared/reference/gguf-and-quants.md section 2 and gguf-py's numpy
-// dequantisers (the test oracle). Products are evaluated in exactly the
-// oracle's order and never contracted into FMAs: the build compiles this file
-// with -ffp-contract=off, and clang is told the same below.
+// dequantisers (the test oracle). The quantisers must not contract products
+// into FMAs (Q4_0's x*id + 8.5 matches gguf-py only unfused): the build
+// compiles this file with -ffp-contract=off, and clang is told the same below.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Quants.h"
+
+#include "runtime/format/BlockDecodeHost.h"
 
 #include <algorithm>
 #include <array>
@@ -16,14 +20,12 @@
 #include <limits>
 
 #ifdef __clang__
-// Belt and braces for -ffp-contract=off: a fused d*q - m differs from the
-// oracle in the last bit.
+// Belt and braces for -ffp-contract=off: a fused x*id + 8.5 rounds Q4_0
+// differently from the oracle.
 #pragma clang fp contract(off)
 #endif
 
 namespace strata::format {
-
-#include "runtime/format/IqGrids.inc"
 
 //===----------------------------------------------------------------------===//
 // fp16 / bf16
@@ -35,30 +37,7 @@ static uint32_t floatBits(float f) {
   return u;
 }
 
-static float bitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-float fp16ToFp32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  if (exp == 0x1f) // Inf or NaN: keep the payload, do not quieten.
-    return bitsFloat(sign | 0x7f800000 | (mant << 13));
-  if (exp != 0)
-    return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
-  if (mant == 0)
-    return bitsFloat(sign);
-  // Subnormal half: normalise; 2^-24 * mant is exactly representable.
-  uint32_t e = 113;
-  while (!(mant & 0x400)) {
-    mant <<= 1;
-    --e;
-  }
-  return bitsFloat(sign | (e << 23) | ((mant & 0x3ff) << 13));
-}
+float fp16ToFp32(uint16_t h) { return strata_f16_to_f32(h); }
 
 uint16_t fp32ToFp16(float f) {
   uint32_t x = floatBits(f);
@@ -98,9 +77,7 @@ uint16_t fp32ToFp16(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
-float bf16ToFp32(uint16_t b) {
-  return bitsFloat(static_cast<uint32_t>(b) << 16);
-}
+float bf16ToFp32(uint16_t b) { return strata_bf16_to_f32(b); }
 
 uint16_t fp32ToBf16(float f) {
   uint32_t x = floatBits(f);
@@ -111,251 +88,80 @@ uint16_t fp32ToBf16(float f) {
 }
 
 //===----------------------------------------------------------------------===//
-// Little-endian field access (blocks are unaligned byte streams)
+// Little-endian stores (blocks are unaligned byte streams)
 //===----------------------------------------------------------------------===//
 
 namespace {
 
 constexpr int kQK = 256; // QK_K: elements per K-quant / i-quant super-block.
 
-uint16_t loadU16(const uint8_t *p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-
-uint32_t loadU32(const uint8_t *p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
-}
-
-float loadF16(const uint8_t *p) { return fp16ToFp32(loadU16(p)); }
-
 void storeU16(uint8_t *p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
-/// The (scale, min) pair of sub-block \p j (0..7) of a Q4_K/Q5_K block.
-void getScaleMinK4(int j, const uint8_t *scales, int &sc, int &m) {
-  if (j < 4) {
-    sc = scales[j] & 63;
-    m = scales[j + 4] & 63;
-  } else {
-    sc = (scales[j + 4] & 0xf) | ((scales[j - 4] >> 6) << 4);
-    m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-  }
-}
-
-/// +1 or -1 for a sign bit; multiplying (rather than negating) keeps the
-/// oracle's `db * grid * signs` evaluation literally.
-float signOf(unsigned bit) { return bit ? -1.0f : 1.0f; }
-
 //===----------------------------------------------------------------------===//
-// Dequantisation, one function per format; each handles nb blocks.
+// Dequantisation: BlockDecode.h's decoders over whole blocks.
 //===----------------------------------------------------------------------===//
 
-void dequantF32(const uint8_t *x, float *y, int64_t nb) {
-  std::memcpy(y, x, static_cast<size_t>(nb) * sizeof(float));
-}
+/// A strata_dq8_* decoder: elements i0..i0+7 of the block at its first
+/// argument.
+using Decode8Fn = void (*)(const uint8_t *, int, float *);
 
-void dequantF16(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i)
-    y[i] = loadF16(x + 2 * i);
-}
-
-void dequantBF16(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i)
-    y[i] = bf16ToFp32(loadU16(x + 2 * i));
-}
-
-void dequantQ8_0(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 34, y += 32) {
-    float d = loadF16(x);
-    for (int j = 0; j < 32; ++j)
-      y[j] = static_cast<float>(static_cast<int8_t>(x[2 + j])) * d;
+/// Elements and bytes per block of \p type, at compile time.
+constexpr int blockSizeOf(GgmlType type) {
+  switch (type) {
+#define GGML_TYPE(Name, Id, BlockSize, TypeSize, IrName, Loadable)             \
+  case GgmlType::Name:                                                         \
+    return BlockSize;
+#include "runtime/format/GgmlTypes.def"
   }
+  return 0;
+}
+constexpr int typeSizeOf(GgmlType type) {
+  switch (type) {
+#define GGML_TYPE(Name, Id, BlockSize, TypeSize, IrName, Loadable)             \
+  case GgmlType::Name:                                                         \
+    return TypeSize;
+#include "runtime/format/GgmlTypes.def"
+  }
+  return 0;
 }
 
-void dequantQ4_0(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 18, y += 32) {
-    float d = loadF16(x);
-    const uint8_t *qs = x + 2;
-    for (int j = 0; j < 16; ++j) {
-      y[j] = d * static_cast<float>((qs[j] & 0xf) - 8);
-      y[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
-    }
-  }
+/// Dequantises the \p n elements (whole blocks) of block type \p Type at
+/// \p x. A template, so that the decoder inlines into a fully unrolled block
+/// loop with constant i0, and restrict, so that the compiler need not assume
+/// stores to \p y change the block and re-decode its scales for every group:
+/// together they keep this as fast as hand-written whole-block loops.
+template <GgmlType Type, Decode8Fn Decode8>
+void dequantBlocks(const uint8_t *__restrict x, float *__restrict y,
+                   int64_t n) {
+  constexpr int kBlock = blockSizeOf(Type), kBytes = typeSizeOf(Type);
+  static_assert(kBlock % 8 == 0);
+  for (int64_t i = 0; i < n; i += kBlock, x += kBytes)
+#pragma clang loop unroll(full)
+    for (int i0 = 0; i0 < kBlock; i0 += 8)
+      Decode8(x, i0, y + i + i0);
 }
 
-void dequantQ4_K(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 144, y += kQK) {
-    float d = loadF16(x);
-    float dmin = loadF16(x + 2);
-    const uint8_t *scales = x + 4;
-    const uint8_t *qs = x + 16;
-    for (int c = 0; c < 4; ++c) {
-      int sc1, m1, sc2, m2;
-      getScaleMinK4(2 * c, scales, sc1, m1);
-      getScaleMinK4(2 * c + 1, scales, sc2, m2);
-      float d1 = d * static_cast<float>(sc1);
-      float m1f = dmin * static_cast<float>(m1);
-      float d2 = d * static_cast<float>(sc2);
-      float m2f = dmin * static_cast<float>(m2);
-      for (int l = 0; l < 32; ++l) {
-        y[64 * c + l] = d1 * static_cast<float>(qs[32 * c + l] & 0xf) - m1f;
-        y[64 * c + 32 + l] = d2 * static_cast<float>(qs[32 * c + l] >> 4) - m2f;
-      }
-    }
-  }
-}
-
-void dequantQ5_K(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 176, y += kQK) {
-    float d = loadF16(x);
-    float dmin = loadF16(x + 2);
-    const uint8_t *scales = x + 4;
-    const uint8_t *qh = x + 16;
-    const uint8_t *qs = x + 48;
-    for (int c = 0; c < 4; ++c) {
-      int sc1, m1, sc2, m2;
-      getScaleMinK4(2 * c, scales, sc1, m1);
-      getScaleMinK4(2 * c + 1, scales, sc2, m2);
-      float d1 = d * static_cast<float>(sc1);
-      float m1f = dmin * static_cast<float>(m1);
-      float d2 = d * static_cast<float>(sc2);
-      float m2f = dmin * static_cast<float>(m2);
-      for (int l = 0; l < 32; ++l) {
-        int lo = (qs[32 * c + l] & 0xf) | (((qh[l] >> (2 * c)) & 1) << 4);
-        int hi = (qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
-        y[64 * c + l] = d1 * static_cast<float>(lo) - m1f;
-        y[64 * c + 32 + l] = d2 * static_cast<float>(hi) - m2f;
-      }
-    }
-  }
-}
-
-void dequantQ6_K(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 210, y += kQK) {
-    float d = loadF16(x + 208);
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t *ql = x + 64 * h;
-      const uint8_t *qh = x + 128 + 32 * h;
-      const int8_t *sc = reinterpret_cast<const int8_t *>(x + 192 + 8 * h);
-      float *yh = y + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        int is = l / 16;
-        int q1 = ((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        // (d * sc) * q, as the oracle groups it.
-        yh[l] = d * static_cast<float>(sc[is + 0]) * static_cast<float>(q1);
-        yh[l + 32] =
-            d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-        yh[l + 64] =
-            d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-        yh[l + 96] =
-            d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
-      }
-    }
-  }
-}
-
-void dequantIQ4_NL(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 18, y += 32) {
-    float d = loadF16(x);
-    const uint8_t *qs = x + 2;
-    for (int j = 0; j < 16; ++j) {
-      y[j] = d * static_cast<float>(kKvaluesIq4nl[qs[j] & 0xf]);
-      y[j + 16] = d * static_cast<float>(kKvaluesIq4nl[qs[j] >> 4]);
-    }
-  }
-}
-
-void dequantIQ4_XS(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 136, y += kQK) {
-    float d = loadF16(x);
-    uint16_t scalesH = loadU16(x + 2);
-    const uint8_t *scalesL = x + 4;
-    const uint8_t *qs = x + 8;
-    for (int ib = 0; ib < 8; ++ib) {
-      int ls = ((scalesL[ib / 2] >> (4 * (ib % 2))) & 0xf) |
-               (((scalesH >> (2 * ib)) & 3) << 4);
-      float dl = d * static_cast<float>(ls - 32);
-      const uint8_t *q = qs + 16 * ib;
-      for (int j = 0; j < 16; ++j) {
-        y[32 * ib + j] = dl * static_cast<float>(kKvaluesIq4nl[q[j] & 0xf]);
-        y[32 * ib + 16 + j] = dl * static_cast<float>(kKvaluesIq4nl[q[j] >> 4]);
-      }
-    }
-  }
-}
-
-void dequantIQ3_S(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 110, y += kQK) {
-    float d = loadF16(x);
-    const uint8_t *qs = x + 2;
-    const uint8_t *qh = x + 66;
-    const uint8_t *signs = x + 74;
-    const uint8_t *scales = x + 106;
-    for (int ib = 0; ib < 8; ++ib) {
-      int s = (scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
-      float db = d * static_cast<float>(1 + 2 * s);
-      for (int l = 0; l < 4; ++l) {
-        for (int h = 0; h < 2; ++h) {
-          int idx =
-              qs[8 * ib + 2 * l + h] | (((qh[ib] >> (2 * l + h)) & 1) << 8);
-          uint32_t g = kIq3sGrid[idx];
-          for (int k = 0; k < 4; ++k) {
-            int e = 4 * h + k;
-            float mag = static_cast<float>((g >> (8 * k)) & 0xff);
-            y[32 * ib + 8 * l + e] =
-                db * mag * signOf((signs[4 * ib + l] >> e) & 1);
-          }
-        }
-      }
-    }
-  }
-}
-
-void dequantIQ3_XXS(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 98, y += kQK) {
-    float d = loadF16(x);
-    const uint8_t *qs = x + 2;
-    for (int ib = 0; ib < 8; ++ib) {
-      uint32_t a = loadU32(qs + 64 + 4 * ib);
-      float db = d * (0.5f + static_cast<float>(a >> 28)) * 0.5f;
-      for (int l = 0; l < 4; ++l) {
-        uint8_t sgn = kKsignsIq2xs[(a >> (7 * l)) & 127];
-        uint32_t g0 = kIq3xxsGrid[qs[8 * ib + 2 * l]];
-        uint32_t g1 = kIq3xxsGrid[qs[8 * ib + 2 * l + 1]];
-        for (int k = 0; k < 8; ++k) {
-          uint32_t g = k < 4 ? g0 : g1;
-          float mag = static_cast<float>((g >> (8 * (k % 4))) & 0xff);
-          y[32 * ib + 8 * l + k] = db * mag * signOf((sgn >> k) & 1);
-        }
-      }
-    }
-  }
-}
-
-void dequantIQ2_XXS(const uint8_t *x, float *y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 66, y += kQK) {
-    float d = loadF16(x);
-    const uint8_t *qs = x + 2;
-    for (int ib = 0; ib < 8; ++ib) {
-      const uint8_t *aux8 = qs + 8 * ib; // the four bytes of a0
-      uint32_t a1 = loadU32(qs + 8 * ib + 4);
-      float db = d * (0.5f + static_cast<float>(a1 >> 28)) * 0.25f;
-      for (int l = 0; l < 4; ++l) {
-        uint64_t g = kIq2xxsGrid[aux8[l]];
-        uint8_t sgn = kKsignsIq2xs[(a1 >> (7 * l)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          float mag = static_cast<float>((g >> (8 * j)) & 0xff);
-          y[32 * ib + 8 * l + j] = db * mag * signOf((sgn >> j) & 1);
-        }
-      }
-    }
-  }
+/// The same for the scalar types (F32, F16, BF16; block size 1): whole groups
+/// of 8 in place, a last partial group through a zero-padded copy.
+template <GgmlType Type, Decode8Fn Decode8>
+void dequantScalars(const uint8_t *__restrict x, float *__restrict y,
+                    int64_t n) {
+  constexpr int kBytes = typeSizeOf(Type);
+  static_assert(blockSizeOf(Type) == 1);
+  int64_t whole = n - n % 8;
+  for (int64_t i = 0; i < whole; i += 8)
+    Decode8(x + i * kBytes, 0, y + i);
+  if (whole == n)
+    return;
+  size_t rest = static_cast<size_t>(n - whole);
+  uint8_t padded[8 * kBytes] = {};
+  std::memcpy(padded, x + whole * kBytes, rest * kBytes);
+  float out[8];
+  Decode8(padded, 0, out);
+  std::memcpy(y + whole, out, rest * sizeof(float));
 }
 
 //===----------------------------------------------------------------------===//
@@ -478,9 +284,9 @@ float fitSymmetric(const float *x, int n, int nlo, int nhi) {
 /// Index of the IQ4_NL codebook value nearest to \p v.
 int nearestKvalue(float v) {
   int best = 0;
-  float bestDist = std::fabs(v - kKvaluesIq4nl[0]);
+  float bestDist = std::fabs(v - strata_kvalues_iq4nl[0]);
   for (int k = 1; k < 16; ++k) {
-    float dist = std::fabs(v - static_cast<float>(kKvaluesIq4nl[k]));
+    float dist = std::fabs(v - static_cast<float>(strata_kvalues_iq4nl[k]));
     if (dist < bestDist) {
       bestDist = dist;
       best = k;
@@ -494,9 +300,10 @@ double iq4Error(const float *x, int n, float d) {
   double err = 0;
   for (int i = 0; i < n; ++i) {
     float v = d != 0 ? x[i] / d : 0.0f;
-    double diff = static_cast<double>(d) *
-                      static_cast<float>(kKvaluesIq4nl[nearestKvalue(v)]) -
-                  x[i];
+    double diff =
+        static_cast<double>(d) *
+            static_cast<float>(strata_kvalues_iq4nl[nearestKvalue(v)]) -
+        x[i];
     err += diff * diff;
   }
   return err;
@@ -517,7 +324,7 @@ float fitIq4(const float *x, int n) {
                         (0.8f + 0.02f * static_cast<float>(step)));
       double sxk = 0, skk = 0;
       for (int i = 0; i < n; ++i) {
-        float k = kKvaluesIq4nl[nearestKvalue(x[i] / d)];
+        float k = strata_kvalues_iq4nl[nearestKvalue(x[i] / d)];
         sxk += static_cast<double>(x[i]) * k;
         skk += static_cast<double>(k) * k;
       }
@@ -554,7 +361,7 @@ struct Iq3sSearchGrid {
       norm[i] = 0;
       int key = 0;
       for (int k = 0; k < 4; ++k) {
-        uint32_t mag = (kIq3sGrid[i] >> (8 * k)) & 0xff;
+        uint32_t mag = (strata_iq3s_grid[i] >> (8 * k)) & 0xff;
         g[k][i] = static_cast<float>(mag);
         norm[i] += g[k][i] * g[k][i];
         key |= static_cast<int>((mag - 1) / 2) << (3 * k);
@@ -883,6 +690,7 @@ void quantIQ3_S(const float *x, uint8_t *y, int64_t nb) {
   }
 }
 
+/// Dequantises n elements, a whole number of blocks.
 using DequantFn = void (*)(const uint8_t *, float *, int64_t);
 using QuantFn = void (*)(const float *, uint8_t *, int64_t);
 
@@ -893,19 +701,25 @@ struct Codec {
 };
 
 constexpr Codec kCodecs[] = {
-    {GgmlType::F32, dequantF32, quantF32},
-    {GgmlType::F16, dequantF16, quantF16},
-    {GgmlType::BF16, dequantBF16, quantBF16},
-    {GgmlType::Q8_0, dequantQ8_0, quantQ8_0},
-    {GgmlType::Q4_0, dequantQ4_0, quantQ4_0},
-    {GgmlType::Q4_K, dequantQ4_K, quantQ4_K},
-    {GgmlType::Q5_K, dequantQ5_K, quantQ5_K},
-    {GgmlType::Q6_K, dequantQ6_K, quantQ6_K},
-    {GgmlType::IQ4_NL, dequantIQ4_NL, quantIQ4_NL},
-    {GgmlType::IQ4_XS, dequantIQ4_XS, quantIQ4_XS},
-    {GgmlType::IQ3_S, dequantIQ3_S, quantIQ3_S},
-    {GgmlType::IQ3_XXS, dequantIQ3_XXS, nullptr},
-    {GgmlType::IQ2_XXS, dequantIQ2_XXS, nullptr},
+    {GgmlType::F32, dequantScalars<GgmlType::F32, strata_dq8_f32>, quantF32},
+    {GgmlType::F16, dequantScalars<GgmlType::F16, strata_dq8_f16>, quantF16},
+    {GgmlType::BF16, dequantScalars<GgmlType::BF16, strata_dq8_bf16>,
+     quantBF16},
+    {GgmlType::Q8_0, dequantBlocks<GgmlType::Q8_0, strata_dq8_q8_0>, quantQ8_0},
+    {GgmlType::Q4_0, dequantBlocks<GgmlType::Q4_0, strata_dq8_q4_0>, quantQ4_0},
+    {GgmlType::Q4_K, dequantBlocks<GgmlType::Q4_K, strata_dq8_q4_k>, quantQ4_K},
+    {GgmlType::Q5_K, dequantBlocks<GgmlType::Q5_K, strata_dq8_q5_k>, quantQ5_K},
+    {GgmlType::Q6_K, dequantBlocks<GgmlType::Q6_K, strata_dq8_q6_k>, quantQ6_K},
+    {GgmlType::IQ4_NL, dequantBlocks<GgmlType::IQ4_NL, strata_dq8_iq4_nl>,
+     quantIQ4_NL},
+    {GgmlType::IQ4_XS, dequantBlocks<GgmlType::IQ4_XS, strata_dq8_iq4_xs>,
+     quantIQ4_XS},
+    {GgmlType::IQ3_S, dequantBlocks<GgmlType::IQ3_S, strata_dq8_iq3_s>,
+     quantIQ3_S},
+    {GgmlType::IQ3_XXS, dequantBlocks<GgmlType::IQ3_XXS, strata_dq8_iq3_xxs>,
+     nullptr},
+    {GgmlType::IQ2_XXS, dequantBlocks<GgmlType::IQ2_XXS, strata_dq8_iq2_xxs>,
+     nullptr},
 };
 
 const Codec *findCodec(GgmlType type) {
@@ -943,7 +757,7 @@ bool dequantizeRow(GgmlType type, const uint8_t *src, float *dst, int64_t n) {
   int64_t nb = blockCount(type, n);
   if (!c || nb < 0)
     return false;
-  c->dequant(src, dst, nb);
+  c->dequant(src, dst, n);
   return true;
 }
 

@@ -3,8 +3,10 @@
 // Reference (scalar, CPU) conversions between float32 and the ggml element
 // types strata loads. Dequantisation is bit-exact with gguf-py's
 // `gguf.quants.dequantize` (the project's test oracle, see
-// shared/reference/gguf-and-quants.md section 2); Quants.cpp must be compiled
-// with -ffp-contract=off so that `a*b - c` is never fused into an FMA.
+// shared/reference/gguf-and-quants.md section 2) and goes through
+// BlockDecode.h, the decoders GPU kernels share. Quants.cpp must be compiled
+// with -ffp-contract=off for the quantisers: Q4_0's `x*id + 8.5` matches
+// gguf-py only unfused.
 //
 // Quantisation is round-to-nearest with a small per-block scale search: good
 // enough to build realistic synthetic test models, not a replacement for
@@ -51,9 +53,10 @@ bool canQuantize(GgmlType type);
 int64_t rowSizeInBytes(GgmlType type, int64_t n);
 
 /// Dequantises \p n elements of \p type stored at \p src (packed blocks, no
-/// alignment required) into \p dst. Returns false, writing nothing, if the
-/// type is not supported or \p n is not a non-negative multiple of the block
-/// size.
+/// alignment required) into \p dst, which must not overlap \p src. Returns
+/// false, writing nothing, if the type is not supported or \p n is not a
+/// non-negative multiple of the block size. Every type goes through
+/// BlockDecode.h's 8-element decoders, the ones GPU kernels use.
 bool dequantizeRow(GgmlType type, const uint8_t *src, float *dst, int64_t n);
 
 /// Quantises \p n floats at \p src into rowSizeInBytes(type, n) bytes at

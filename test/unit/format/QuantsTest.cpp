@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Quants.h"
 
+#include "runtime/format/BlockDecodeHost.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,10 +17,6 @@
 #include <numbers>
 #include <random>
 #include <vector>
-
-namespace strata::format {
-#include "runtime/format/IqGrids.inc"
-} // namespace strata::format
 
 using namespace strata::format;
 
@@ -178,21 +176,21 @@ TEST(Bf16, Conversions) {
 //===----------------------------------------------------------------------===//
 
 TEST(IqGrids, QuotedValues) {
-  EXPECT_EQ(kIq3sGrid[0], 0x01010101u);
-  EXPECT_EQ(kIq3sGrid[1], 0x01010103u);
-  EXPECT_EQ(kIq3sGrid[4], 0x0101010fu);
-  EXPECT_EQ(kIq3sGrid[511], 0x0f0f0101u);
-  EXPECT_EQ(kIq3xxsGrid[0], 0x04040404u);
-  EXPECT_EQ(kIq3xxsGrid[255], 0x3e341c04u);
-  EXPECT_EQ(kIq2xxsGrid[0], 0x0808080808080808ull);
-  EXPECT_EQ(kIq2xxsGrid[255], 0x2b2b2b1908081908ull);
+  EXPECT_EQ(strata_iq3s_grid[0], 0x01010101u);
+  EXPECT_EQ(strata_iq3s_grid[1], 0x01010103u);
+  EXPECT_EQ(strata_iq3s_grid[4], 0x0101010fu);
+  EXPECT_EQ(strata_iq3s_grid[511], 0x0f0f0101u);
+  EXPECT_EQ(strata_iq3xxs_grid[0], 0x04040404u);
+  EXPECT_EQ(strata_iq3xxs_grid[255], 0x3e341c04u);
+  EXPECT_EQ(strata_iq2xxs_grid[0], 0x0808080808080808ull);
+  EXPECT_EQ(strata_iq2xxs_grid[255], 0x2b2b2b1908081908ull);
   const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                       1,    13,   25,  38,  53,  69,  89,  113};
   for (int i = 0; i < 16; ++i)
-    EXPECT_EQ(kKvaluesIq4nl[i], kv[i]);
+    EXPECT_EQ(strata_kvalues_iq4nl[i], kv[i]);
   for (int i = 0; i < 128; ++i) {
     int parity = __builtin_popcount(static_cast<unsigned>(i)) & 1;
-    EXPECT_EQ(kKsignsIq2xs[i], i | (parity << 7)) << i;
+    EXPECT_EQ(strata_ksigns_iq2xs[i], i | (parity << 7)) << i;
   }
 }
 
@@ -295,8 +293,8 @@ TEST(Dequantize, IQ4_NLAndIQ4_XS) {
     nl[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   std::vector<float> y = dequant(GgmlType::IQ4_NL, nl);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(y[j], 0.5f * kKvaluesIq4nl[j]);
-    EXPECT_EQ(y[j + 16], 0.5f * kKvaluesIq4nl[15 - j]);
+    EXPECT_EQ(y[j], 0.5f * strata_kvalues_iq4nl[j]);
+    EXPECT_EQ(y[j + 16], 0.5f * strata_kvalues_iq4nl[15 - j]);
   }
 
   std::vector<uint8_t> xs(136);
@@ -316,7 +314,7 @@ TEST(Dequantize, IQ4_NLAndIQ4_XS) {
     int ib = e / 32, j = e % 16;
     uint8_t byte = xs[8 + 16 * ib + j];
     int idx = (e % 32) < 16 ? byte & 15 : byte >> 4;
-    EXPECT_EQ(y[e], 0.25f * (ls[ib] - 32) * kKvaluesIq4nl[idx]) << e;
+    EXPECT_EQ(y[e], 0.25f * (ls[ib] - 32) * strata_kvalues_iq4nl[idx]) << e;
   }
 }
 
@@ -330,7 +328,7 @@ TEST(Dequantize, IQ3_S) {
   for (int e = 0; e < 256; ++e) {
     int ib = e / 32, quad = (e % 32) / 4, k = e % 4;
     int idx = b[2 + 8 * ib + quad] | (((b[66 + ib] >> quad) & 1) << 8);
-    int mag = (kIq3sGrid[idx] >> (8 * k)) & 0xff;
+    int mag = (strata_iq3s_grid[idx] >> (8 * k)) & 0xff;
     int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
     bool neg = (b[74 + e / 8] >> (e % 8)) & 1;
     float expected = 0.75f * (1 + 2 * s) * mag;
@@ -350,8 +348,9 @@ TEST(Dequantize, IQ3_XXSAndIQ2_XXS) {
     uint32_t a;
     std::memcpy(&a, &b[2 + 64 + 4 * ib], 4);
     int mag =
-        (kIq3xxsGrid[b[2 + 8 * ib + 2 * l + k / 4]] >> (8 * (k % 4))) & 0xff;
-    bool neg = (kKsignsIq2xs[(a >> (7 * l)) & 127] >> k) & 1;
+        (strata_iq3xxs_grid[b[2 + 8 * ib + 2 * l + k / 4]] >> (8 * (k % 4))) &
+        0xff;
+    bool neg = (strata_ksigns_iq2xs[(a >> (7 * l)) & 127] >> k) & 1;
     float expected = 1.5f * (0.5f + (a >> 28)) * 0.5f * mag;
     EXPECT_EQ(y[e], neg ? -expected : expected) << e;
   }
@@ -365,9 +364,9 @@ TEST(Dequantize, IQ3_XXSAndIQ2_XXS) {
     int ib = e / 32, l = (e % 32) / 8, j = e % 8;
     uint32_t a1;
     std::memcpy(&a1, &c[2 + 8 * ib + 4], 4);
-    int mag =
-        static_cast<int>((kIq2xxsGrid[c[2 + 8 * ib + l]] >> (8 * j)) & 0xff);
-    bool neg = (kKsignsIq2xs[(a1 >> (7 * l)) & 127] >> j) & 1;
+    int mag = static_cast<int>(
+        (strata_iq2xxs_grid[c[2 + 8 * ib + l]] >> (8 * j)) & 0xff);
+    bool neg = (strata_ksigns_iq2xs[(a1 >> (7 * l)) & 127] >> j) & 1;
     float expected = 0.375f * (0.5f + (a1 >> 28)) * 0.25f * mag;
     EXPECT_EQ(y[e], neg ? -expected : expected) << e;
   }

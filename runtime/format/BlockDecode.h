@@ -1,0 +1,337 @@
+//===- BlockDecode.h - freestanding ggml block decoders ---------*- C++ -*-===//
+//
+// The one definition of how ggml weight blocks become float32, shared by the
+// CPU reference (Quants.cpp dequantises rows through it) and by generated GPU
+// kernels (which decode 8 elements per thread inside their tiles). Sharing the
+// text is what keeps the two bit-identical; the formulas and their operation
+// order are those of gguf-py's numpy dequantisers (the test oracle, see
+// shared/reference/gguf-and-quants.md section 2).
+//
+// Freestanding: this header includes nothing, so that it compiles unchanged as
+// host C++, as HIP device code (clang -x hip --offload-arch=gfx1151
+// --cuda-device-only -nogpulib -nogpuinc) and as CUDA device code (clang -x
+// cuda --cuda-gpu-arch=sm_90 --cuda-device-only -nocudainc -nocudalib).
+//
+// Contract: before including it, the includer defines
+//
+//   STRATA_FN     qualifiers of every function below.
+//                   host:    inline __attribute__((always_inline))
+//                            (so that, inlined with a constant i0, a row
+//                            loop decodes as fast as a whole-block loop)
+//                   device:  static inline __attribute__((device))
+//                            __attribute__((always_inline))
+//   STRATA_TABLE  qualifiers that start the definition of a constant lookup
+//                 table (it is followed by the element type, the name and the
+//                 initialiser). Checked by test/unit/format/
+//                 block_decode_device_check.sh:
+//                   host:    inline constexpr  (one copy across translation
+//                            units)
+//                   gfx1151: static __attribute__((constant)) const
+//                            (address space 4 data in the code object's
+//                            .rodata; uniform indices load with s_load,
+//                            divergent ones with global_load)
+//                   sm_90:   static __attribute__((device))
+//                            (a .global array read with ld.global.nc, also
+//                            `static __device__` under NVRTC; clang puts a
+//                            *const* __device__ or a __constant__ array in
+//                            the .const bank instead, whose reads serialise
+//                            when a warp's threads index it differently, as
+//                            grid lookups do: on an H200, IQ3_S, IQ4_XS and
+//                            IQ2_XXS decoded 3 to 5 times slower from there)
+//   uint8_t, int8_t, uint16_t, uint32_t, uint64_t
+//                 the fixed-width integer types (the host includes
+//                 <cstdint>; a device prelude typedefs unsigned char, ...;
+//                 int32_t is customary there too but not needed here).
+//
+// runtime/format/BlockDecodeHost.h is the host includer. Every name declared
+// here is a plain global prefixed `strata_`, so C-style generated kernel
+// sources can include it next to their own names without a namespace.
+//
+// Blocks are unaligned little-endian byte streams (as stored in GGUF files),
+// so every multi-byte field is assembled from bytes.
+//
+// Floating point: values are computed in float32 in the oracle's order, e.g.
+// (d * scale) * q. With finite f16 scales every product here is exact: d's
+// significand has 11 bits and the integer it is multiplied by (scale times
+// quant or grid magnitude, halves and quarters aside) is below 2^13 in every
+// format, so each product fits float32's 24 bits, and no value leaves the
+// normal range. The only rounding is Q4_K/Q5_K's final `- dmin*m`, so a
+// compiler that contracts it into a fused multiply-add, reorders the products
+// or flushes denormals gives the same bits: includers need no -ffp-contract
+// or --fmad setting (BlockDecodeTest checks the K-quant case against fma).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_FORMAT_BLOCKDECODE_H
+#define STRATA_RUNTIME_FORMAT_BLOCKDECODE_H
+
+#ifndef STRATA_FN
+#error "define STRATA_FN (function qualifiers) before including BlockDecode.h"
+#endif
+#ifndef STRATA_TABLE
+#error "define STRATA_TABLE (table qualifiers) before including BlockDecode.h"
+#endif
+
+// iq3s_grid, iq3xxs_grid, iq2xxs_grid, ksigns_iq2xs and kvalues_iq4nl as
+// strata_* tables, generated from gguf-py by scripts/gen_iq_grids.py.
+#include "runtime/format/IqGrids.inc"
+
+//===----------------------------------------------------------------------===//
+// Scalars
+//===----------------------------------------------------------------------===//
+
+/// Converts IEEE binary16 bits to float32 exactly, by bit manipulation only
+/// (no float arithmetic, so no target's denormal or NaN handling can differ).
+/// Subnormals become normal floats; Inf keeps its sign; NaN keeps its sign and
+/// payload (shifted up by 13 bits, never quietened) as numpy's float16 ->
+/// float32 cast (the oracle) does.
+STRATA_FN float strata_f16_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) { // Inf or NaN
+    bits = sign | 0x7f800000 | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    // Subnormal half, mant * 2^-24: move the leading 1 up to the implicit
+    // bit 10, lowering the exponent with each step (1 to 10 steps). A loop
+    // rather than a count-leading-zeros builtin, which NVRTC lacks.
+    uint32_t e = 113;
+    do {
+      mant <<= 1;
+      --e;
+    } while (!(mant & 0x400));
+    bits = sign | (e << 23) | ((mant & 0x3ff) << 13);
+  }
+  return __builtin_bit_cast(float, bits);
+}
+
+/// Converts bfloat16 bits to float32 exactly (the bits shifted up by 16).
+STRATA_FN float strata_bf16_to_f32(uint16_t b) {
+  return __builtin_bit_cast(float, static_cast<uint32_t>(b) << 16);
+}
+
+/// The little-endian u16 at \p p (any alignment).
+STRATA_FN uint16_t strata_load_u16(const uint8_t *p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+/// The little-endian u32 at \p p (any alignment).
+STRATA_FN uint32_t strata_load_u32(const uint8_t *p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+
+/// The binary16 at \p p (any alignment) as float32.
+STRATA_FN float strata_load_f16(const uint8_t *p) {
+  return strata_f16_to_f32(strata_load_u16(p));
+}
+
+/// +1 or -1 for a sign bit: the oracle multiplies by the sign rather than
+/// negating (identical for finite values, kept literal for NaN).
+STRATA_FN float strata_sign(uint32_t bit) { return bit ? -1.0f : 1.0f; }
+
+/// The 6-bit (scale, min) pair of sub-block \p j (0..7) of a Q4_K/Q5_K block
+/// from its 12 packed scale bytes; reads only the bytes that hold them.
+STRATA_FN void strata_scale_min_k4(int j, const uint8_t *scales, int *sc,
+                                   int *m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = (scales[j + 4] & 0xf) | ((scales[j - 4] >> 6) << 4);
+    *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// 8-element decoders
+//
+// strata_dq8_<type>(block, i0, out) writes elements i0 .. i0+7 of the block at
+// \p block to out[0..7], bit-identical to dequantising the whole block. \p i0
+// is a multiple of 8 below the block size. Each decoder reads only the block's
+// scales and the bytes holding its 8 quants, so a GPU thread that owns 8
+// elements loads nothing else. A group of 8 never straddles a sub-block, so
+// each group has one scale.
+//===----------------------------------------------------------------------===//
+
+/// F32 "blocks" are single elements: reads elements i0..i0+7 of the
+/// little-endian float32 array at \p p (any alignment; any i0 >= 0).
+STRATA_FN void strata_dq8_f32(const uint8_t *p, int i0, float *out) {
+  for (int k = 0; k < 8; ++k)
+    out[k] = __builtin_bit_cast(float, strata_load_u32(p + 4 * (i0 + k)));
+}
+
+/// Elements i0..i0+7 of the binary16 array at \p p (any alignment).
+STRATA_FN void strata_dq8_f16(const uint8_t *p, int i0, float *out) {
+  for (int k = 0; k < 8; ++k)
+    out[k] = strata_load_f16(p + 2 * (i0 + k));
+}
+
+/// Elements i0..i0+7 of the bfloat16 array at \p p (any alignment).
+STRATA_FN void strata_dq8_bf16(const uint8_t *p, int i0, float *out) {
+  for (int k = 0; k < 8; ++k)
+    out[k] = strata_bf16_to_f32(strata_load_u16(p + 2 * (i0 + k)));
+}
+
+/// Q8_0, 32 elements in 34 bytes: d (f16) @0, qs[32] (int8) @2.
+/// y[e] = qs[e] * d.
+STRATA_FN void strata_dq8_q8_0(const uint8_t *block, int i0, float *out) {
+  float d = strata_load_f16(block);
+  const uint8_t *qs = block + 2 + i0;
+  for (int k = 0; k < 8; ++k)
+    out[k] = static_cast<float>(static_cast<int8_t>(qs[k])) * d;
+}
+
+/// Q4_0, 32 elements in 18 bytes: d (f16) @0, qs[16] @2. Element e < 16 is
+/// the low nibble of qs[e], e >= 16 the high nibble of qs[e - 16].
+/// y = d * (nibble - 8).
+STRATA_FN void strata_dq8_q4_0(const uint8_t *block, int i0, float *out) {
+  float d = strata_load_f16(block);
+  const uint8_t *qs = block + 2 + (i0 & 15);
+  int shift = i0 & 16 ? 4 : 0;
+  for (int k = 0; k < 8; ++k)
+    out[k] = d * static_cast<float>(((qs[k] >> shift) & 0xf) - 8);
+}
+
+/// Q4_K, 256 elements in 144 bytes: d @0, dmin @2 (f16), scales[12] @4,
+/// qs[128] @16. Sub-block j = e/32 has 6-bit (sc, m); element e is nibble
+/// (j & 1) of qs[32 * (j/2) + e % 32]. y = (d*sc) * q - dmin*m.
+STRATA_FN void strata_dq8_q4_k(const uint8_t *block, int i0, float *out) {
+  int j = i0 >> 5;
+  int sc, m;
+  strata_scale_min_k4(j, block + 4, &sc, &m);
+  float d = strata_load_f16(block) * static_cast<float>(sc);
+  float mf = strata_load_f16(block + 2) * static_cast<float>(m);
+  const uint8_t *qs = block + 16 + 32 * (j >> 1) + (i0 & 31);
+  int shift = 4 * (j & 1);
+  for (int k = 0; k < 8; ++k)
+    out[k] = d * static_cast<float>((qs[k] >> shift) & 0xf) - mf;
+}
+
+/// Q5_K, 256 elements in 176 bytes: d @0, dmin @2, scales[12] @4 (as Q4_K),
+/// qh[32] @16, qs[128] @48. Element e of sub-block j = e/32 is Q4_K's nibble
+/// plus 16 * bit j of qh[e % 32]. y = (d*sc) * q - dmin*m.
+STRATA_FN void strata_dq8_q5_k(const uint8_t *block, int i0, float *out) {
+  int j = i0 >> 5;
+  int sc, m;
+  strata_scale_min_k4(j, block + 4, &sc, &m);
+  float d = strata_load_f16(block) * static_cast<float>(sc);
+  float mf = strata_load_f16(block + 2) * static_cast<float>(m);
+  const uint8_t *qh = block + 16 + (i0 & 31);
+  const uint8_t *qs = block + 48 + 32 * (j >> 1) + (i0 & 31);
+  int shift = 4 * (j & 1);
+  for (int k = 0; k < 8; ++k) {
+    int q = ((qs[k] >> shift) & 0xf) | (((qh[k] >> j) & 1) << 4);
+    out[k] = d * static_cast<float>(q) - mf;
+  }
+}
+
+/// Q6_K, 256 elements in 210 bytes: ql[128] @0 (low 4 bits), qh[64] @128
+/// (high 2 bits), scales[16] (int8) @192, d (f16) @208. Element e = 128h + 32r
+/// + l (half h, quarter r, l < 32) takes the nibble (r >> 1) of
+/// ql[64h + 32(r & 1) + l] and bits 2r..2r+1 of qh[32h + l];
+/// y = (d * scales[e/16]) * (q - 32).
+STRATA_FN void strata_dq8_q6_k(const uint8_t *block, int i0, float *out) {
+  int h = i0 >> 7, r = (i0 >> 5) & 3, l = i0 & 31;
+  float d = strata_load_f16(block + 208);
+  float sc = static_cast<float>(static_cast<int8_t>(block[192 + (i0 >> 4)]));
+  const uint8_t *ql = block + 64 * h + 32 * (r & 1) + l;
+  const uint8_t *qh = block + 128 + 32 * h + l;
+  int shift = 4 * (r >> 1);
+  for (int k = 0; k < 8; ++k) {
+    int q = ((ql[k] >> shift) & 0xf) | (((qh[k] >> (2 * r)) & 3) << 4);
+    out[k] = d * sc * static_cast<float>(q - 32);
+  }
+}
+
+/// IQ4_NL, 32 elements in 18 bytes: d (f16) @0, qs[16] @2, nibbles laid out
+/// as Q4_0's. y = d * kvalues_iq4nl[nibble].
+STRATA_FN void strata_dq8_iq4_nl(const uint8_t *block, int i0, float *out) {
+  float d = strata_load_f16(block);
+  const uint8_t *qs = block + 2 + (i0 & 15);
+  int shift = i0 & 16 ? 4 : 0;
+  for (int k = 0; k < 8; ++k)
+    out[k] =
+        d * static_cast<float>(strata_kvalues_iq4nl[(qs[k] >> shift) & 0xf]);
+}
+
+/// IQ4_XS, 256 elements in 136 bytes: d (f16) @0, scales_h (u16) @2,
+/// scales_l[4] @4, qs[128] @8. Sub-block ib = e/32 has the 6-bit scale
+/// ls = nibble (ib & 1) of scales_l[ib/2] | bits 2ib..2ib+1 of scales_h << 4,
+/// and IQ4_NL's nibble layout in qs[16ib..16ib+15].
+/// y = (d * (ls - 32)) * kvalues_iq4nl[nibble].
+STRATA_FN void strata_dq8_iq4_xs(const uint8_t *block, int i0, float *out) {
+  int ib = i0 >> 5;
+  uint16_t scalesH = strata_load_u16(block + 2);
+  int ls = ((block[4 + (ib >> 1)] >> (4 * (ib & 1))) & 0xf) |
+           (((scalesH >> (2 * ib)) & 3) << 4);
+  float dl = strata_load_f16(block) * static_cast<float>(ls - 32);
+  const uint8_t *qs = block + 8 + 16 * ib + (i0 & 15);
+  int shift = i0 & 16 ? 4 : 0;
+  for (int k = 0; k < 8; ++k)
+    out[k] =
+        dl * static_cast<float>(strata_kvalues_iq4nl[(qs[k] >> shift) & 0xf]);
+}
+
+/// IQ3_S, 256 elements in 110 bytes: d (f16) @0, qs[64] @2, qh[8] @66,
+/// signs[32] @74, scales[4] @106. Group g = e/8 (sub-block ib = g/4) holds two
+/// 9-bit grid indices qs[2g + t] | bit (2g + t) % 8 of qh[ib] << 8 (t = 0, 1;
+/// 4 magnitudes each) and the sign byte signs[g].
+/// y = (d * (1 + 2 * scale nibble ib)) * magnitude * sign.
+STRATA_FN void strata_dq8_iq3_s(const uint8_t *block, int i0, float *out) {
+  int g = i0 >> 3, ib = i0 >> 5;
+  int s = (block[106 + (ib >> 1)] >> (4 * (ib & 1))) & 0xf;
+  float db = strata_load_f16(block) * static_cast<float>(1 + 2 * s);
+  int qh = block[66 + ib] >> (2 * (g & 3));
+  uint32_t lo = strata_iq3s_grid[block[2 + 2 * g] | ((qh & 1) << 8)];
+  uint32_t hi = strata_iq3s_grid[block[3 + 2 * g] | ((qh & 2) << 7)];
+  uint32_t signs = block[74 + g];
+  for (int k = 0; k < 8; ++k) {
+    uint32_t grid = k < 4 ? lo : hi;
+    float mag = static_cast<float>((grid >> (8 * (k & 3))) & 0xff);
+    out[k] = db * mag * strata_sign((signs >> k) & 1);
+  }
+}
+
+/// IQ3_XXS, 256 elements in 98 bytes: d (f16) @0, qs[64] @2 (8-bit grid
+/// indices, two per group of 8), then one u32 per sub-block ib @66 + 4ib:
+/// bits 28..31 the scale, bits 7l..7l+6 the sign index of group l.
+/// y = (d * (0.5 + scale) * 0.5) * magnitude * sign.
+STRATA_FN void strata_dq8_iq3_xxs(const uint8_t *block, int i0, float *out) {
+  int g = i0 >> 3, ib = i0 >> 5;
+  uint32_t a = strata_load_u32(block + 66 + 4 * ib);
+  float db =
+      strata_load_f16(block) * (0.5f + static_cast<float>(a >> 28)) * 0.5f;
+  uint32_t signs = strata_ksigns_iq2xs[(a >> (7 * (g & 3))) & 127];
+  uint32_t lo = strata_iq3xxs_grid[block[2 + 2 * g]];
+  uint32_t hi = strata_iq3xxs_grid[block[3 + 2 * g]];
+  for (int k = 0; k < 8; ++k) {
+    uint32_t grid = k < 4 ? lo : hi;
+    float mag = static_cast<float>((grid >> (8 * (k & 3))) & 0xff);
+    out[k] = db * mag * strata_sign((signs >> k) & 1);
+  }
+}
+
+/// IQ2_XXS, 256 elements in 66 bytes: d (f16) @0, then 8 bytes per sub-block
+/// ib @2 + 8ib: four 8-bit grid indices (one per group of 8) and a u32 with
+/// the scale in bits 28..31 and the sign index of group l in bits 7l..7l+6.
+/// y = (d * (0.5 + scale) * 0.25) * magnitude * sign.
+STRATA_FN void strata_dq8_iq2_xxs(const uint8_t *block, int i0, float *out) {
+  int g = i0 >> 3, ib = i0 >> 5;
+  const uint8_t *sub = block + 2 + 8 * ib;
+  uint32_t a = strata_load_u32(sub + 4);
+  float db =
+      strata_load_f16(block) * (0.5f + static_cast<float>(a >> 28)) * 0.25f;
+  uint32_t signs = strata_ksigns_iq2xs[(a >> (7 * (g & 3))) & 127];
+  uint64_t grid = strata_iq2xxs_grid[sub[g & 3]];
+  for (int k = 0; k < 8; ++k) {
+    float mag = static_cast<float>((grid >> (8 * k)) & 0xff);
+    out[k] = db * mag * strata_sign((signs >> k) & 1);
+  }
+}
+
+#endif // STRATA_RUNTIME_FORMAT_BLOCKDECODE_H
