@@ -68,9 +68,12 @@ public:
   std::string strAttr(const format::BodyOp &op, const std::string &name) const;
   bool hasAttr(const format::BodyOp &op, const std::string &name) const;
 
-  /// The parameter list "const float *in0, ..., float *out0, ..., long T"
-  /// (and the plan's argument order in out.args).
+  /// The parameter list "const float *in0, ..., float *out0, ..., [char
+  /// *ws,] long T" (and the plan's argument order in out.args).
   std::string params();
+  /// The kernel takes the workspace (its temporaries, laid out as
+  /// PlanKernel::workspaceBytes counts them) as argument "workspace".
+  bool workspace = false;
 
   template <typename... A> void line(fmt::format_string<A...> f, A &&...a) {
     fmt::format_to(std::back_inserter(code), f, std::forward<A>(a)...);

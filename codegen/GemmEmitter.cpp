@@ -177,8 +177,11 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     }
     e.line("    }}");
     e.line("    sync_block();");
+    e.line("#pragma unroll");
     e.line("    for (int kk = 0; kk < {}; kk += 16)", kBK);
+    e.line("#pragma unroll");
     e.line("      for (int i = 0; i < {}; ++i)", fm);
+    e.line("#pragma unroll");
     e.line("        for (int j = 0; j < {}; ++j) {{", fn);
     for (size_t b = 0; b < nb; ++b)
       e.line("          mma_16x16x16(acc{}[i][j], As + ((wm * {} + i) * 16) * "
@@ -187,8 +190,11 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("        }}");
     e.line("    sync_block();");
     e.line("  }}");
+    e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i)", fm);
+    e.line("#pragma unroll");
     e.line("    for (int j = 0; j < {}; ++j)", fn);
+    e.line("#pragma unroll");
     e.line("      for (int q = 0; q < 8; ++q) {{");
     e.line("        int r, c;");
     e.line("        mma_acc_coord(q, &r, &c);");
@@ -231,8 +237,11 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     }
     e.line("    }}");
     e.line("    sync_block();");
+    e.line("#pragma unroll");
     e.line("    for (int kk = 0; kk < {}; ++kk)", kBK);
+    e.line("#pragma unroll");
     e.line("      for (int i = 0; i < {}; ++i)", rm);
+    e.line("#pragma unroll");
     e.line("        for (int j = 0; j < {}; ++j) {{", rn);
     for (size_t b = 0; b < nb; ++b)
       e.line("          acc{}[i][j] += As[(ty + 16 * i) * {} + kk] * Bs{}[(tx "
@@ -241,7 +250,9 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("        }}");
     e.line("    sync_block();");
     e.line("  }}");
+    e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i)", rm);
+    e.line("#pragma unroll");
     e.line("    for (int j = 0; j < {}; ++j) {{", rn);
     e.line("        int r = ty + 16 * i, c = tx + 16 * j;");
     e.line("        long m = m0 + r, n = {};", g.colOf("c"));

@@ -169,6 +169,10 @@ std::string Emitter::params() {
     p += fmt::format("{} *out{}, ", t.ctype, o);
     out.args.push_back(fmt::format("buffer:{}", kernel.outputs[o]));
   }
+  if (workspace) {
+    p += "char *ws, ";
+    out.args.push_back("workspace");
+  }
   out.args.push_back("T");
   return p + "long T";
 }

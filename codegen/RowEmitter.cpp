@@ -437,47 +437,64 @@ void RowEmitter::run() {
   rowShape = y0.shape;
   if (rowShape.empty())
     rowShape.push_back({0, 1, 1});
-  std::string params = e.params();
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::QsaSelect) {
-      int64_t most = std::max<int64_t>(1, e.plan.maxTokens / e.intAttr(op, "block"));
+      int64_t most =
+          std::max<int64_t>(1, e.plan.maxTokens / e.intAttr(op, "block"));
       qsaBlocks = 1;
       while (qsaBlocks < most)
         qsaBlocks *= 2;
     }
+  // LDS/shared: reductions, routing, the QSA sort, then the temporaries'
+  // rows if they fit the static limit (48 KiB on sm_90, with headroom);
+  // else the temporaries live in the kernel's workspace, one row per block.
+  uint64_t fixed = 256 + 8 * qsaBlocks, temps = 0;
+  for (const BodyOp &op : e.body)
+    if (op.recipe == Recipe::MoeRoute)
+      fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
+  for (const format::BodyTemp &t : e.kernel.temps) {
+    if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
+      throw Unsupported("a temporary is not aligned with the row");
+    if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32)
+      throw Unsupported("a temporary that is not f32 or i32");
+    temps += 4 * constProduct(t.shape, 1);
+  }
+  if (fixed > 44 * 1024)
+    throw Unsupported(fmt::format("the row needs {} bytes of LDS", fixed));
+  e.workspace = fixed + temps > 44 * 1024;
+  std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
   e.line("  const long row = bid_x();");
   e.line("  if (row >= {}) return;", dimExpr(rowShape[0]));
   e.line("  STRATA_SHARED float red[32];");
   e.line("  STRATA_SHARED int redi[32];");
   e.line("  (void)red; (void)redi;");
-  uint64_t shared = 256;
+  if (e.workspace)
+    e.line("  long wsoff = 0;");
   for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
     const format::BodyTemp &t = e.kernel.temps[j];
-    if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
-      throw Unsupported("a temporary is not aligned with the row");
     int64_t n = constProduct(t.shape, 1);
-    e.line("  STRATA_SHARED {} tmp{}[{}];",
-           t.dtype == format::DType::I32 ? "int32_t" : "float", j, n);
-    shared += 4 * n;
+    const char *type = t.dtype == format::DType::I32 ? "int32_t" : "float";
+    if (!e.workspace) {
+      e.line("  STRATA_SHARED {} tmp{}[{}];", type, j, n);
+      continue;
+    }
+    // PlanKernel::workspaceBytes' layout: each temporary 256-byte aligned.
+    e.line("  {} *tmp{} = ({} *)(ws + wsoff) + row * {}L;", type, j, type, n);
+    e.line("  wsoff += ({} * {}L * 4 + 255) / 256 * 256;", dimExpr(t.shape[0]),
+           n);
   }
   if (qsaBlocks) {
     e.line("  STRATA_SHARED float qsa_score[{}];", qsaBlocks);
     e.line("  STRATA_SHARED int qsa_id[{}];", qsaBlocks);
-    shared += 8 * qsaBlocks;
   }
   for (const BodyOp &op : e.body) {
-    if (op.recipe == Recipe::MoeRoute)
-      shared += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
     this->op(op);
     e.line("  sync_block();");
   }
   e.line("}}");
-  if (shared > 65536)
-    throw Unsupported(fmt::format("the row needs {} bytes of LDS", shared));
   e.out.grid = {rowShape[0], {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
-  e.out.sharedBytes = shared;
 }
 
 } // namespace

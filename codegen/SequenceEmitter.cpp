@@ -177,16 +177,23 @@ void emitDeltaKernel(Emitter &e) {
   Tensor y = e.tensor(op.outputs[0]);
   int64_t hk = q.shape[1].constant, dk = q.shape[2].constant;
   int64_t h = v.shape[1].constant, dv = v.shape[2].constant;
-  if (dk > 128 || dv > 1024)
-    throw Unsupported("state wider than 128 x 1024");
-  int64_t threads = (dv + 31) / 32 * 32;
+  if (dk > 128 || dk % 2)
+    throw Unsupported("key dim above 128 or odd");
+  // Two threads per state column when the column is long (keeps the state
+  // in registers without spills).
+  int split = dk > 64 ? 2 : 1;
+  int64_t threads = (dv * split + 31) / 32 * 32;
+  if (threads > 1024)
+    throw Unsupported("more than 1024 threads for the state columns");
   float scale = e.hasAttr(op, "scale")
                     ? static_cast<float>(e.floatAttr(op, "scale"))
                     : 1.0f / std::sqrt(static_cast<float>(dk));
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
-  e.line("  delta_head<{}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, {}L>(",
-         h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", threads, q.stride[0],
+  e.line("  delta_head<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
+         "{}L>(",
+         h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", threads, split,
+         q.stride[0],
          q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
   e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,
          k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,

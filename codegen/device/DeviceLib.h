@@ -244,8 +244,10 @@ STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
   }
   sync_block();
   float sum = 0;
-  float chosen[K];
-  int chosenId[K];
+  // The picks, in shared memory (a register array indexed by the round
+  // would go to scratch).
+  STRATA_SHARED float chosen[K];
+  STRATA_SHARED int chosenId[K];
   for (int s = 0; s < K; ++s) {
     // Best (number before NaN, larger value, lower id) per thread, wave,
     // block; taken experts hold the bit pattern 0xffffffff and are skipped.
@@ -272,15 +274,17 @@ STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
     for (int j = 1; j < NT / 32; ++j)
       if (route_better(red[j], redi[j], bv, bi))
         bv = red[j], bi = redi[j];
-    chosen[s] = bv;
-    chosenId[s] = bi;
     sync_block();
-    if (tid_x() == 0)
+    if (tid_x() == 0) {
       p[bi] = sm_from_bits(0xffffffffu);
+      chosen[s] = bv;
+      chosenId[s] = bi;
+    }
     sync_block();
   }
-  for (int s = 0; s < K; ++s)
-    sum += chosen[s];
+  if (tid_x() == 0)
+    for (int s = 0; s < K; ++s)
+      sum += chosen[s];
   if (tid_x() == 0)
     for (int s = 0; s < K; ++s) {
       ids[s] = chosenId[s];
@@ -409,6 +413,7 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
     }
   }
   float o[CPT];
+#pragma unroll
   for (int c = 0; c < CPT; ++c)
     o[c] = 0;
   float mrow = -__builtin_inff(), lrow = 0;
@@ -477,6 +482,7 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
     lrow = lrow * corr + psum;
     mrow = mnew;
     sync_block();
+#pragma unroll
     for (int c = 0; c < CPT; ++c) {
       float a = o[c] * corr;
       for (int jj = 0; jj < KC; ++jj)
@@ -486,6 +492,7 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
   }
   if (t >= T)
     return;
+#pragma unroll
   for (int c = 0; c < CPT; ++c) {
     int col = x + c * TPR;
     float val = lrow > 0 ? o[c] / lrow : 0.0f;
@@ -496,20 +503,24 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
 }
 
 /// The gated delta rule for value head h = block x, recurrent over T (the
-/// CPU's order per token): thread j owns column j of the state S[DK][DV] in
-/// registers; q_t and k_t go through shared memory. Element (t, h, c) of q
-/// is q[t*QT + h*QH + c], likewise k, v; g and beta are [T, H].
-template <int H, int HK, int DK, int DV, bool TILED, int NT, long QT, long QH,
-          long KT, long KH, long VT, long VH, class Q, class K, class V,
-          class G, class B, class Y>
+/// CPU's order per token): state column j of S[DK][DV] lives in the
+/// registers of SPLIT threads (rows split between them, partial dot products
+/// joined by a shuffle); q_t and k_t go through shared memory. Element
+/// (t, h, c) of q is q[t*QT + h*QH + c], likewise k, v; g and beta are
+/// [T, H].
+template <int H, int HK, int DK, int DV, bool TILED, int NT, int SPLIT,
+          long QT, long QH, long KT, long KH, long VT, long VH, class Q,
+          class K, class V, class G, class B, class Y>
 STRATA_FN void delta_head(const Q *q, const K *k, const V *v, const G *g,
                           const B *beta, Y *y, long T, float scale) {
+  constexpr int R = DK / SPLIT; // state rows per thread
   STRATA_SHARED float qs[DK];
   STRATA_SHARED float ks[DK];
-  const int h = bid_x(), j = tid_x();
+  const int h = bid_x(), j = tid_x() / SPLIT, part = tid_x() % SPLIT;
   const int kh = TILED ? h % HK : h / (H / HK);
-  float s[DK];
-  for (int i = 0; i < DK; ++i)
+  float s[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i)
     s[i] = 0;
   for (long t = 0; t < T; ++t) {
     sync_block();
@@ -518,22 +529,28 @@ STRATA_FN void delta_head(const Q *q, const K *k, const V *v, const G *g,
       ks[i] = ld(k, t * KT + kh * KH + i);
     }
     sync_block();
-    if (j >= DV)
-      continue;
     float decay = strata_exp(ld(g, t * H + h));
     float b = ld(beta, t * H + h);
     float kv = 0;
-    for (int i = 0; i < DK; ++i) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
       s[i] *= decay;
-      kv += s[i] * ks[i];
+      kv += s[i] * ks[part * R + i];
     }
-    float delta = (ld(v, t * VT + h * VH + j) - kv) * b;
+    if (SPLIT == 2)
+      kv += shfl_xor_f(kv, 1);
+    float vj = j < DV ? ld(v, t * VT + h * VH + j) : 0.0f;
+    float delta = (vj - kv) * b;
     float o = 0;
-    for (int i = 0; i < DK; ++i) {
-      s[i] += ks[i] * delta;
-      o += s[i] * qs[i];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      s[i] += ks[part * R + i] * delta;
+      o += s[i] * qs[part * R + i];
     }
-    st(y, (t * H + h) * DV + j, scale * o);
+    if (SPLIT == 2)
+      o += shfl_xor_f(o, 1);
+    if (j < DV && part == 0)
+      st(y, (t * H + h) * DV + j, scale * o);
   }
 }
 

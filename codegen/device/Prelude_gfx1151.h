@@ -82,14 +82,17 @@ STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda,
                             const mma_t *b, int ldb) {
   int l = lane_id() & 15;
   v16h va, vb;
+#pragma unroll
   for (int k = 0; k < 16; ++k) {
     va[k] = a[l * lda + k];
     vb[k] = b[l * ldb + k];
   }
   v8f c;
+#pragma unroll
   for (int i = 0; i < 8; ++i)
     c[i] = acc[i];
   c = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(va, vb, c);
+#pragma unroll
   for (int i = 0; i < 8; ++i)
     acc[i] = c[i];
 }

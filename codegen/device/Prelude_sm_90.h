@@ -82,6 +82,7 @@ STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda,
   uint32_t a1 = ld_pair(a + (g + 8) * lda + 2 * t);
   uint32_t a2 = ld_pair(a + g * lda + 2 * t + 8);
   uint32_t a3 = ld_pair(a + (g + 8) * lda + 2 * t + 8);
+#pragma unroll
   for (int h = 0; h < 2; ++h) {
     const mma_t *bh = b + (8 * h + g) * ldb;
     uint32_t b0 = ld_pair(bh + 2 * t), b1 = ld_pair(bh + 2 * t + 8);

@@ -2,6 +2,7 @@
 #include "codegen/Aot.h"
 #include "codegen/KernelEmitter.h"
 #include "codegen/PlanBuilder.h"
+#include "codegen/Resources.h"
 #include "ir/Diagnostics.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -16,6 +17,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
+#include <optional>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -257,12 +260,52 @@ std::string jsonStr(const std::string &s) {
   return out + "\"";
 }
 
-void printReport(const format::Plan &p, const ir::Target &target, bool json) {
+/// A compiled kernel's resources and what they allow on the target.
+struct KernelUse {
+  codegen::KernelResources res;
+  int occupancy = -1; ///< gfx1151: waves per SIMD; sm_90: warps per SM
+  double blocks = 0;  ///< blocks launched at the report's T
+};
+
+/// The fraction of the roofline a kernel can reach with its occupancy and
+/// grid: latency hiding wants about 4 waves per SIMD (gfx1151) or 16 warps
+/// per SM (sm_90), and a grid smaller than the machine leaves units idle.
+double achievable(const KernelUse &u, const ir::Target &t) {
+  if (u.occupancy <= 0)
+    return u.occupancy == 0 ? 0.0 : 1.0;
+  bool gfx = std::string(t.name) == "gfx1151";
+  double occ = std::min(1.0, u.occupancy / (gfx ? 4.0 : 16.0));
+  double fill = std::min(1.0, u.blocks / t.units);
+  return occ * fill;
+}
+
+void printReport(const format::Plan &p, const ir::Target &target, bool json,
+                 const std::vector<std::optional<KernelUse>> &uses) {
   const int64_t t = p.maxTokens;
   struct Row {
     std::string label, body, variant, shape;
     double bytes, flops;
     Prediction pred;
+  };
+  const bool gfx = std::string(target.name) == "gfx1151";
+  auto useOf = [&](size_t i) -> const KernelUse * {
+    return i < uses.size() && uses[i] ? &*uses[i] : nullptr;
+  };
+  // "vgpr sgpr lds scratch spill occ" (gfx1151) or "regs smem stack spill
+  // warps" (sm_90) for one kernel, or dashes before code exists.
+  auto resText = [&](size_t i) {
+    const KernelUse *u = useOf(i);
+    if (!u)
+      return fmt::format("{:>5} {:>5} {:>7} {:>7} {:>6} {:>4}", "-", "-", "-",
+                         "-", "-", "-");
+    const codegen::KernelResources &r = u->res;
+    if (gfx)
+      return fmt::format("{:>5} {:>5} {:>7} {:>7} {:>6} {:>4}", r.vgprs,
+                         r.sgprs, r.sharedBytes, r.scratchBytes,
+                         r.vgprSpills + r.sgprSpills, u->occupancy);
+    return fmt::format("{:>5} {:>5} {:>7} {:>7} {:>6} {:>4}", r.registers, "-",
+                       r.sharedBytes, r.scratchBytes,
+                       r.spillStoreBytes + r.spillLoadBytes, u->occupancy);
   };
   std::vector<Row> rows;
   double totalB = 0, totalF = 0, totalS = 0;
@@ -275,6 +318,10 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json) {
           k.flops.at(t),
           {}};
     r.pred = predict(k, target, r.bytes, r.flops);
+    if (const KernelUse *u = useOf(rows.size())) {
+      double a = achievable(*u, target);
+      r.pred.seconds = a > 0 ? r.pred.seconds / a : INFINITY;
+    }
     totalB += r.bytes;
     totalF += r.flops;
     totalS += r.pred.seconds;
@@ -287,13 +334,27 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json) {
     fmt::print(" \"kernels\": [\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &r = rows[i];
+      std::string res = "null";
+      if (const KernelUse *u = useOf(i)) {
+        const codegen::KernelResources &x = u->res;
+        res = fmt::format(
+            "{{\"symbol\": {}, \"vgprs\": {}, \"sgprs\": {}, "
+            "\"registers\": {}, \"shared_bytes\": {}, \"scratch_bytes\": {}, "
+            "\"vgpr_spills\": {}, \"sgpr_spills\": {}, "
+            "\"spill_store_bytes\": {}, \"spill_load_bytes\": {}, "
+            "\"wave_size\": {}, \"occupancy\": {}, \"blocks\": {:.0f}}}",
+            jsonStr(x.symbol), x.vgprs, x.sgprs, x.registers, x.sharedBytes,
+            x.scratchBytes, x.vgprSpills, x.sgprSpills, x.spillStoreBytes,
+            x.spillLoadBytes, x.waveSize, u->occupancy, u->blocks);
+      }
       fmt::print("  {{\"index\": {}, \"label\": {}, \"body\": {}, "
                  "\"variant\": {}, \"output\": {}, \"bytes\": {:.0f}, "
                  "\"flops\": {:.0f}, \"seconds\": {:.6g}, \"bound\": "
-                 "\"{}\"}}{}\n",
+                 "\"{}\", \"resources\": {}}}{}\n",
                  i, jsonStr(r.label), jsonStr(r.body), jsonStr(r.variant),
-                 jsonStr(r.shape), r.bytes, r.flops, r.pred.seconds,
-                 r.pred.computeBound ? "compute" : "memory",
+                 jsonStr(r.shape), r.bytes, r.flops,
+                 std::isfinite(r.pred.seconds) ? r.pred.seconds : -1.0,
+                 r.pred.computeBound ? "compute" : "memory", res,
                  i + 1 < rows.size() ? "," : "");
     }
     fmt::print(" ],\n \"totals\": {{\"kernels\": {}, \"bytes\": {:.0f}, "
@@ -311,16 +372,22 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json) {
              p.arch, p.target, t);
   fmt::print("  {} GB/s, {} TFLOP/s vector f32, {} TFLOP/s matrix f16\n",
              target.memGBs, target.vecF32Tflops, target.matF16Tflops);
-  fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}\n", "#",
-             "kernel", "variant", "output", "bytes", "flops", "time", "bound");
+  if (!uses.empty())
+    fmt::print("  resources: {}; time = roofline / (occupancy x grid fill)\n",
+               gfx ? "vgpr sgpr lds scratch spill occ(waves/SIMD)"
+                   : "regs - smem stack spill occ(warps/SM)");
+  fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}  {}\n",
+             "#", "kernel", "variant", "output", "bytes", "flops", "time",
+             "bound", gfx ? " vgpr  sgpr     lds scratch  spill  occ"
+                          : " regs     -    smem   stack  spill warps");
   std::map<std::string, std::array<double, 4>> byLabel;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row &r = rows[i];
-    fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}\n", i,
-               r.label, r.variant.empty() ? "-" : r.variant, r.shape,
+    fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}  {}\n",
+               i, r.label, r.variant.empty() ? "-" : r.variant, r.shape,
                human(r.bytes, "B"), human(r.flops, "F"),
                human(r.pred.seconds, "s"),
-               r.pred.computeBound ? "compute" : "memory");
+               r.pred.computeBound ? "compute" : "memory", resText(i));
     auto &agg = byLabel[r.label];
     agg[0] += 1;
     agg[1] += r.bytes;
@@ -338,9 +405,10 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json) {
                totalB ? 100.0 * a[1] / totalB : 0.0, human(a[2], "F"),
                totalF ? 100.0 * a[2] / totalF : 0.0, human(a[3], "s"),
                totalS ? 100.0 * a[3] / totalS : 0.0);
-  fmt::print("\ntotal: {} kernels, {} moved, {}, predicted {} on {}\n",
+  fmt::print("\ntotal: {} kernels, {} moved, {}, predicted {} on {} ({:.0f} "
+             "tokens/s at T = {})\n",
              p.kernels.size(), human(totalB, "B"), human(totalF, "FLOP"),
-             human(totalS, "s"), target.name);
+             human(totalS, "s"), target.name, totalS > 0 ? t / totalS : 0.0, t);
   fmt::print("arena: {} bytes ({}), lower bound {} bytes ({}), ratio {:.3f}\n",
              p.arenaBytes, human(double(p.arenaBytes), "B"), p.arenaLowerBound,
              human(double(p.arenaLowerBound), "B"),
@@ -355,6 +423,57 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json) {
                human(hc.threeKernel / hc.sites, "B"), hc.bytes / hc.threeKernel,
                hc.worstRatio, human(hc.onePass / hc.sites, "B"),
                hc.bytes / hc.onePass);
+}
+
+/// Reads every compiled module's resources (gfx1151: the code object's
+/// metadata; sm_90: ptxas -v, when ptxas made cubins) and the kernels'
+/// occupancy and grid at the plan's T.
+bool loadKernelUses(const format::Plan &plan, const std::string &dir,
+                    const ir::Target &target,
+                    std::vector<std::optional<KernelUse>> &uses,
+                    std::string &error) {
+  const bool gfx = std::string(target.name) == "gfx1151";
+  std::map<std::string, codegen::KernelResources> bySymbol;
+  uses.assign(plan.kernels.size(), std::nullopt);
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const std::optional<format::PlanCode> &code = plan.kernels[k].code;
+    if (!code)
+      continue;
+    auto it = bySymbol.find(code->symbol);
+    if (it == bySymbol.end()) {
+      std::vector<codegen::KernelResources> found;
+      std::string base = dir + "/kernels/" + code->symbol;
+      if (gfx) {
+        if (!codegen::readAmdgpuCodeObject(base + ".co", found, error))
+          return false;
+      } else {
+        std::string text;
+        if (!format::readWholeFile(base + ".ptxas.txt", 1 << 20, text, error))
+          continue; // no ptxas here: PTX only, no resource numbers
+        if (!codegen::parsePtxasInfo(text, found, error))
+          return false;
+      }
+      for (codegen::KernelResources &r : found)
+        if (r.symbol == code->symbol)
+          it = bySymbol.emplace(r.symbol, r).first;
+      if (it == bySymbol.end()) {
+        error = fmt::format("{}: no kernel {} in its module", base,
+                            code->symbol);
+        return false;
+      }
+    }
+    KernelUse u;
+    u.res = it->second;
+    int threads = static_cast<int>(code->block[0] * code->block[1] *
+                                   code->block[2]);
+    u.occupancy = gfx ? codegen::occupancyGfx1151(u.res, threads)
+                      : codegen::occupancySm90(u.res, threads);
+    u.blocks = 1;
+    for (const format::PlanDim &g : code->grid)
+      u.blocks *= static_cast<double>(g.at(plan.maxTokens));
+    uses[k] = u;
+  }
+  return true;
 }
 
 } // namespace
@@ -572,8 +691,12 @@ static int compileMain(int argc, char **argv) {
   }
   if (!format::writePlanDir(out, plan, error))
     return fail(error);
-  if (report)
-    printReport(plan, *tgt, reportJson);
+  if (report) {
+    std::vector<std::optional<KernelUse>> uses;
+    if (gpu && codegenOn && !loadKernelUses(plan, out, *tgt, uses, error))
+      return fail(error);
+    printReport(plan, *tgt, reportJson, uses);
+  }
   return 0;
 }
 
