@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <fcntl.h>
 #include <chrono>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -87,7 +87,8 @@ std::string findPtxas(const std::string &given) {
     size_t at = 0;
     while (at <= path.size()) {
       size_t end = path.find(':', at);
-      std::string dir = path.substr(at, end == std::string::npos ? end : end - at);
+      std::string dir =
+          path.substr(at, end == std::string::npos ? end : end - at);
       if (!dir.empty() && access((dir + "/ptxas").c_str(), X_OK) == 0)
         return dir + "/ptxas";
       if (end == std::string::npos)
@@ -104,7 +105,7 @@ std::string findPtxas(const std::string &given) {
 struct Job {
   std::string symbol;
   std::string source;
-  std::string key;   ///< cache key (hex)
+  std::string key; ///< cache key (hex)
   size_t firstKernel = 0;
   bool cached = false;
   std::string error;
@@ -172,13 +173,23 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
   stats.cubins = !ptxas.empty();
 
   std::vector<std::string> flags =
-      gfx ? std::vector<std::string>{"-x", "hip", "--offload-arch=gfx1151",
+      gfx ? std::vector<std::string>{"-x",
+                                     "hip",
+                                     "--offload-arch=gfx1151",
                                      "--cuda-device-only",
-                                     "--no-gpu-bundle-output", "-nogpulib",
-                                     "-nogpuinc", "-O3", "-c"}
-          : std::vector<std::string>{"-x", "cuda", "--cuda-gpu-arch=sm_90",
-                                     "--cuda-device-only", "-nocudainc",
-                                     "-nocudalib", "-O3", "-S",
+                                     "--no-gpu-bundle-output",
+                                     "-nogpulib",
+                                     "-nogpuinc",
+                                     "-O3",
+                                     "-c"}
+          : std::vector<std::string>{"-x",
+                                     "cuda",
+                                     "--cuda-gpu-arch=sm_90",
+                                     "--cuda-device-only",
+                                     "-nocudainc",
+                                     "-nocudalib",
+                                     "-O3",
+                                     "-S",
                                      "-Wno-unknown-cuda-version"};
   std::string flagText;
   for (const std::string &f : flags)
@@ -230,12 +241,13 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
           argv.insert(argv.end(), flags.begin(), flags.end());
           argv.insert(argv.end(), {src, "-o", obj});
           if (runTool(argv, log) != 0) {
-            j.error = fmt::format("{} failed:\n{}", options.clang,
-                                  headOf(log, 12));
+            j.error =
+                fmt::format("{} failed:\n{}", options.clang, headOf(log, 12));
           } else if (!ptxas.empty()) {
             std::string cub = fmt::format("{}/{}.cubin", tmp, j.symbol);
             std::string plog = fmt::format("{}/{}.ptxas.txt", tmp, j.symbol);
-            if (runTool({ptxas, "-arch=sm_90", "-v", obj, "-o", cub}, plog) != 0)
+            if (runTool({ptxas, "-arch=sm_90", "-v", obj, "-o", cub}, plog) !=
+                0)
               j.error = fmt::format("ptxas failed:\n{}", headOf(plog, 12));
             else {
               fs::copy_file(plog, base + ".ptxas.txt.part",
@@ -307,10 +319,12 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
         return false;
       }
       blobs.push_back(std::move(data));
-      files.push_back({fmt::format("{}/{}{}", kdir, j.symbol, ext), blobs.back()});
+      files.push_back(
+          {fmt::format("{}/{}{}", kdir, j.symbol, ext), blobs.back()});
     }
     blobs.push_back(j.source);
-    files.push_back({fmt::format("{}/{}{}", kdir, j.symbol, srcExt), blobs.back()});
+    files.push_back(
+        {fmt::format("{}/{}{}", kdir, j.symbol, srcExt), blobs.back()});
     if (j.cached)
       ++stats.cached;
     else
@@ -322,8 +336,9 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const EmittedKernel &e = emitted[k];
     format::PlanCode code;
-    code.module = fmt::format("kernels/{}{}", e.symbol,
-                              gfx ? ".co" : (ptxas.empty() ? ".ptx" : ".cubin"));
+    code.module =
+        fmt::format("kernels/{}{}", e.symbol,
+                    gfx ? ".co" : (ptxas.empty() ? ".ptx" : ".cubin"));
     code.symbol = e.symbol;
     code.grid = e.grid;
     code.block = e.block;
@@ -333,9 +348,9 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
   }
   stats.kernels = plan.kernels.size();
   stats.distinct = jobs.size();
-  stats.seconds = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return true;
 }
 

@@ -110,7 +110,8 @@ const PlanAttr &Emitter::attr(const format::BodyOp &op,
   auto it = op.attrs.find(name);
   if (it != op.attrs.end())
     return it->second;
-  std::string key = std::string(format::recipeInfo(op.recipe).name) + "." + name;
+  std::string key =
+      std::string(format::recipeInfo(op.recipe).name) + "." + name;
   auto d = defaults_.find(key);
   if (d != defaults_.end())
     return d->second;
@@ -256,8 +257,8 @@ std::string elementIndex(const Tensor &t, const Shape &outShape,
     } else {
       if (!isConst(outShape[od]))
         throw Unsupported("a non-leading dim of a result depends on T");
-      std::string idx =
-          fmt::format("(({}) / {}L % {}L)", i, outStride[od], outShape[od].constant);
+      std::string idx = fmt::format("(({}) / {}L % {}L)", i, outStride[od],
+                                    outShape[od].constant);
       if (!isConst(s[k]) || s[k].constant != outShape[od].constant)
         throw Unsupported("an operand does not broadcast to the result");
       term = fmt::format("{} * {}L", idx, stride);
@@ -332,7 +333,8 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
     for (char &c : label)
       if (!std::isalnum(static_cast<unsigned char>(c)))
         c = '_';
-    out.symbol = fmt::format("{}_{}", label, detail::hashHex(text).substr(0, 12));
+    out.symbol =
+        fmt::format("{}_{}", label, detail::hashHex(text).substr(0, 12));
     size_t pos;
     while ((pos = text.find("@SYMBOL@")) != std::string::npos)
       text.replace(pos, 8, out.symbol);

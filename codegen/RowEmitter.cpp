@@ -153,8 +153,8 @@ void RowEmitter::op(const BodyOp &op) {
   case Recipe::Sinkhorn: {
     Tensor x = in(op, 0);
     int64_t m = constProduct(x.shape, x.shape.size() - 1);
-    e.line("  row_sinkhorn<{}, {}, {}>({}, {}, {});", n, m, kThreads,
-           rowPtr(x), rowPtr(y), e.intAttr(op, "iters"));
+    e.line("  row_sinkhorn<{}, {}, {}>({}, {}, {});", n, m, kThreads, rowPtr(x),
+           rowPtr(y), e.intAttr(op, "iters"));
     break;
   }
   case Recipe::ReduceSum:
@@ -295,18 +295,18 @@ void RowEmitter::op(const BodyOp &op) {
     loop(y.shape, [&] {
       e.line("    float a = 0;");
       e.line("    for (int j = 0; j < {}; ++j) {{", k);
-      e.line("      long r = {};",
-             scatter ? fmt::format("{}[row * {} + j]", inv, k)
-                     : fmt::format("row * {} + j", k));
-      e.line("      a += ld({}, row * {} + j) * ld({}, r * {}L + i);", w.ptr,
-             k, yv.ptr, d);
+      e.line("      long r = {};", scatter
+                                       ? fmt::format("{}[row * {} + j]", inv, k)
+                                       : fmt::format("row * {} + j", k));
+      e.line("      a += ld({}, row * {} + j) * ld({}, r * {}L + i);", w.ptr, k,
+             yv.ptr, d);
       e.line("    }}");
       if (shared)
-        e.line("    a += {} * ld({}, row * {}L + i);",
-               gate ? fmt::format("sm_sigmoid(ld({}, row))",
-                                  in(op, first + 2).ptr)
-                    : "1.0f",
-               in(op, first + 1).ptr, d);
+        e.line(
+            "    a += {} * ld({}, row * {}L + i);",
+            gate ? fmt::format("sm_sigmoid(ld({}, row))", in(op, first + 2).ptr)
+                 : "1.0f",
+            in(op, first + 1).ptr, d);
       e.line("    st({}, i, a);", rowPtr(y));
     });
     break;
@@ -335,10 +335,9 @@ void RowEmitter::op(const BodyOp &op) {
       loop(y.shape, [&] {
         std::string src;
         for (size_t d = 1; d < rank; ++d)
-          src += fmt::format(" + (i / {}L % {}L{}) * {}L", ys[d],
-                             y.shape[d].constant,
-                             (int64_t)d == ax ? fmt::format(" + {}L", start) : "",
-                             xs[d]);
+          src += fmt::format(
+              " + (i / {}L % {}L{}) * {}L", ys[d], y.shape[d].constant,
+              (int64_t)d == ax ? fmt::format(" + {}L", start) : "", xs[d]);
         e.line("    st({}, i, ld({}, 0{}));", rowPtr(y),
                x.isTemp ? x.ptr : rowPtr(x), src);
       });

@@ -52,7 +52,8 @@ public:
 const BodyOp &SequenceEmitter::resolve(Recipe want) {
   const BodyOp *main = nullptr;
   for (const BodyOp &op : e.body) {
-    if (op.recipe == Recipe::Slice && op.outputs[0].kind == BodyRef::Kind::Tmp) {
+    if (op.recipe == Recipe::Slice &&
+        op.outputs[0].kind == BodyRef::Kind::Tmp) {
       Access a = access(op.inputs[0]);
       int64_t ax = e.intAttr(op, "axis");
       if (ax < 0)
@@ -148,14 +149,15 @@ void emitAttentionKernel(Emitter &e) {
   }
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
-  e.line("  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
-         "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
-         kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block, nb,
-         nbw, kThreads, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-         v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
-  e.line("      {} + {}, {} + {}, {} + {}, {} + {}, {}, {}, T, {}, {});", q.t.ptr,
-         q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, g.off, index, y.ptr,
-         dimExpr(k.shape[0]), floatLit(e.floatAttr(op, "scale")));
+  e.line(
+      "  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
+      "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+      kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block, nb,
+      nbw, kThreads, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+      v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+  e.line("      {} + {}, {} + {}, {} + {}, {} + {}, {}, {}, T, {}, {});",
+         q.t.ptr, q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, g.off, index,
+         y.ptr, dimExpr(k.shape[0]), floatLit(e.floatAttr(op, "scale")));
   e.line("}}");
   format::PlanDim rows = q.shape[0];
   format::PlanDim tiles{rows.coef, rows.constant / kBQ + 1, rows.div * kBQ};
@@ -193,8 +195,8 @@ void emitDeltaKernel(Emitter &e) {
   e.line("  delta_head<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
          "{}L>(",
          h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", threads, split,
-         q.stride[0],
-         q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+         q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
+         v.stride[1]);
   e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,
          k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
          floatLit(scale));
@@ -215,7 +217,8 @@ void emitSortKernel(Emitter &e) {
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
   e.line("  moe_sort_block<{}, {}, 0>({}, out0, out1, {}, {} * {}L);", experts,
-         kThreads, ids.ptr, e.kernel.outputs.size() > 2 ? "out2" : "(int32_t *)0",
+         kThreads, ids.ptr,
+         e.kernel.outputs.size() > 2 ? "out2" : "(int32_t *)0",
          dimExpr(ids.shape[0]), constProduct(ids.shape, 1));
   e.line("}}");
   e.out.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};

@@ -64,7 +64,7 @@ def main():
             for target in ["gfx1151", "sm_90"]:
                 plan = os.path.join(a.workdir, f"{tag}-{target}.plan")
                 run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
-                     "--gguf", gguf, "--max-tokens", str(a.tokens), "--target", target,
+                     "--gguf", gguf, "--max-tokens", str(a.tokens), "--target", target, "--no-codegen",
                      "-o", plan])
                 with open(os.path.join(plan, "plan.json")) as f:
                     pj = json.load(f)

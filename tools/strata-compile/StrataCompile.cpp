@@ -18,11 +18,11 @@
 
 #include <array>
 #include <cmath>
-#include <optional>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
-#include <filesystem>
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -378,8 +378,9 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                    : "regs - smem stack spill occ(warps/SM)");
   fmt::print("{:>4}  {:<34} {:<16} {:<22} {:>10} {:>10} {:>10} {:>7}  {}\n",
              "#", "kernel", "variant", "output", "bytes", "flops", "time",
-             "bound", gfx ? " vgpr  sgpr     lds scratch  spill  occ"
-                          : " regs     -    smem   stack  spill warps");
+             "bound",
+             gfx ? " vgpr  sgpr     lds scratch  spill  occ"
+                 : " regs     -    smem   stack  spill warps");
   std::map<std::string, std::array<double, 4>> byLabel;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row &r = rows[i];
@@ -457,15 +458,15 @@ bool loadKernelUses(const format::Plan &plan, const std::string &dir,
         if (r.symbol == code->symbol)
           it = bySymbol.emplace(r.symbol, r).first;
       if (it == bySymbol.end()) {
-        error = fmt::format("{}: no kernel {} in its module", base,
-                            code->symbol);
+        error =
+            fmt::format("{}: no kernel {} in its module", base, code->symbol);
         return false;
       }
     }
     KernelUse u;
     u.res = it->second;
-    int threads = static_cast<int>(code->block[0] * code->block[1] *
-                                   code->block[2]);
+    int threads =
+        static_cast<int>(code->block[0] * code->block[1] * code->block[2]);
     u.occupancy = gfx ? codegen::occupancyGfx1151(u.res, threads)
                       : codegen::occupancySm90(u.res, threads);
     u.blocks = 1;

@@ -286,17 +286,24 @@ int run(int argc, char **argv) {
   format::Plan plan;
   if (!format::readPlanDir(o.planDir, plan, error))
     return fail(error);
-  // A GPU plan is complete but for its kernels' code, which the code
-  // generator will fill; until a kernel has code there is nothing to launch.
-  if (plan.target != "host")
+  // A GPU plan needs its kernels' code (strata-compile --no-codegen leaves
+  // it out) and a GPU backend, which this build does not have yet.
+  if (plan.target != "host") {
     for (const format::PlanKernel &k : plan.kernels)
       if (!k.code)
         return fail(fmt::format(
-            "{}: the plan was compiled for target '{}', and its kernels have "
-            "no code yet (GPU code generation is not built); compile with "
-            "--target host (and --precision bf16 for the GPU's storage "
+            "{}: the plan was compiled for target '{}' with --no-codegen, so "
+            "its kernels have no code; compile it without --no-codegen, or "
+            "with --target host (and --precision bf16 for the GPU's storage "
             "policy) to run it on the cpu backend",
             o.planDir, plan.target));
+    return fail(fmt::format(
+        "{}: the plan's kernels are compiled for target '{}', and this build "
+        "of strata-run has no GPU backend yet (only cpu); compile with "
+        "--target host (and --precision bf16 for the GPU's storage policy) "
+        "to run it on the cpu backend",
+        o.planDir, plan.target));
+  }
   std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
       plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads});
   if (!ex)

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Static checks of the generated kernels (no GPU): the codegen issue's bars.
+
+For every bundled model (tiny GGUFs with the quantised mix the goldens use)
+and the full-size shapes-only qwen4exp (UD-IQ4_XS-like layout, T = 16384),
+for gfx1151 and sm_90:
+  - strata-compile generates and compiles every kernel (cold, into a fresh
+    cache), then again warm (the cache answers: the second run's time is
+    stated and must stay under 5 s for the full model);
+  - every kernel has code, its module exists, modules are distinct per
+    specialisation;
+  - --report=json lists every kernel's resources (gfx1151 always; sm_90 where
+    ptxas is installed);
+  - gfx1151: zero scratch and zero spills in the hyper-connection, expert,
+    matmul and attention kernels (every kernel, in fact);
+  - the matrix-unit GEMMs (matmul and grouped experts on a wmma_* variant)
+    disassemble (llvm-objdump --mcpu=gfx1151) to v_wmma instructions; on
+    sm_90 (mma_bf16_* variants) their PTX holds mma.sync.
+Writes the measured compile times to stdout (and --results FILE if given).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "golden"))
+from llama_golden import ARCH_MIX, MIX  # noqa: E402  (the goldens' type mixes)
+
+ARCHS = ["qwen3", "qwen3moe", "qwen3next", "qwen4exp"]
+# The full-size layout of test/Tools/strata-gguf-synth-shapes-only.test
+# (UD-IQ4_XS-like: IQ3_S gate/up and IQ4_NL down experts).
+FULL_TYPES = ("q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,"
+              "per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,"
+              "*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,"
+              "*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,*ffn_down_shexp*=q8_0")
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def objdump():
+    for name in ("llvm-objdump-19", "llvm-objdump"):
+        if shutil.which(name):
+            return name
+    p = "/usr/lib/llvm-19/bin/llvm-objdump"
+    return p if os.path.exists(p) else None
+
+
+def check_plan(tag, target, plan_dir, report, failures):
+    plan = json.load(open(os.path.join(plan_dir, "plan.json")))
+    kernels = plan["kernels"]
+    symbols = set()
+    for i, k in enumerate(kernels):
+        code = k.get("code")
+        if not code:
+            failures.append(f"{tag}/{target}: kernel {i} has no code")
+            continue
+        symbols.add(code["symbol"])
+        if not os.path.exists(os.path.join(plan_dir, code["module"])):
+            failures.append(f"{tag}/{target}: kernel {i}: {code['module']} missing")
+    mods = [f for f in os.listdir(os.path.join(plan_dir, "kernels"))
+            if f.endswith(".hip" if target == "gfx1151" else ".cu")]
+    if len(mods) != len(symbols):
+        failures.append(f"{tag}/{target}: {len(mods)} sources for {len(symbols)} symbols")
+    rows = report["kernels"]
+    have_res = target == "gfx1151" or any(r["resources"] for r in rows)
+    if have_res:
+        for r in rows:
+            res = r["resources"]
+            if res is None:
+                failures.append(f"{tag}/{target}: kernel {r['index']} has no resources")
+                continue
+            spills = res["vgpr_spills"] + res["sgpr_spills"] + res["spill_store_bytes"]
+            if target == "gfx1151" and (res["scratch_bytes"] or spills):
+                failures.append(f"{tag}/{target}: kernel {r['index']} ({r['label']}) "
+                                f"scratch {res['scratch_bytes']} spills {spills}")
+            if res["occupancy"] <= 0:
+                failures.append(f"{tag}/{target}: kernel {r['index']} ({r['label']}) "
+                                f"cannot be resident (occupancy {res['occupancy']})")
+    # Matrix-unit GEMMs: v_wmma in the code object, mma.sync in the PTX.
+    od = objdump()
+    checked = 0
+    for i, k in enumerate(kernels):
+        v = k.get("variant", "").split(",")[0]
+        if not (v.startswith("wmma_") or v.startswith("mma_bf16")):
+            continue
+        base = os.path.join(plan_dir, "kernels", k["code"]["symbol"])
+        if target == "gfx1151":
+            if od is None:
+                failures.append("llvm-objdump-19 not found")
+                return
+            dis = run([od, "-d", "--mcpu=gfx1151", base + ".co"])
+            if "v_wmma_f32_16x16x16_f16" not in dis:
+                failures.append(f"{tag}/{target}: kernel {i} ({k.get('fused', k.get('recipe'))}, "
+                                f"{v}) has no v_wmma")
+        else:
+            ptx = open(base + ".ptx").read()
+            if "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" not in ptx:
+                failures.append(f"{tag}/{target}: kernel {i} ({v}) has no mma.sync")
+        checked += 1
+    if checked == 0:
+        failures.append(f"{tag}/{target}: no matrix-unit GEMM to check")
+    return len(symbols), have_res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--results", help="append the measured times here")
+    ap.add_argument("--skip-full", action="store_true",
+                    help="only the tiny models")
+    a = ap.parse_args()
+    tool = lambda n: os.path.join(a.bin, n)  # noqa: E731
+    if not shutil.which("clang-19"):
+        print("SKIPPED: clang-19 is not installed (scripts/install-deps.sh installs it)")
+        return 77
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(a.workdir)
+    cases = []
+    for arch in ARCHS:
+        gguf = os.path.join(a.workdir, f"{arch}.gguf")
+        mix = ARCH_MIX.get(arch, (MIX, None))[0]
+        run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
+             "--seed", "3", "--types", mix, "-o", gguf])
+        cases.append((arch, gguf, 64))
+    if not a.skip_full:
+        full = os.path.join(a.workdir, "qwen4exp-full.gguf")
+        run([tool("strata-gguf"), "synth", "--arch", "qwen4exp", "--preset", "full",
+             "--seed", "0", "--types", FULL_TYPES, "--shapes-only", "-o", full])
+        cases.append(("qwen4exp-full", full, 16384))
+    failures = []
+    lines = []
+    for target in ["gfx1151", "sm_90"]:
+        cache = os.path.join(a.workdir, f"cache-{target}")
+        for tag, gguf, t in cases:
+            arch = tag.split("-")[0]
+            plan_dir = os.path.join(a.workdir, f"{tag}.{target}")
+            cmd = [tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
+                   "--gguf", gguf, "--max-tokens", str(t), "--target", target,
+                   "--cache-dir", cache, "-o", plan_dir, "--report=json"]
+            t0 = time.time()
+            report = json.loads(run(cmd))
+            cold = time.time() - t0
+            t0 = time.time()
+            report = json.loads(run(cmd))
+            warm = time.time() - t0
+            distinct, res = check_plan(tag, target, plan_dir, report, failures) or (0, False)
+            lines.append(f"{target} {tag} T={t} kernels={len(report['kernels'])} "
+                         f"distinct={distinct} cold_s={cold:.2f} warm_s={warm:.2f} "
+                         f"resources={'yes' if res else 'no (no ptxas)'}")
+            if tag.endswith("full") and warm > 5:
+                failures.append(f"{tag}/{target}: warm compile {warm:.1f} s > 5 s")
+            if tag.endswith("full") and cold > 300:
+                failures.append(f"{tag}/{target}: cold compile {cold:.1f} s > 300 s")
+    print("\n".join(lines))
+    if a.results:
+        with open(a.results, "a") as f:
+            f.write("\n".join(lines) + "\n")
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    print("codegen static checks: PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
