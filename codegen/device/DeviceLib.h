@@ -23,9 +23,13 @@ struct f16w {
 
 STRATA_FN float ld(const float *p, int64_t i) { return p[i]; }
 STRATA_FN float ld(const bf16 *p, int64_t i) { return sm_bf16_to_f32(p[i].v); }
-STRATA_FN float ld(const f16w *p, int64_t i) { return strata_f16_to_f32(p[i].v); }
+STRATA_FN float ld(const f16w *p, int64_t i) {
+  return strata_f16_to_f32(p[i].v);
+}
 STRATA_FN float ld(const int32_t *p, int64_t i) { return (float)p[i]; }
-STRATA_FN float ld(const uint16_t *p, int64_t i) { return sm_bf16_to_f32(p[i]); }
+STRATA_FN float ld(const uint16_t *p, int64_t i) {
+  return sm_bf16_to_f32(p[i]);
+}
 STRATA_FN void st(float *p, int64_t i, float v) { p[i] = v; }
 STRATA_FN void st(bf16 *p, int64_t i, float v) { p[i].v = sm_f32_to_bf16(v); }
 STRATA_FN void st(int32_t *p, int64_t i, float v) { p[i] = (int32_t)v; }
@@ -121,7 +125,8 @@ STRATA_FN void row_l2_norm(const X *x, Y *y, float eps) {
     }
     s = warp_sum(s);
     float r = strata_sqrt(s);
-    float scale = ADD ? 1.0f / strata_sqrt(s + eps) : 1.0f / (r > eps ? r : eps);
+    float scale =
+        ADD ? 1.0f / strata_sqrt(s + eps) : 1.0f / (r > eps ? r : eps);
     for (int i = lane_id(); i < GS; i += 32)
       st(y, g * GS + i, ld(x, g * GS + i) * scale);
   }
@@ -377,14 +382,14 @@ STRATA_FN void ngram_hash_row(const int32_t *tok, long t, long eos,
 /// key chunks that no row of the tile selects are skipped. A row that sees
 /// no key stays 0, as on the CPU.
 template <int BQ, int KC, int H, int D, int DV, int HG, bool CAUSAL, bool GATED,
-          int BLOCK, int NB, int NBW, int NT, long QT, long QH, long KT, long KH, long VT,
-          long VH, long GT, long GH, class Q, class K, class V, class G,
-          class Y>
+          int BLOCK, int NB, int NBW, int NT, long QT, long QH, long KT,
+          long KH, long VT, long VH, long GT, long GH, class Q, class K,
+          class V, class G, class Y>
 STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
                               const int32_t *index, Y *y, long T, long TK,
                               float scale) {
-  constexpr int TPR = NT / BQ;     // threads per query row
-  constexpr int CPT = DV / TPR;    // output columns per thread
+  constexpr int TPR = NT / BQ;  // threads per query row
+  constexpr int CPT = DV / TPR; // output columns per thread
   // Staged in the inputs' own type (bf16 halves the LDS of the bf16 policy).
   STRATA_SHARED Q Qs[BQ * D];
   STRATA_SHARED K Ks[KC * (D + 1)];
@@ -508,9 +513,9 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
 /// joined by a shuffle); q_t and k_t go through shared memory. Element
 /// (t, h, c) of q is q[t*QT + h*QH + c], likewise k, v; g and beta are
 /// [T, H].
-template <int H, int HK, int DK, int DV, bool TILED, int NT, int SPLIT,
-          long QT, long QH, long KT, long KH, long VT, long VH, class Q,
-          class K, class V, class G, class B, class Y>
+template <int H, int HK, int DK, int DV, bool TILED, int NT, int SPLIT, long QT,
+          long QH, long KT, long KH, long VT, long VH, class Q, class K,
+          class V, class G, class B, class Y>
 STRATA_FN void delta_head(const Q *q, const K *k, const V *v, const G *g,
                           const B *beta, Y *y, long T, float scale) {
   constexpr int R = DK / SPLIT; // state rows per thread

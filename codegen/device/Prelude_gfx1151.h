@@ -17,13 +17,14 @@ typedef int int32_t;
 typedef unsigned long uint64_t;
 typedef long int64_t;
 
-#define STRATA_FN static __attribute__((device)) inline __attribute__((always_inline))
+#define STRATA_FN                                                              \
+  static __attribute__((device)) inline __attribute__((always_inline))
 #define STRATA_TABLE static __attribute__((constant)) const
 #define STRATA_SHARED __attribute__((shared))
 /// A kernel entry point of at most N threads per block (the register
 /// allocator sizes for N, not the default 1024).
 #define STRATA_KERNEL(N)                                                       \
-  extern "C" __attribute__((global))                                          \
+  extern "C" __attribute__((global))                                           \
   __attribute__((amdgpu_flat_work_group_size(1, N)))
 #define STRATA_WAVE 32
 
@@ -78,8 +79,8 @@ STRATA_FN mma_t to_mma(float x) { return (mma_t)x; }
 /// acc += A[16x16] * B^T where \p a points at A's row 0 (stride lda) and \p b
 /// at B's column 0 stored as rows of k (stride ldb). Lane l holds A row
 /// l%16 and B column l%16, all 16 k (both half-waves hold the same).
-STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda,
-                            const mma_t *b, int ldb) {
+STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
+                            int ldb) {
   int l = lane_id() & 15;
   v16h va, vb;
 #pragma unroll

@@ -16,7 +16,8 @@ typedef int int32_t;
 typedef unsigned long long uint64_t;
 typedef long long int64_t;
 
-#define STRATA_FN static __attribute__((device)) inline __attribute__((always_inline))
+#define STRATA_FN                                                              \
+  static __attribute__((device)) inline __attribute__((always_inline))
 #define STRATA_TABLE static __attribute__((device))
 #define STRATA_SHARED __attribute__((shared))
 #define STRATA_KERNEL(N)                                                       \
@@ -75,8 +76,8 @@ STRATA_FN uint32_t ld_pair(const mma_t *p) {
 }
 /// acc += A[16x16] * B^T (A row-major, stride lda; B as rows of k, stride
 /// ldb), fragments per the PTX ISA's m16n8k16 layout: lane = 4 g + t.
-STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda,
-                            const mma_t *b, int ldb) {
+STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
+                            int ldb) {
   int g = lane_id() >> 2, t = lane_id() & 3;
   uint32_t a0 = ld_pair(a + g * lda + 2 * t);
   uint32_t a1 = ld_pair(a + (g + 8) * lda + 2 * t);
