@@ -608,7 +608,9 @@ bool inferMoeSort(RuleCtx &c) {
   if (!c.in[0].isTensor() || !e)
     return true;
   c.out[0] = Type::tensor(i32(), {Dim::constant(*e + 1)});
-  c.out[1] = Type::tensor(i32(), {c.in[0].dims[0] * c.in[0].dims[1]});
+  Dim slots = c.in[0].dims[0] * c.in[0].dims[1];
+  c.out[1] = Type::tensor(i32(), {slots});
+  c.out[2] = Type::tensor(i32(), {slots});
   return true;
 }
 
@@ -647,8 +649,8 @@ bool inferMoeGroupedDown(RuleCtx &c) {
 bool inferMoeScatter(RuleCtx &c) {
   if (!checkActivation(c, 0, "expert rows") ||
       !checkRank(c, 0, 2, "expert rows [S, D]") ||
-      !checkRank(c, 1, 1, "a permutation [S]") ||
-      !checkIndices(c, 1, "the permutation") ||
+      !checkRank(c, 1, 1, "slot rows [S]") ||
+      !checkIndices(c, 1, "the slot rows") ||
       !checkDim(c, 0, 0, 1, 0, "row count") ||
       !checkRank(c, 2, 2, "routing weights [T, k]"))
     return false;

@@ -4,13 +4,16 @@
 // slot), the slots are sorted by expert once and each expert's rows form one
 // contiguous GEMM, so an expert's weights stream once per layer:
 //
-//   %y = moe_experts(%x, %ids, gate, up, down)      %off, %perm =
-//   moe_sort(%ids) {experts = E} %m = moe_combine(%y, %w [, %s [, %g]])    =>
-//   %h = moe_grouped_swiglu(%x, %perm, %off, gate, up)
-//                                                   %r = moe_grouped_down(%h,
-//                                                   %off, down) %m =
-//                                                   moe_scatter(%r, %perm, %w
-//                                                   [, %s [, %g]])
+//   %y = moe_experts(%x, %ids, gate, up, down)
+//   %m = moe_combine(%y, %w [, %s [, %g]])
+// =>
+//   %y.off, %y.perm, %y.slot_rows = moe_sort(%ids) {experts = E}
+//   %y.h = moe_grouped_swiglu(%x, %y.perm, %y.off, gate, up)
+//   %y.rows = moe_grouped_down(%y.h, %y.off, down)
+//   %m = moe_scatter(%y.rows, %y.slot_rows, %w [, %s [, %g]])
+//
+// The scatter reads where each slot's row went (slot_rows, the inverse of
+// perm), so a kernel writing one token's output finds its k rows directly.
 //
 // The grouped form computes the per-slot form's sums in the same order, so
 // the logits are equal (runtime/cpu/Moe.cpp). Applies where the expert
@@ -87,13 +90,16 @@ private:
         }
         return n;
       };
-      auto sort =
-          make(OpKind::MoeSort, {op.operands[1]},
-               {{"off", Type::tensor(ElemType::of(DType::I32),
-                                     {Dim::constant(*experts + 1)})},
-                {"perm", Type::tensor(ElemType::of(DType::I32), {slots})}});
+      auto sort = make(
+          OpKind::MoeSort, {op.operands[1]},
+          {{"off", Type::tensor(ElemType::of(DType::I32),
+                                {Dim::constant(*experts + 1)})},
+           {"perm", Type::tensor(ElemType::of(DType::I32), {slots})},
+           // Not "rows": that is the grouped down GEMM's result.
+           {"slot_rows", Type::tensor(ElemType::of(DType::I32), {slots})}});
       sort->attrs.push_back(Attr{"experts", Expr::makeInt(*experts, loc), loc});
-      Value *off = sort->results[0], *perm = sort->results[1];
+      Value *off = sort->results[0], *perm = sort->results[1],
+            *slotRows = sort->results[2];
       auto swiglu =
           make(OpKind::MoeGroupedSwiglu,
                {op.operands[0], valueOperand(perm, loc), valueOperand(off, loc),
@@ -110,7 +116,7 @@ private:
       scatter->kind = OpKind::MoeScatter;
       scatter->loc = combine->loc;
       scatter->operands.push_back(valueOperand(down->results[0], loc));
-      scatter->operands.push_back(valueOperand(perm, loc));
+      scatter->operands.push_back(valueOperand(slotRows, loc));
       for (size_t i = 1; i < combine->operands.size(); ++i)
         scatter->operands.push_back(combine->operands[i]);
       scatter->results = combine->results;

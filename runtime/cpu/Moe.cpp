@@ -207,8 +207,9 @@ void runMoeSort(KernelCtx &ctx) {
     fail(fmt::format("attribute 'experts' = {} must be in 1..2^24", e));
   ctx.expectOutShape(0, {e + 1});
   ctx.expectOutShape(1, {s});
+  ctx.expectOutShape(2, {s});
   const int32_t *ids = ctx.i32(0);
-  int32_t *off = ctx.outI32(0), *perm = ctx.outI32(1);
+  int32_t *off = ctx.outI32(0), *perm = ctx.outI32(1), *rows = ctx.outI32(2);
   std::vector<int32_t> count(e + 1, 0);
   for (int64_t i = 0; i < s; ++i) {
     if (ids[i] < 0 || ids[i] >= e)
@@ -220,9 +221,13 @@ void runMoeSort(KernelCtx &ctx) {
   for (int64_t x = 0; x < e; ++x)
     count[x + 1] += count[x];
   std::copy(count.begin(), count.end(), off);
-  // Stable: slots of one expert stay in slot order.
-  for (int64_t i = 0; i < s; ++i)
-    perm[count[ids[i]]++] = static_cast<int32_t>(i);
+  // Stable: slots of one expert stay in slot order. rows is the inverse, so
+  // a kernel that writes one token's output finds its slots' rows directly.
+  for (int64_t i = 0; i < s; ++i) {
+    int32_t r = count[ids[i]]++;
+    perm[r] = static_cast<int32_t>(i);
+    rows[i] = r;
+  }
 }
 
 void runMoeGroupedSwiglu(KernelCtx &ctx) {
@@ -298,10 +303,10 @@ void runMoeScatter(KernelCtx &ctx) {
   ctx.expectInRank(2, 2, "routing weights [T, k]");
   int64_t s = ctx.inShape(0)[0], d = ctx.inShape(0)[1];
   int64_t t = ctx.inShape(2)[0], k = ctx.inShape(2)[1];
+  ctx.expectInRank(1, 1, "slot rows [S]");
   if (t * k != s || ctx.inShape(1) != std::vector<int64_t>{s})
     fail(fmt::format("{} and {} must have T*k = {} rows", ctx.describeIn(0),
                      ctx.describeIn(1), t * k));
-  checkPerm(ctx, 1, s);
   if (ctx.numInputs() > 3 && ctx.inShape(3) != std::vector<int64_t>{t, d})
     fail(fmt::format("{} must be the shared expert [{}, {}]", ctx.describeIn(3),
                      t, d));
@@ -309,18 +314,24 @@ void runMoeScatter(KernelCtx &ctx) {
     fail(fmt::format("{} must be the shared gate [{}, 1]", ctx.describeIn(4),
                      t));
   ctx.expectOutShape(0, {t, d});
-  const int32_t *perm = ctx.i32(1);
-  // Where each slot's row went; every slot must have one.
-  std::vector<int64_t> rowOf(s, -1);
-  for (int64_t r = 0; r < s; ++r) {
-    if (rowOf[perm[r]] >= 0)
-      fail(fmt::format("{} lists slot {} twice", ctx.describeIn(1), perm[r]));
-    rowOf[perm[r]] = r;
+  // Each slot's row: in range, and no row read by two slots (then every row
+  // is read once, as moe_sort's rows are).
+  const int32_t *rows = ctx.i32(1);
+  std::vector<int64_t> slotOf(s, -1);
+  for (int64_t slot = 0; slot < s; ++slot) {
+    int32_t r = rows[slot];
+    if (r < 0 || r >= s)
+      fail(fmt::format("{} holds row {} for slot {}, outside 0..{}",
+                       ctx.describeIn(1), r, slot, s - 1));
+    if (slotOf[r] >= 0)
+      fail(fmt::format("{} names row {} twice (slots {} and {})",
+                       ctx.describeIn(1), r, slotOf[r], slot));
+    slotOf[r] = slot;
   }
   // moe_combine's sums in moe_combine's order.
   const float *y = ctx.f32(0);
   combineSlots(ctx, 2, t, k, d,
-               [&](int64_t slot) { return y + rowOf[slot] * d; });
+               [&](int64_t slot) { return y + int64_t(rows[slot]) * d; });
 }
 
 } // namespace strata::runtime::cpu

@@ -218,11 +218,12 @@ TEST(CpuMoe, GroupedExpertsEqualThePerSlotReference) {
 
       HostTensor off = output({e + 1}, PlanDType::I32);
       HostTensor perm = output({t * k}, PlanDType::I32);
+      HostTensor slotRows = output({t * k}, PlanDType::I32);
       ASSERT_TRUE(runKernel(Recipe::MoeSort, {{"experts", aInt(e)}}, {&id},
-                            {&off, &perm}, error))
+                            {&off, &perm, &slotRows}, error))
           << error;
       // Offsets count each expert's slots; the permutation lists them by
-      // expert, in slot order within one.
+      // expert, in slot order within one; the slot rows are its inverse.
       std::vector<int32_t> wantOff(e + 1, 0), wantPerm;
       for (int32_t x : iv)
         ++wantOff[x + 1];
@@ -234,6 +235,10 @@ TEST(CpuMoe, GroupedExpertsEqualThePerSlotReference) {
       }
       EXPECT_EQ(off.ints(), wantOff);
       EXPECT_EQ(perm.ints(), wantPerm);
+      std::vector<int32_t> wantRows(t * k, -1);
+      for (int64_t r = 0; r < t * k; ++r)
+        wantRows[wantPerm[r]] = static_cast<int32_t>(r);
+      EXPECT_EQ(slotRows.ints(), wantRows);
       HostTensor h = output({t * k, f}), rows = output({t * k, d});
       HostTensor got = output({t, d});
       ASSERT_TRUE(runKernel(Recipe::MoeGroupedSwiglu, {},
@@ -242,7 +247,7 @@ TEST(CpuMoe, GroupedExpertsEqualThePerSlotReference) {
       ASSERT_TRUE(runKernel(Recipe::MoeGroupedDown, {}, {&h, &off, &down},
                             {&rows}, error))
           << error;
-      std::vector<HostTensor *> scatterIn{&rows, &perm, &w};
+      std::vector<HostTensor *> scatterIn{&rows, &slotRows, &w};
       scatterIn.insert(scatterIn.end(), extra.begin(), extra.end());
       ASSERT_TRUE(runKernel(Recipe::MoeScatter, {}, scatterIn, {&got}, error))
           << error;
@@ -255,18 +260,32 @@ TEST(CpuMoe, GroupedExpertsEqualThePerSlotReference) {
 TEST(CpuMoe, GroupedExpertsRefuseBadSortResults) {
   HostTensor id = ids({2, 1}, {0, 5});
   HostTensor off = output({3}, PlanDType::I32),
-             perm = output({2}, PlanDType::I32);
+             perm = output({2}, PlanDType::I32),
+             slotRows = output({2}, PlanDType::I32);
   std::string error;
   EXPECT_FALSE(runKernel(Recipe::MoeSort, {{"experts", aInt(2)}}, {&id},
-                         {&off, &perm}, error));
+                         {&off, &perm, &slotRows}, error));
   EXPECT_EQ(error, "expert id 5 at 1 of input 0 't' [2, 1] is not below the "
                    "expert count 2");
+  HostTensor goodId = ids({2, 1}, {1, 0}),
+             shortRows = output({1}, PlanDType::I32);
+  EXPECT_FALSE(runKernel(Recipe::MoeSort, {{"experts", aInt(2)}}, {&goodId},
+                         {&off, &perm, &shortRows}, error));
+  EXPECT_EQ(error, "output 2 'out' [1] should be [2] from the inputs");
   HostTensor rows = buffer({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
   HostTensor twice = ids({2}, {1, 1}), w = buffer({2, 1}, {1, 1});
   HostTensor out = output({2, 4});
   EXPECT_FALSE(
       runKernel(Recipe::MoeScatter, {}, {&rows, &twice, &w}, {&out}, error));
-  EXPECT_EQ(error, "input 1 't' [2] lists slot 1 twice");
+  EXPECT_EQ(error, "input 1 't' [2] names row 1 twice (slots 0 and 1)");
+  for (int32_t bad : {2, -1}) {
+    HostTensor outside = ids({2}, {0, bad});
+    EXPECT_FALSE(runKernel(Recipe::MoeScatter, {}, {&rows, &outside, &w},
+                           {&out}, error));
+    EXPECT_EQ(error, fmt::format("input 1 't' [2] holds row {} for slot 1, "
+                                 "outside 0..1",
+                                 bad));
+  }
   HostTensor h = buffer({2, 256}, std::vector<float>(512, 0.5f));
   HostTensor badOff = ids({3}, {0, 3, 2});
   HostTensor down =
