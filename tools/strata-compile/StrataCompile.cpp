@@ -89,6 +89,8 @@ options:
                          the reference a fused plan is checked against
   --help                 show this help
 
+Environment: STRATA_DEVICE_CC names the device compiler (default clang-19).
+
 Exit status: 0 on success, 1 on an error (nothing is written then), 2 on a
 command-line mistake.
 )";
@@ -677,6 +679,8 @@ static int compileMain(int argc, char **argv) {
   if (gpu && codegenOn) {
     codegen::AotOptions opts;
     opts.cacheDir = cacheDir;
+    if (const char *cc = std::getenv("STRATA_DEVICE_CC"); cc && *cc)
+      opts.clang = cc;
     opts.progress = isatty(2);
     if (!codegen::compileKernels(plan, out, opts, aot, error)) {
       // Leave nothing half-written: the kernels folder, and the plan folder
