@@ -231,23 +231,32 @@ void RowEmitter::op(const BodyOp &op) {
     break;
   }
   case Recipe::GetRows: {
+    // ids [T] or [T, n...]: each row looks up nid table rows.
     Tensor table = in(op, 0), ids = in(op, 1);
     int64_t d = constProduct(table.shape, 1);
+    int64_t nid = constProduct(ids.shape, 1);
+    std::string id =
+        fmt::format("(long){}[row * {}L + c / {}L]", ids.ptr, nid, d);
     if (table.quant()) {
+      if (d % 8 != 0)
+        throw Unsupported("a quantised table row that is not a multiple of 8");
       int64_t rowBytes = d / table.blockSize * table.blockBytes;
-      e.line("  for (long c = tid_x() * 8; c < {}L; c += {} * 8) {{", d,
+      e.line("  for (long c = tid_x() * 8; c < {}L; c += {} * 8) {{", nid * d,
              kThreads);
       e.line("    float v[8];");
-      e.line("    strata_dq8_{}({} + (long){}[row] * {}L + c / {} * {}, "
-             "(int)(c % {}), v);",
-             format::ggmlTypeInfo(table.ggml).irName, table.ptr, ids.ptr,
-             rowBytes, table.blockSize, table.blockBytes, table.blockSize);
+      e.line("    long k = c % {}L;", d);
+      e.line(
+          "    strata_dq8_{}({} + {} * {}L + k / {} * {}, (int)(k % {}), v);",
+          format::ggmlTypeInfo(table.ggml).irName, table.ptr, id, rowBytes,
+          table.blockSize, table.blockBytes, table.blockSize);
       e.line("    for (int j = 0; j < 8; ++j) st({}, c + j, v[j]);", rowPtr(y));
       e.line("  }}");
     } else {
+      std::string idI =
+          fmt::format("(long){}[row * {}L + i / {}L]", ids.ptr, nid, d);
       loop(y.shape, [&] {
-        e.line("    st({}, i, ld({}, (long){}[row] * {}L + i));", rowPtr(y),
-               table.ptr, ids.ptr, d);
+        e.line("    st({}, i, ld({}, {} * {}L + i % {}L));", rowPtr(y),
+               table.ptr, idI, d, d);
       });
     }
     break;
