@@ -137,34 +137,65 @@ void emitAttentionKernel(Emitter &e) {
     throw Unsupported("value dim is not a multiple of 8");
   // Words of the per-row block bitmap: every block a row may select.
   int64_t nbw = block > 0 ? (e.plan.maxTokens / block + 32) / 32 : 1;
-  // Keys per staged chunk: the most (32, 16 or 8) whose tiles fit 44 KiB of
-  // static LDS/shared (sm_90 allows 48 KiB static).
-  auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
-  int kc = 32;
-  for (; kc > 8; kc /= 2) {
-    int64_t need = kBQ * d * bytesOf(q.t) + kc * (d + 1) * bytesOf(k.t) +
-                   kc * dv * bytesOf(v.t) + kBQ * kc * 4 + kBQ * nbw * 4;
-    if (need <= 44 * 1024)
-      break;
-  }
   std::string params = e.params();
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
-  e.line(
-      "  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
-      "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
-      kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block, nb,
-      nbw, kThreads, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-      v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+  // bf16 activations (the GPU policy): the matrix-unit kernel, with one or
+  // two waves of 16 query rows as LDS allows. f32 activations keep f32
+  // arithmetic (the f32 policy's bar is NMSE 1e-5): the FMA kernel.
+  int64_t bq = kBQ;
+  bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" &&
+             v.t.ctype == "bf16" && d % 16 == 0 && dv % 16 == 0;
+  int64_t threads = kThreads;
+  if (mma) {
+    int nw = 2;
+    for (; nw >= 1; --nw) {
+      int64_t rows = 16 * nw;
+      int64_t need = rows * (d + 8) * 2 + 16 * (d + 8) * 2 + dv * 24 * 2 +
+                     rows * 16 * 4 + rows * 24 * 2 + rows * 4 + rows * nbw * 4;
+      if (need <= 44 * 1024)
+        break;
+    }
+    if (nw == 0)
+      mma = false;
+    else {
+      bq = 16 * nw;
+      threads = 32 * nw;
+      e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+      e.line(
+          "  attention_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
+          "{}L, {}L, {}L, {}L, {}L, {}L>(",
+          nw, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block, nb,
+          nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
+          v.stride[1], g.stride[0], g.stride[1]);
+    }
+  }
+  if (!mma) {
+    // Keys per staged chunk: the most (32, 16 or 8) whose tiles fit 44 KiB
+    // of static LDS/shared (sm_90 allows 48 KiB static).
+    auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
+    int kc = 32;
+    for (; kc > 8; kc /= 2) {
+      int64_t need = kBQ * d * bytesOf(q.t) + kc * (d + 1) * bytesOf(k.t) +
+                     kc * dv * bytesOf(v.t) + kBQ * kc * 4 + kBQ * nbw * 4;
+      if (need <= 44 * 1024)
+        break;
+    }
+    e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+    e.line("  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+           "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+           kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block,
+           nb, nbw, kThreads, q.stride[0], q.stride[1], k.stride[0],
+           k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+  }
   e.line("      {} + {}, {} + {}, {} + {}, {} + {}, {}, {}, T, {}, {});",
          q.t.ptr, q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, g.off, index,
          y.ptr, dimExpr(k.shape[0]), floatLit(e.floatAttr(op, "scale")));
   e.line("}}");
   format::PlanDim rows = q.shape[0];
-  format::PlanDim tiles{rows.coef, rows.constant / kBQ + 1, rows.div * kBQ};
+  format::PlanDim tiles{rows.coef, rows.constant / bq + 1, rows.div * bq};
   if (rows.coef == 0)
-    tiles = {0, (rows.constant + kBQ - 1) / kBQ, 1};
+    tiles = {0, (rows.constant + bq - 1) / bq, 1};
   e.out.grid = {tiles, {0, h, 1}, {0, 1, 1}};
-  e.out.block = {kThreads, 1, 1};
+  e.out.block = {threads, 1, 1};
 }
 
 void emitDeltaKernel(Emitter &e) {

@@ -13,7 +13,8 @@ for gfx1151 and sm_90:
     ptxas is installed);
   - gfx1151: zero scratch and zero spills in the hyper-connection, expert,
     matmul and attention kernels (every kernel, in fact);
-  - the matrix-unit GEMMs (matmul and grouped experts on a wmma_* variant)
+  - the matrix-unit kernels (matmul and grouped experts on a wmma_* variant,
+    and bf16 attention)
     disassemble (llvm-objdump --mcpu=gfx1151) to v_wmma instructions; on
     sm_90 (mma_bf16_* variants) their PTX holds mma.sync.
 Writes the measured compile times to stdout (and --results FILE if given).
@@ -106,8 +107,21 @@ def check_plan(tag, target, plan_dir, report, failures):
             if "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" not in ptx:
                 failures.append(f"{tag}/{target}: kernel {i} ({v}) has no mma.sync")
         checked += 1
+    # Attention (bf16 activations on GPU targets) runs on the matrix units too.
+    for i, k in enumerate(kernels):
+        body = [b["recipe"] for b in k.get("body", [])] or [k.get("recipe")]
+        if "attention" not in body:
+            continue
+        base = os.path.join(plan_dir, "kernels", k["code"]["symbol"])
+        if target == "gfx1151":
+            ok = "v_wmma_f32_16x16x16_f16" in run([od, "-d", "--mcpu=gfx1151", base + ".co"])
+        else:
+            ok = "mma.sync.aligned.m16n8k16" in open(base + ".ptx").read()
+        if not ok:
+            failures.append(f"{tag}/{target}: attention kernel {i} is not on the matrix units")
+        checked += 1
     if checked == 0:
-        failures.append(f"{tag}/{target}: no matrix-unit GEMM to check")
+        failures.append(f"{tag}/{target}: no matrix-unit kernel to check")
     return len(symbols), have_res
 
 
