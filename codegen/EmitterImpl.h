@@ -71,6 +71,11 @@ public:
   /// The parameter list "const float *in0, ..., float *out0, ..., [char
   /// *ws,] long T" (and the plan's argument order in out.args).
   std::string params();
+  /// Emits the kernel's first lines: every pointer parameter is 16-byte
+  /// aligned (arena offsets are multiples of 16, weights and workspaces are
+  /// allocations), which lets the compiler merge adjacent accesses into
+  /// 16-byte loads and stores.
+  void prologue();
   /// The kernel takes the workspace (its temporaries, laid out as
   /// PlanKernel::workspaceBytes counts them) as argument "workspace".
   bool workspace = false;

@@ -429,6 +429,7 @@ void GemmEmitter::runChains() {
     g.bm = bmAll;
   }
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
+  e.prologue();
   int64_t ybase = 0, bmMin = INT64_MAX;
   format::PlanDim mDim;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
@@ -517,6 +518,7 @@ void GemmEmitter::runGrouped() {
   std::string params = e.params();
   const int nt = g.nt;
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
+  e.prologue();
   // Which expert and which of its row tiles this block takes: a block scan
   // of the experts' tile counts.
   constexpr int kPer = 8;

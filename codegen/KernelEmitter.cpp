@@ -158,16 +158,23 @@ std::string Emitter::strAttr(const format::BodyOp &op,
 std::string Emitter::params() {
   std::string p;
   out.args.clear();
+  // Without tied outputs no output shares storage with an input or another
+  // output (the planner gives live buffers disjoint ranges), so pointers are
+  // restrict: loads may move past stores and merge into 16-byte accesses.
+  bool tied = false;
+  for (int32_t t : kernel.tied)
+    tied |= t >= 0;
+  const char *restrict = tied ? "" : "__restrict__ ";
   for (uint32_t i = 0; i < kernel.inputs.size(); ++i) {
     Tensor t = tensor({BodyRef::Kind::In, i, {}});
-    p += fmt::format("const {} *in{}, ", t.ctype, i);
+    p += fmt::format("const {} *{}in{}, ", t.ctype, restrict, i);
     const format::PlanOperand &o = kernel.inputs[i];
     out.args.push_back(
         fmt::format("{}:{}", o.isWeight ? "weight" : "buffer", o.index));
   }
   for (uint32_t o = 0; o < kernel.outputs.size(); ++o) {
     Tensor t = tensor({BodyRef::Kind::Out, o, {}});
-    p += fmt::format("{} *out{}, ", t.ctype, o);
+    p += fmt::format("{} *{}out{}, ", t.ctype, restrict, o);
     out.args.push_back(fmt::format("buffer:{}", kernel.outputs[o]));
   }
   if (workspace) {
@@ -176,6 +183,18 @@ std::string Emitter::params() {
   }
   out.args.push_back("T");
   return p + "long T";
+}
+
+void Emitter::prologue() {
+  for (uint32_t i = 0; i < kernel.inputs.size(); ++i) {
+    Tensor t = tensor({BodyRef::Kind::In, i, {}});
+    line("  in{} = (const {} *)__builtin_assume_aligned(in{}, 16);", i, t.ctype,
+         i);
+  }
+  for (uint32_t o = 0; o < kernel.outputs.size(); ++o) {
+    Tensor t = tensor({BodyRef::Kind::Out, o, {}});
+    line("  out{} = ({} *)__builtin_assume_aligned(out{}, 16);", o, t.ctype, o);
+  }
 }
 
 std::string dimExpr(const PlanDim &d) {

@@ -160,6 +160,7 @@ void emitAttentionKernel(Emitter &e) {
       bq = 16 * nw;
       threads = 32 * nw;
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+      e.prologue();
       e.line(
           "  attention_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
           "{}L, {}L, {}L, {}L, {}L, {}L>(",
@@ -180,6 +181,7 @@ void emitAttentionKernel(Emitter &e) {
         break;
     }
     e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+    e.prologue();
     e.line("  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
            "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
            kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block,
@@ -223,6 +225,7 @@ void emitDeltaKernel(Emitter &e) {
                     : 1.0f / std::sqrt(static_cast<float>(dk));
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+  e.prologue();
   e.line("  delta_head<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
          "{}L>(",
          h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", threads, split,
@@ -247,6 +250,7 @@ void emitSortKernel(Emitter &e) {
     throw Unsupported("too many experts for one block's counts");
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.prologue();
   e.line("  moe_sort_block<{}, {}, 0>({}, out0, out1, {}, {} * {}L);", experts,
          kThreads, ids.ptr,
          e.kernel.outputs.size() > 2 ? "out2" : "(int32_t *)0",
