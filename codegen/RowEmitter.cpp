@@ -135,10 +135,10 @@ void RowEmitter::elementwise(const BodyOp &op) {
     std::string args;
     for (size_t k = 0; k < ins.size(); ++k)
       args += fmt::format("{}a{}[u]", k ? ", " : "", k);
-    e.line("      r[u] = {};", op.recipe == Recipe::Cast ||
-                                       op.recipe == Recipe::Reshape
-                                   ? args
-                                   : fmt::format("{}({}{})", fn, args, extra));
+    e.line("      r[u] = {};",
+           op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
+               ? args
+               : fmt::format("{}({}{})", fn, args, extra));
     e.line("    }}");
     e.line("    st4({}, {}, r);", y.ptr, elementIndex(y, y.shape, "row", "i0"));
     e.line("  }}");

@@ -214,28 +214,34 @@ void emitDeltaKernel(Emitter &e) {
   int64_t h = v.shape[1].constant, dv = v.shape[2].constant;
   if (dk > 128 || dk % 2)
     throw Unsupported("key dim above 128 or odd");
-  // Two threads per state column when the column is long (keeps the state
-  // in registers without spills).
-  int split = dk > 64 ? 2 : 1;
-  int64_t threads = (dv * split + 31) / 32 * 32;
-  if (threads > 1024)
-    throw Unsupported("more than 1024 threads for the state columns");
+  // Chunked form: blocks of NCOL state columns per head (columns evolve
+  // independently), SPLIT threads per column holding R = DK / SPLIT rows
+  // each, chunks of C tokens.
+  int rows = dk % 32 == 0 ? 32 : static_cast<int>(dk);
+  int split = static_cast<int>(dk) / rows;
+  if (split > 32 || (split & (split - 1)))
+    throw Unsupported("key dim does not split into powers of two of 32 rows");
+  int ncol = static_cast<int>(std::min<int64_t>(32, dv));
+  int chunk = 32;
+  int64_t threads = ncol * split;
+  if (threads > 1024 || threads % 32)
+    throw Unsupported("state column blocks do not fill whole waves");
   float scale = e.hasAttr(op, "scale")
                     ? static_cast<float>(e.floatAttr(op, "scale"))
                     : 1.0f / std::sqrt(static_cast<float>(dk));
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
   e.prologue();
-  e.line("  delta_head<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
-         "{}L>(",
-         h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", threads, split,
+  e.line("  delta_chunked<{}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, "
+         "{}L, {}L>(",
+         h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", chunk, ncol, split,
          q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
          v.stride[1]);
   e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,
          k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
          floatLit(scale));
   e.line("}}");
-  e.out.grid = {{0, h, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.grid = {{0, h, 1}, {0, (dv + ncol - 1) / ncol, 1}, {0, 1, 1}};
   e.out.block = {threads, 1, 1};
 }
 

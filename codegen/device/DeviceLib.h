@@ -565,58 +565,6 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
   }
 }
 
-/// The gated delta rule for value head h = block x, recurrent over T (the
-/// CPU's order per token): state column j of S[DK][DV] lives in the
-/// registers of SPLIT threads (rows split between them, partial dot products
-/// joined by a shuffle); q_t and k_t go through shared memory. Element
-/// (t, h, c) of q is q[t*QT + h*QH + c], likewise k, v; g and beta are
-/// [T, H].
-template <int H, int HK, int DK, int DV, bool TILED, int NT, int SPLIT, long QT,
-          long QH, long KT, long KH, long VT, long VH, class Q, class K,
-          class V, class G, class B, class Y>
-STRATA_FN void delta_head(const Q *q, const K *k, const V *v, const G *g,
-                          const B *beta, Y *y, long T, float scale) {
-  constexpr int R = DK / SPLIT; // state rows per thread
-  STRATA_SHARED float qs[DK];
-  STRATA_SHARED float ks[DK];
-  const int h = bid_x(), j = tid_x() / SPLIT, part = tid_x() % SPLIT;
-  const int kh = TILED ? h % HK : h / (H / HK);
-  float s[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i)
-    s[i] = 0;
-  for (long t = 0; t < T; ++t) {
-    sync_block();
-    for (int i = tid_x(); i < DK; i += NT) {
-      qs[i] = ld(q, t * QT + kh * QH + i);
-      ks[i] = ld(k, t * KT + kh * KH + i);
-    }
-    sync_block();
-    float decay = strata_exp(ld(g, t * H + h));
-    float b = ld(beta, t * H + h);
-    float kv = 0;
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      s[i] *= decay;
-      kv += s[i] * ks[part * R + i];
-    }
-    if (SPLIT == 2)
-      kv += shfl_xor_f(kv, 1);
-    float vj = j < DV ? ld(v, t * VT + h * VH + j) : 0.0f;
-    float delta = (vj - kv) * b;
-    float o = 0;
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      s[i] += ks[part * R + i] * delta;
-      o += s[i] * qs[part * R + i];
-    }
-    if (SPLIT == 2)
-      o += shfl_xor_f(o, 1);
-    if (j < DV && part == 0)
-      st(y, (t * H + h) * DV + j, scale * o);
-  }
-}
-
 /// moe_sort in one block: expert histogram (shared atomics), offsets, then
 /// the stable permutation in rounds of NT slots (rank inside a wave by
 /// shuffles, across waves by per-wave counts), and each slot's row.
@@ -838,4 +786,124 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
         val *= sm_sigmoid(ld(gate, t * GT + h * GH + col));
       st(y, (t * H + h) * DV + col, val);
     }
+}
+
+/// The gated delta rule in chunked form: block (x, y) = value head h and
+/// NCOL state columns (columns evolve independently, so a head splits over
+/// blocks). Per chunk of C tokens with cumulative log decay G (gamma_t =
+/// exp(G_t)) and state S0 at its start:
+///   u_t = beta_t (v_t - gamma_t S0^T k_t) - sum_{j<t} A[t][j] u_j,
+///         A[t][j] = beta_t exp(G_t - G_j) (k_t . k_j)
+///   o_t = scale (gamma_t S0^T q_t + sum_{j<=t} exp(G_t - G_j) (q_t . k_j) u_j)
+///   S   = gamma_C S0 + sum_t exp(G_C - G_t) k_t u_t^T
+/// which is the recurrence S_t = d_t S_{t-1} + k_t beta_t (v_t - d_t
+/// S_{t-1}^T k_t) unrolled (equal within f32 rounding). Thread (column c,
+/// part p) holds rows [p R, p R + R) of column c in registers; partial dot
+/// products over rows join by shuffles; u and the q terms of a chunk live in
+/// LDS. Barriers: 5 per chunk, not 2 per token.
+template <int H, int HK, int DK, int DV, bool TILED, int C, int NCOL, int SPLIT,
+          long QT, long QH, long KT, long KH, long VT, long VH, class Q,
+          class K, class V, class G, class B, class Y>
+STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
+                             const B *beta, Y *y, long T, float scale) {
+  constexpr int R = DK / SPLIT, NT = NCOL * SPLIT;
+  STRATA_SHARED K Ks[C * DK];
+  STRATA_SHARED Q Qs[C * DK];
+  STRATA_SHARED float Gs[C];
+  STRATA_SHARED float Bs[C];
+  STRATA_SHARED float A[C * C];
+  STRATA_SHARED float QK[C * C];
+  STRATA_SHARED float U[C * NCOL];
+  STRATA_SHARED float W[C * NCOL];
+  const int h = bid_x(), c = tid_x() / SPLIT, col = bid_y() * NCOL + c;
+  const int part = tid_x() % SPLIT;
+  const int kh = TILED ? h % HK : h / (H / HK);
+  const bool live = col < DV;
+  float s[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+    s[i] = 0;
+  for (long t0 = 0; t0 < T; t0 += C) {
+    sync_block();
+    for (int i = tid_x(); i < C * DK; i += NT) {
+      long t = t0 + i / DK;
+      st(Ks, i, t < T ? ld(k, t * KT + kh * KH + i % DK) : 0.0f);
+      st(Qs, i, t < T ? ld(q, t * QT + kh * QH + i % DK) : 0.0f);
+    }
+    if (tid_x() == 0) {
+      // Past T: decay 1, beta 0, so those tokens change nothing.
+      float run = 0;
+      for (int t = 0; t < C; ++t) {
+        bool in = t0 + t < T;
+        run += in ? ld(g, (t0 + t) * H + h) : 0.0f;
+        Gs[t] = run;
+        Bs[t] = in ? ld(beta, (t0 + t) * H + h) : 0.0f;
+      }
+    }
+    sync_block();
+    for (int e = tid_x(); e < C * C; e += NT) {
+      int t = e / C, j = e % C;
+      float kk = 0, qk = 0;
+      if (j <= t)
+        for (int i = 0; i < DK; ++i) {
+          float kj = ld(Ks, j * DK + i);
+          kk += ld(Ks, t * DK + i) * kj;
+          qk += ld(Qs, t * DK + i) * kj;
+        }
+      float decay = j <= t ? strata_exp(Gs[t] - Gs[j]) : 0.0f;
+      A[e] = j < t ? Bs[t] * decay * kk : 0.0f;
+      QK[e] = decay * qk;
+    }
+    // S0^T k_t and S0^T q_t for this column, every t of the chunk (state
+    // rows in registers; the per-t values go to LDS, so no register array
+    // is indexed by t).
+    for (int t = 0; t < C; ++t) {
+      float wk = 0, wq = 0;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        wk += s[i] * ld(Ks, t * DK + part * R + i);
+        wq += s[i] * ld(Qs, t * DK + part * R + i);
+      }
+#pragma unroll
+      for (int m = 1; m < SPLIT; m <<= 1) {
+        wk += shfl_xor_f(wk, m);
+        wq += shfl_xor_f(wq, m);
+      }
+      if (part == 0) {
+        float vt =
+            live && t0 + t < T ? ld(v, (t0 + t) * VT + h * VH + col) : 0.0f;
+        float gam = strata_exp(Gs[t]);
+        U[t * NCOL + c] = Bs[t] * (vt - gam * wk);
+        W[t * NCOL + c] = gam * wq;
+      }
+    }
+    sync_block();
+    // Forward substitution down the column.
+    if (part == 0)
+      for (int t = 1; t < C; ++t) {
+        float ut = U[t * NCOL + c];
+        for (int j = 0; j < t; ++j)
+          ut -= A[t * C + j] * U[j * NCOL + c];
+        U[t * NCOL + c] = ut;
+      }
+    sync_block();
+    for (int t = part; t < C; t += SPLIT) {
+      float o = W[t * NCOL + c];
+      for (int j = 0; j <= t; ++j)
+        o += QK[t * C + j] * U[j * NCOL + c];
+      if (live && t0 + t < T)
+        st(y, ((t0 + t) * H + h) * DV + col, scale * o);
+    }
+    // The state at the chunk's end.
+    float gl = Gs[C - 1], gall = strata_exp(gl);
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+      s[i] *= gall;
+    for (int t = 0; t < C; ++t) {
+      float ew = strata_exp(gl - Gs[t]) * U[t * NCOL + c];
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+        s[i] += ld(Ks, t * DK + part * R + i) * ew;
+    }
+  }
 }
