@@ -146,27 +146,34 @@ void emitAttentionKernel(Emitter &e) {
              v.t.ctype == "bf16" && d % 16 == 0 && dv % 16 == 0;
   int64_t threads = kThreads;
   if (mma) {
-    int nw = 2;
-    for (; nw >= 1; --nw) {
-      int64_t rows = 16 * nw;
+    // Value dim split over NSP waves of a row group (at most 128 columns of
+    // accumulators per wave); one or two row groups per block as LDS
+    // allows.
+    int64_t dvw = std::min<int64_t>(dv, 128);
+    int64_t nsp = dv / dvw;
+    if (dv % dvw != 0)
+      mma = false;
+    int groups = 2;
+    for (; mma && groups >= 1; --groups) {
+      int64_t rows = 16 * groups, waves = groups * nsp;
       int64_t need = rows * (d + 8) * 2 + 16 * (d + 8) * 2 + dv * 24 * 2 +
-                     rows * 16 * 4 + rows * 24 * 2 + rows * 4 + rows * nbw * 4;
+                     waves * 16 * (16 * 4 + 24 * 2 + 4) + rows * nbw * 4;
       if (need <= 44 * 1024)
         break;
     }
-    if (nw == 0)
+    if (groups == 0)
       mma = false;
-    else {
-      bq = 16 * nw;
+    if (mma) {
+      int64_t nw = groups * nsp;
+      bq = 16 * groups;
       threads = 32 * nw;
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
-      e.line(
-          "  attention_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
-          "{}L, {}L, {}L, {}L, {}L, {}L>(",
-          nw, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block, nb,
-          nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
-          v.stride[1], g.stride[0], g.stride[1]);
+      e.line("  attention_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
+             "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+             nw, dvw, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block,
+             nb, nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+             v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
     }
   }
   if (!mma) {

@@ -640,32 +640,37 @@ STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
   }
 }
 
-/// Flash-style attention on the matrix units: NW waves, each 16 query rows
-/// of head h = block y; keys and values staged KC = 16 at a time (K as
-/// [key][d], V transposed as [dv][key], both in the matrix type), S = Q K^T
-/// and O += P V by mma_16x16x16; the online softmax runs per row from an LDS
-/// copy of S (lane r of a wave owns row r's max and sum). Masks as in
-/// attention_tile; key chunks no row of the block selects are skipped.
-template <int NW, int H, int D, int DV, int HG, bool CAUSAL, bool GATED,
-          int BLOCK, int NB, int NBW, long QT, long QH, long KT, long KH,
-          long VT, long VH, long GT, long GH, class Q, class K, class V,
-          class G, class Y>
+/// Flash-style attention on the matrix units: NW waves; the block holds
+/// BQ = 16 NW / NSP query rows of head h = block y, and the NSP = DV / DVW
+/// waves of a row group split the value dim (each recomputes the group's
+/// S, so its softmax state is its own and its O accumulators stay DVW / 16
+/// tiles: no spills at DV = 256). Keys and values are staged KC = 16 at a
+/// time (K as [key][d], V transposed as [dv][key], both in the matrix
+/// type), S = Q K^T and O += P V by mma_16x16x16; the online softmax runs
+/// per row from an LDS copy of S (lane r of a wave owns row r's max and
+/// sum). Masks as in attention_tile; key chunks no row of the block selects
+/// are skipped.
+template <int NW, int DVW, int H, int D, int DV, int HG, bool CAUSAL,
+          bool GATED, int BLOCK, int NB, int NBW, long QT, long QH, long KT,
+          long KH, long VT, long VH, long GT, long GH, class Q, class K,
+          class V, class G, class Y>
 STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
                              const int32_t *index, Y *y, long T, long TK,
                              float scale) {
-  constexpr int NT = 32 * NW, BQ = 16 * NW, KC = 16;
+  constexpr int NSP = DV / DVW, NT = 32 * NW, BQ = 16 * NW / NSP, KC = 16;
   constexpr int LQ = D + 8, LK = D + 8, LV = KC + 8, LP = KC + 8;
   STRATA_SHARED mma_t Qs[BQ * LQ];
   STRATA_SHARED mma_t Ks[KC * LK];
   STRATA_SHARED mma_t Vt[DV * LV];
-  STRATA_SHARED float Ss[BQ * KC];
-  STRATA_SHARED mma_t Ps[BQ * LP];
-  STRATA_SHARED float Cs[BQ];
+  STRATA_SHARED float Ss[NW * 16 * KC];
+  STRATA_SHARED mma_t Ps[NW * 16 * LP];
+  STRATA_SHARED float Cs[NW * 16];
   STRATA_SHARED uint32_t sel[BLOCK > 0 ? BQ * NBW : 1];
   STRATA_SHARED int any[1];
   const long t0 = (long)bid_x() * BQ;
   const int h = bid_y(), kh = h / HG;
   const int w = tid_x() >> 5, lane = lane_id();
+  const int rg = w / NSP, cp = w % NSP; // row group, value-dim part
   for (int i = tid_x(); i < BQ * D; i += NT) {
     long tt = t0 + i / D;
     Qs[(i / D) * LQ + i % D] =
@@ -683,13 +688,13 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
                           __ATOMIC_RELAXED);
     }
   }
-  float o[DV / 16][8];
+  float o[DVW / 16][8];
 #pragma unroll
-  for (int c = 0; c < DV / 16; ++c)
+  for (int c = 0; c < DVW / 16; ++c)
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       o[c][i] = 0;
-  float mrow = -__builtin_inff(), lrow = 0; // lane r < 16: row w*16 + r
+  float mrow = -__builtin_inff(), lrow = 0; // lane r < 16: row rg*16 + r
   long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
   for (long j0 = 0; j0 <= last; j0 += KC) {
     sync_block();
@@ -719,19 +724,18 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
     }
     sync_block();
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
     for (int dk = 0; dk < D; dk += 16)
-      mma_16x16x16(s, Qs + (w * 16) * LQ + dk, LQ, Ks + dk, LK);
+      mma_16x16x16(s, Qs + (rg * 16) * LQ + dk, LQ, Ks + dk, LK);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int r, c;
       mma_acc_coord(i, &r, &c);
-      long t = t0 + w * 16 + r, j = j0 + c;
+      long t = t0 + rg * 16 + r, j = j0 + c;
       bool ok = t < T && j < TK && (!CAUSAL || j <= t);
       if (BLOCK > 0 && ok) {
         long b = j / BLOCK;
-        ok =
-            b < NBW * 32 && (sel[(w * 16 + r) * NBW + b / 32] >> (b % 32) & 1u);
+        ok = b < NBW * 32 &&
+             (sel[(rg * 16 + r) * NBW + b / 32] >> (b % 32) & 1u);
       }
       Ss[(w * 16 + r) * KC + c] = ok ? s[i] * scale : -__builtin_inff();
     }
@@ -756,14 +760,15 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
     }
     sync_block();
 #pragma unroll
-    for (int c = 0; c < DV / 16; ++c) {
+    for (int c = 0; c < DVW / 16; ++c) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int r, cc;
         mma_acc_coord(i, &r, &cc);
         o[c][i] *= Cs[w * 16 + r];
       }
-      mma_16x16x16(o[c], Ps + (w * 16) * LP, LP, Vt + (c * 16) * LV, LV);
+      mma_16x16x16(o[c], Ps + (w * 16) * LP, LP, Vt + (cp * DVW + c * 16) * LV,
+                   LV);
     }
   }
   sync_block();
@@ -771,15 +776,15 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
     Cs[w * 16 + lane] = lrow;
   sync_block();
 #pragma unroll
-  for (int c = 0; c < DV / 16; ++c)
+  for (int c = 0; c < DVW / 16; ++c)
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int r, cc;
       mma_acc_coord(i, &r, &cc);
-      long t = t0 + w * 16 + r;
+      long t = t0 + rg * 16 + r;
       if (t >= T)
         continue;
-      int col = c * 16 + cc;
+      int col = cp * DVW + c * 16 + cc;
       float l = Cs[w * 16 + r];
       float val = l > 0 ? o[c][i] / l : 0.0f;
       if (GATED)
