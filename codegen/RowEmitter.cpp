@@ -233,6 +233,22 @@ void RowEmitter::op(const BodyOp &op) {
   case Recipe::HcRead: {
     Tensor xn = in(op, 0), g = in(op, 1);
     int64_t s = xn.shape[1].constant, d = xn.shape[2].constant;
+    if (d % 4 == 0) {
+      // Four adjacent columns per thread, vector accesses.
+      e.line("  for (long i0 = tid_x() * 4L; i0 < {}L; i0 += {} * 4L) {{", d,
+             kThreads);
+      e.line("    float a[4] = {{0, 0, 0, 0}};");
+      e.line("    for (int s = 0; s < {}; ++s) {{", s);
+      e.line("      float gv[4], xv[4];");
+      e.line("      ld4({}, s * {}L + i0, gv);", rowPtr(g), d);
+      e.line("      ld4({}, s * {}L + i0, xv);", rowPtr(xn), d);
+      e.line("      for (int u = 0; u < 4; ++u) a[u] += gv[u] * xv[u];");
+      e.line("    }}");
+      e.line("    for (int u = 0; u < 4; ++u) a[u] = a[u] / {}.0f;", s);
+      e.line("    st4({}, i0, a);", rowPtr(y));
+      e.line("  }}");
+      break;
+    }
     loop(y.shape, [&] {
       e.line("    float a = 0;");
       e.line("    for (int s = 0; s < {}; ++s) a += ld({}, s * {}L + i) * "
@@ -245,6 +261,18 @@ void RowEmitter::op(const BodyOp &op) {
   case Recipe::HcWrite: {
     Tensor r = in(op, 0), f = in(op, 1), lam = in(op, 2);
     int64_t d = r.shape[2].constant;
+    if (d % 4 == 0) {
+      e.line("  for (long i0 = tid_x() * 4L; i0 < {}L; i0 += {} * 4L) {{",
+             constProduct(y.shape, 1), kThreads);
+      e.line("    float rv[4], fv[4];");
+      e.line("    ld4({}, i0, rv);", rowPtr(r));
+      e.line("    ld4({}, i0 % {}L, fv);", rowPtr(f), d);
+      e.line("    float l = ld({}, i0 / {}L);", rowPtr(lam), d);
+      e.line("    for (int u = 0; u < 4; ++u) rv[u] = rv[u] + l * fv[u];");
+      e.line("    st4({}, i0, rv);", rowPtr(y));
+      e.line("  }}");
+      break;
+    }
     loop(y.shape, [&] {
       e.line("    st({}, i, ld({}, i) + ld({}, i / {}L) * ld({}, i % {}L));",
              rowPtr(y), rowPtr(r), rowPtr(lam), d, rowPtr(f), d);
@@ -254,6 +282,15 @@ void RowEmitter::op(const BodyOp &op) {
   case Recipe::HcExpand: {
     Tensor x = in(op, 0);
     int64_t d = constProduct(x.shape, 1);
+    if (d % 4 == 0) {
+      e.line("  for (long i0 = tid_x() * 4L; i0 < {}L; i0 += {} * 4L) {{",
+             constProduct(y.shape, 1), kThreads);
+      e.line("    float v[4];");
+      e.line("    ld4({}, i0 % {}L, v);", rowPtr(x), d);
+      e.line("    st4({}, i0, v);", rowPtr(y));
+      e.line("  }}");
+      break;
+    }
     loop(y.shape, [&] {
       e.line("    st({}, i, ld({}, i % {}L));", rowPtr(y), rowPtr(x), d);
     });
@@ -537,7 +574,9 @@ void RowEmitter::run() {
     int64_t n = constProduct(t.shape, 1);
     const char *type = t.dtype == format::DType::I32 ? "int32_t" : "float";
     if (!e.workspace) {
-      e.line("  STRATA_SHARED {} tmp{}[{}];", type, j, n);
+      // 16-byte aligned: vector accesses read and write temporaries.
+      e.line("  STRATA_SHARED __attribute__((aligned(16))) {} tmp{}[{}];", type,
+             j, n);
       continue;
     }
     // PlanKernel::workspaceBytes' layout: each temporary 256-byte aligned.
