@@ -6,7 +6,52 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
+
 namespace strata::runtime {
+
+bool Device::loadFunction(const std::string &path, const std::string &symbol,
+                          DeviceFunction &, std::string &error) {
+  error = fmt::format("backend '{}' runs recipes, not generated code ({} in "
+                      "{}): use a GPU backend for a {} plan",
+                      name(), symbol, path, "GPU");
+  return false;
+}
+
+bool Device::launchCode(const CodeLaunch &launch, std::string &error) {
+  error = fmt::format("backend '{}' cannot launch generated code ({})", name(),
+                      launch.name);
+  return false;
+}
+
+bool Device::createEvents(size_t n, std::string &) {
+  hostEvents_.assign(n, 0.0);
+  return true;
+}
+
+bool Device::recordEvent(size_t slot, std::string &error) {
+  if (slot >= hostEvents_.size()) {
+    error = fmt::format("event slot {} of {}", slot, hostEvents_.size());
+    return false;
+  }
+  if (!synchronize(error))
+    return false;
+  hostEvents_[slot] = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  return true;
+}
+
+bool Device::eventSeconds(size_t from, size_t to, double &seconds,
+                          std::string &error) {
+  if (from >= hostEvents_.size() || to >= hostEvents_.size()) {
+    error = fmt::format("event slots {} and {} of {}", from, to,
+                        hostEvents_.size());
+    return false;
+  }
+  seconds = hostEvents_[to] - hostEvents_[from];
+  return true;
+}
 
 std::vector<std::string> deviceNames() { return {"cpu"}; }
 

@@ -58,6 +58,24 @@ struct Launch {
   std::vector<TensorArg> outputs;
 };
 
+/// A function of generated code, loaded from a plan's module (a backend
+/// handle; valid as long as the device).
+struct DeviceFunction {
+  void *handle = nullptr;
+};
+
+/// One launch of generated code (a plan kernel's `code`).
+struct CodeLaunch {
+  const DeviceFunction *function = nullptr;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t sharedBytes = 0; ///< dynamic LDS/shared memory
+  /// Each kernel parameter as 8 bytes, in order: device addresses and the
+  /// token count T (a 64-bit integer), as the plan's `code.args` name them.
+  std::vector<uint64_t> args;
+  std::string name; ///< for diagnostics: "kernel 12 (matmul) <symbol>"
+};
+
 /// A compute device. Every fallible call returns false and sets \p error to
 /// a one-line message.
 class Device {
@@ -93,9 +111,32 @@ public:
   virtual bool launch(const Launch &launch, std::string &error) = 0;
   /// Waits until every enqueued launch and copy has finished.
   virtual bool synchronize(std::string &error) = 0;
+
+  /// The plan target whose generated code this device runs ("host" for the
+  /// CPU, which runs recipes instead; "sm_90" for cuda; "gfx1151" for hip).
+  virtual const char *codeTarget() const { return "host"; }
+  /// Loads \p symbol from the module file \p path (a cubin or PTX for
+  /// cuda, a code object for hip); each module is loaded once.
+  virtual bool loadFunction(const std::string &path, const std::string &symbol,
+                            DeviceFunction &out, std::string &error);
+  /// Enqueues one launch of generated code.
+  virtual bool launchCode(const CodeLaunch &launch, std::string &error);
+
+  /// Timing in stream order: resizes the event pool to \p n slots,
+  /// records slot \p slot after the work enqueued so far, and reads the
+  /// seconds between two recorded slots (after synchronize()).
+  virtual bool createEvents(size_t n, std::string &error);
+  virtual bool recordEvent(size_t slot, std::string &error);
+  virtual bool eventSeconds(size_t from, size_t to, double &seconds,
+                            std::string &error);
+
+private:
+  std::vector<double> hostEvents_; ///< the default events: host clock
 };
 
-/// The backends this build has, in preference order ("cpu" first).
+/// The backends this build knows, in preference order ("cpu" first); a GPU
+/// backend is listed even where its driver library is missing (creating it
+/// then says which library was not found).
 std::vector<std::string> deviceNames();
 
 /// Settings a backend may use; each ignores what does not apply to it.
