@@ -17,15 +17,15 @@ using format::PlanBuffer;
 using format::PlanDType;
 using format::PlanOperand;
 
-std::unique_ptr<Executor> Executor::create(const Plan &plan,
-                                           const std::string &ggufPath,
-                                           const std::string &backendName,
-                                           std::string &error,
-                                           const DeviceOptions &options) {
+std::unique_ptr<Executor>
+Executor::create(const Plan &plan, const std::string &ggufPath,
+                 const std::string &backendName, std::string &error,
+                 const DeviceOptions &options, const std::string &planDir) {
   if (!format::validatePlan(plan, error))
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor());
   ex->plan_ = plan;
+  ex->planDir_ = planDir.empty() ? "." : planDir;
   ex->gguf_ = format::GgufFile::open(ggufPath, error);
   if (!ex->gguf_)
     return nullptr;
@@ -35,6 +35,7 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
   ex->device_ = createDevice(backendName, error, options);
   if (!ex->device_)
     return nullptr;
+  ex->main_.device = ex->device_.get();
   // A plan runs on the backend of its target.
   const char *backendOf = plan.target == "host"      ? "cpu"
                           : plan.target == "sm_90"   ? "cuda"
@@ -50,15 +51,35 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
     return nullptr;
   }
   uint64_t workspaceBytes = 0;
+  ex->code_ = std::string(ex->device_->codeTarget()) != "host";
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan.kernels[k];
+    if (pk.isFused())
+      workspaceBytes =
+          std::max(workspaceBytes, pk.workspaceBytes(plan.maxTokens));
+    if (ex->code_) {
+      // Generated code: every kernel has a module and symbol; load each.
+      if (!pk.code) {
+        error = fmt::format("kernel {} ({}) has no code: the plan was "
+                            "compiled with --no-codegen",
+                            k, pk.label());
+        return nullptr;
+      }
+      DeviceFunction f;
+      std::string what;
+      if (!ex->device_->loadFunction(ex->planDir_ + "/" + pk.code->module,
+                                     pk.code->symbol, f, what)) {
+        error = fmt::format("kernel {} ({}): {}", k, pk.label(), what);
+        return nullptr;
+      }
+      ex->functions_.push_back(f);
+      continue;
+    }
     std::vector<format::Recipe> recipes{pk.recipe};
     if (pk.isFused()) {
       recipes.clear();
       for (const format::BodyOp &op : pk.body)
         recipes.push_back(op.recipe);
-      workspaceBytes =
-          std::max(workspaceBytes, pk.workspaceBytes(plan.maxTokens));
     }
     for (format::Recipe r : recipes)
       if (!ex->device_->supports(r)) {
@@ -74,20 +95,21 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
         ex->device_->mapWeight(ex->gguf_->tensorData(*t), t->numBytes(), error);
     if (!data)
       return nullptr;
-    ex->weightData_.push_back(data);
+    ex->main_.weights.push_back(data);
     ex->weightBytes_.push_back(t->numBytes());
   }
   // The arena rounded up to whole 32-bit words, so the poison covers it.
   uint64_t arenaBytes = (plan.arenaBytes + 3) / 4 * 4;
-  ex->arena_ = static_cast<uint8_t *>(ex->device_->alloc(arenaBytes, error));
-  if (!ex->arena_) {
+  ex->main_.arena =
+      static_cast<uint8_t *>(ex->device_->alloc(arenaBytes, error));
+  if (!ex->main_.arena) {
     error = fmt::format("arena of {} bytes: {}", plan.arenaBytes, error);
     return nullptr;
   }
   if (workspaceBytes > 0) {
-    ex->workspace_ =
+    ex->main_.workspace =
         static_cast<uint8_t *>(ex->device_->alloc(workspaceBytes, error));
-    if (!ex->workspace_) {
+    if (!ex->main_.workspace) {
       error = fmt::format("workspace of {} bytes for fused kernels: {}",
                           workspaceBytes, error);
       return nullptr;
@@ -97,16 +119,18 @@ std::unique_ptr<Executor> Executor::create(const Plan &plan,
 }
 
 Executor::~Executor() {
-  if (device_ && arena_)
-    device_->release(arena_);
-  if (device_ && workspace_)
-    device_->release(workspace_);
+  for (Bound *b : {&main_, &check_})
+    if (b->device) {
+      b->device->release(b->arena);
+      b->device->release(b->workspace);
+    }
 }
 
-TensorArg Executor::bufferArg(uint32_t index, int64_t tokens) const {
+TensorArg Executor::bufferArg(const Bound &bd, uint32_t index,
+                              int64_t tokens) const {
   const PlanBuffer &b = plan_.buffers[index];
   TensorArg a;
-  a.data = arena_ + b.offset;
+  a.data = bd.arena + b.offset;
   a.dtype = b.dtype;
   for (const format::PlanDim &d : b.shape)
     a.shape.push_back(d.at(tokens));
@@ -115,12 +139,13 @@ TensorArg Executor::bufferArg(uint32_t index, int64_t tokens) const {
   return a;
 }
 
-TensorArg Executor::operandArg(const PlanOperand &o, int64_t tokens) const {
+TensorArg Executor::operandArg(const Bound &bd, const PlanOperand &o,
+                               int64_t tokens) const {
   if (!o.isWeight)
-    return bufferArg(o.index, tokens);
+    return bufferArg(bd, o.index, tokens);
   const format::PlanWeight &w = plan_.weights[o.index];
   TensorArg a;
-  a.data = weightData_[o.index];
+  a.data = bd.weights[o.index];
   a.bytes = weightBytes_[o.index];
   a.isWeight = true;
   a.weightType = w.type;
@@ -131,15 +156,15 @@ TensorArg Executor::operandArg(const PlanOperand &o, int64_t tokens) const {
   return a;
 }
 
-TensorArg Executor::bodyArg(const format::PlanKernel &k,
+TensorArg Executor::bodyArg(const Bound &bd, const format::PlanKernel &k,
                             const format::BodyRef &ref, int64_t tokens) const {
   TensorArg a;
   switch (ref.kind) {
   case format::BodyRef::Kind::In:
-    a = operandArg(k.inputs[ref.index], tokens);
+    a = operandArg(bd, k.inputs[ref.index], tokens);
     break;
   case format::BodyRef::Kind::Out:
-    a = bufferArg(k.outputs[ref.index], tokens);
+    a = bufferArg(bd, k.outputs[ref.index], tokens);
     break;
   case format::BodyRef::Kind::Tmp: {
     // Temporaries are packed in order, each 256-byte aligned, as
@@ -148,7 +173,7 @@ TensorArg Executor::bodyArg(const format::PlanKernel &k,
     for (uint32_t i = 0; i < ref.index; ++i)
       offset += (k.temps[i].bytes(plan_.maxTokens) + 255) / 256 * 256;
     const format::BodyTemp &t = k.temps[ref.index];
-    a.data = workspace_ + offset;
+    a.data = bd.workspace + offset;
     a.dtype = t.dtype;
     for (const format::PlanDim &d : t.shape)
       a.shape.push_back(d.at(tokens));
@@ -165,17 +190,64 @@ TensorArg Executor::bodyArg(const format::PlanKernel &k,
   return a;
 }
 
-bool Executor::launchKernel(const format::PlanKernel &k, int64_t tokens,
+bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
+  if (launchesT_ == tokens)
+    return true;
+  launches_.assign(plan_.kernels.size(), CodeLaunch{});
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    const format::PlanKernel &pk = plan_.kernels[k];
+    const format::PlanCode &code = *pk.code;
+    CodeLaunch &l = launches_[k];
+    l.function = &functions_[k];
+    for (size_t d = 0; d < 3; ++d) {
+      int64_t g = d < code.grid.size() ? code.grid[d].at(tokens) : 1;
+      int64_t b = d < code.block.size() ? code.block[d] : 1;
+      // A grid dim of 0 at a short prompt still launches one block: the
+      // kernels bound their work by T themselves.
+      l.grid[d] = static_cast<uint32_t>(std::max<int64_t>(g, 1));
+      l.block[d] = static_cast<uint32_t>(std::max<int64_t>(b, 1));
+    }
+    l.sharedBytes = static_cast<uint32_t>(code.sharedBytes);
+    l.name = fmt::format("kernel {} ({}) {}", k, pk.label(), code.symbol);
+    for (const std::string &a : code.args) {
+      if (a == "T") {
+        l.args.push_back(static_cast<uint64_t>(tokens));
+      } else if (a == "workspace") {
+        l.args.push_back(reinterpret_cast<uint64_t>(main_.workspace));
+      } else if (a.rfind("buffer:", 0) == 0 || a.rfind("weight:", 0) == 0) {
+        bool weight = a[0] == 'w';
+        uint64_t i = std::stoull(a.substr(7));
+        if (i >= (weight ? plan_.weights.size() : plan_.buffers.size())) {
+          error = fmt::format("{}: argument '{}' is out of range", l.name, a);
+          return false;
+        }
+        l.args.push_back(weight ? reinterpret_cast<uint64_t>(main_.weights[i])
+                                : reinterpret_cast<uint64_t>(
+                                      main_.arena + plan_.buffers[i].offset));
+      } else {
+        error = fmt::format("{}: unknown argument '{}'", l.name, a);
+        return false;
+      }
+    }
+  }
+  launchesT_ = tokens;
+  return true;
+}
+
+bool Executor::launchKernel(const Bound &bd, size_t kernel, int64_t tokens,
                             std::string &error) {
+  const format::PlanKernel &k = plan_.kernels[kernel];
+  if (code_ && bd.device == device_.get())
+    return device_->launchCode(launches_[kernel], error);
   if (!k.isFused()) {
     Launch l;
     l.recipe = k.recipe;
     l.attrs = &k.attrs;
     for (const PlanOperand &o : k.inputs)
-      l.inputs.push_back(operandArg(o, tokens));
+      l.inputs.push_back(operandArg(bd, o, tokens));
     for (uint32_t o : k.outputs)
-      l.outputs.push_back(bufferArg(o, tokens));
-    return device_->launch(l, error);
+      l.outputs.push_back(bufferArg(bd, o, tokens));
+    return bd.device->launch(l, error);
   }
   for (size_t i = 0; i < k.body.size(); ++i) {
     const format::BodyOp &op = k.body[i];
@@ -183,11 +255,11 @@ bool Executor::launchKernel(const format::PlanKernel &k, int64_t tokens,
     l.recipe = op.recipe;
     l.attrs = &op.attrs;
     for (const format::BodyRef &r : op.inputs)
-      l.inputs.push_back(bodyArg(k, r, tokens));
+      l.inputs.push_back(bodyArg(bd, k, r, tokens));
     for (const format::BodyRef &r : op.outputs)
-      l.outputs.push_back(bodyArg(k, r, tokens));
+      l.outputs.push_back(bodyArg(bd, k, r, tokens));
     std::string what;
-    if (!device_->launch(l, what)) {
+    if (!bd.device->launch(l, what)) {
       error = fmt::format("body op {} ({}): {}", i,
                           format::recipeInfo(op.recipe).name, what);
       return false;
@@ -196,11 +268,11 @@ bool Executor::launchKernel(const format::PlanKernel &k, int64_t tokens,
   return true;
 }
 
-bool Executor::readBuffer(uint32_t index, int64_t tokens,
+bool Executor::readBuffer(const Bound &bd, uint32_t index, int64_t tokens,
                           std::vector<float> &out, std::string &error) {
-  TensorArg a = bufferArg(index, tokens);
+  TensorArg a = bufferArg(bd, index, tokens);
   std::vector<uint8_t> bytes(a.bytes);
-  if (!device_->download(bytes.data(), a.data, a.bytes, error))
+  if (!bd.device->download(bytes.data(), a.data, a.bytes, error))
     return false;
   out.resize(a.numElements());
   convertElements(a.dtype, bytes.data(), PlanDType::F32, out.data(),
@@ -231,7 +303,7 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
     if (k.isFused() || k.recipe != format::Recipe::GetRows ||
         k.inputs[1].isWeight || k.inputs[1].index != plan_.inputs[0])
       continue;
-    TensorArg table = operandArg(k.inputs[0], t);
+    TensorArg table = operandArg(main_, k.inputs[0], t);
     if (table.shape.size() != 2)
       continue; // the kernel reports it
     for (size_t i = 0; i < tokens.size(); ++i)
@@ -244,38 +316,50 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   }
 
   captured_.clear();
-  if (!device_->fill32(arena_, kPoison, (plan_.arenaBytes + 3) / 4 * 4, error))
+  if (!device_->fill32(main_.arena, kPoison, (plan_.arenaBytes + 3) / 4 * 4,
+                       error))
     return false;
-  TensorArg in = bufferArg(plan_.inputs[0], t);
+  if (code_ && !prepareLaunches(t, error))
+    return false;
+  TensorArg in = bufferArg(main_, plan_.inputs[0], t);
   if (!device_->upload(in.data, tokens.data(), t * sizeof(int32_t), error))
     return false;
 
-  using Clock = std::chrono::steady_clock;
-  kernelSeconds_.assign(profile_ ? plan_.kernels.size() : 0, 0.0);
-  if (profile_ && !device_->synchronize(error))
+  // Profiling: an event before every kernel and one after the last, in
+  // stream order (the CPU's events read the host clock after a sync).
+  const size_t nk = plan_.kernels.size();
+  kernelSeconds_.assign(profile_ ? nk : 0, 0.0);
+  if (profile_ && (!device_->createEvents(nk + 1, error) ||
+                   !device_->recordEvent(0, error)))
     return false;
-  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+  if (checkDevice_) {
+    checks_.assign(nk, KernelCheck{});
+    if (!checkDevice_->fill32(check_.arena, kPoison,
+                              (plan_.arenaBytes + 3) / 4 * 4, error))
+      return false;
+  }
+  for (size_t k = 0; k < nk; ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
     std::string recipe = pk.label();
     std::string what;
-    const Clock::time_point start = Clock::now();
-    if (!launchKernel(pk, t, what)) {
+    if (checkDevice_ && !checkKernel(k, t, error))
+      return false;
+    if (!launchKernel(main_, k, t, what)) {
       error = fmt::format("kernel {} ({}): {}", k, recipe, what);
       return false;
     }
-    if (profile_) {
-      if (!device_->synchronize(error))
-        return false;
-      kernelSeconds_[k] =
-          std::chrono::duration<double>(Clock::now() - start).count();
-    }
+    if (profile_ && !device_->recordEvent(k + 1, error))
+      return false;
+    if (checkDevice_ && !compareKernel(k, t, error))
+      return false;
     for (uint32_t o : pk.outputs) {
       auto cap = capture_.find(o);
       if (cap == capture_.end())
         continue;
       RunOutput &c = captured_[cap->second];
-      c.shape = bufferArg(o, t).shape;
-      if (!device_->synchronize(error) || !readBuffer(o, t, c.data, error))
+      c.shape = bufferArg(main_, o, t).shape;
+      if (!device_->synchronize(error) ||
+          !readBuffer(main_, o, t, c.data, error))
         return false;
     }
     if (!nanCheck_)
@@ -284,7 +368,8 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
       if (!isFloatType(plan_.buffers[o].dtype))
         continue;
       std::vector<float> values;
-      if (!device_->synchronize(error) || !readBuffer(o, t, values, error))
+      if (!device_->synchronize(error) ||
+          !readBuffer(main_, o, t, values, error))
         return false;
       for (size_t i = 0; i < values.size(); ++i)
         if (std::isnan(values[i])) {
@@ -300,10 +385,14 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   }
   if (!device_->synchronize(error))
     return false;
+  if (profile_)
+    for (size_t k = 0; k < nk; ++k)
+      if (!device_->eventSeconds(k, k + 1, kernelSeconds_[k], error))
+        return false;
 
   uint32_t ob = plan_.outputs[0];
-  out.shape = bufferArg(ob, t).shape;
-  if (!readBuffer(ob, t, out.data, error))
+  out.shape = bufferArg(main_, ob, t).shape;
+  if (!readBuffer(main_, ob, t, out.data, error))
     return false;
   int64_t cols = out.shape.empty() ? 1 : out.shape.back();
   for (size_t i = 0; i < out.data.size(); ++i)
@@ -315,6 +404,127 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
       return false;
     }
   return true;
+}
+
+bool Executor::setCheck(const CheckBars &bars, std::string &error) {
+  if (!code_) {
+    error = fmt::format("--check compares a GPU backend with the cpu "
+                        "backend; backend '{}' is the reference itself",
+                        device_->name());
+    return false;
+  }
+  bars_ = bars;
+  checkDevice_ = createDevice("cpu", error);
+  if (!checkDevice_)
+    return false;
+  check_.device = checkDevice_.get();
+  uint64_t workspaceBytes = 0;
+  for (const format::PlanKernel &pk : plan_.kernels)
+    workspaceBytes =
+        std::max(workspaceBytes, pk.workspaceBytes(plan_.maxTokens));
+  check_.arena = static_cast<uint8_t *>(
+      checkDevice_->alloc((plan_.arenaBytes + 3) / 4 * 4, error));
+  if (!check_.arena)
+    return false;
+  if (workspaceBytes && !(check_.workspace = static_cast<uint8_t *>(
+                              checkDevice_->alloc(workspaceBytes, error))))
+    return false;
+  check_.weights.clear();
+  for (const format::PlanWeight &w : plan_.weights) {
+    const format::TensorInfo *t = gguf_->info().findTensor(w.name);
+    void *data =
+        checkDevice_->mapWeight(gguf_->tensorData(*t), t->numBytes(), error);
+    if (!data)
+      return false;
+    check_.weights.push_back(data);
+  }
+  return true;
+}
+
+bool Executor::checkKernel(size_t k, int64_t tokens, std::string &error) {
+  const format::PlanKernel &pk = plan_.kernels[k];
+  if (!device_->synchronize(error))
+    return false;
+  std::vector<uint8_t> bytes;
+  for (const PlanOperand &o : pk.inputs) {
+    if (o.isWeight)
+      continue;
+    TensorArg g = bufferArg(main_, o.index, tokens);
+    TensorArg c = bufferArg(check_, o.index, tokens);
+    bytes.resize(g.bytes);
+    if (!device_->download(bytes.data(), g.data, g.bytes, error) ||
+        !checkDevice_->upload(c.data, bytes.data(), c.bytes, error))
+      return false;
+  }
+  std::string what;
+  if (!launchKernel(check_, k, tokens, what)) {
+    error = fmt::format("--check: kernel {} ({}) on the cpu: {}", k, pk.label(),
+                        what);
+    return false;
+  }
+  return true;
+}
+
+bool Executor::compareKernel(size_t k, int64_t tokens, std::string &error) {
+  const format::PlanKernel &pk = plan_.kernels[k];
+  if (!device_->synchronize(error))
+    return false;
+  KernelCheck &kc = checks_[k];
+  for (uint32_t o : pk.outputs) {
+    std::vector<float> g, c;
+    if (!readBuffer(main_, o, tokens, g, error) ||
+        !readBuffer(check_, o, tokens, c, error))
+      return false;
+    const PlanBuffer &b = plan_.buffers[o];
+    if (b.dtype == PlanDType::I32) {
+      size_t diff = 0;
+      for (size_t i = 0; i < g.size(); ++i)
+        diff += g[i] != c[i];
+      double frac = g.empty() ? 0.0 : double(diff) / g.size();
+      kc.mismatch = std::max(kc.mismatch, frac);
+      if (frac > bars_.i32Mismatch) {
+        kc.pass = false;
+        kc.worstOutput = b.name;
+      }
+      continue;
+    }
+    double num = 0, den = 0;
+    bool nan = false;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(g[i]) != std::isnan(c[i]))
+        nan = true;
+      if (std::isnan(g[i]) || std::isnan(c[i]))
+        continue;
+      double d = double(g[i]) - c[i];
+      num += d * d;
+      den += double(c[i]) * c[i];
+    }
+    double nmse =
+        nan ? INFINITY : (den > 0 ? num / den : (num > 0 ? INFINITY : 0));
+    kc.worstNmse = std::max(kc.worstNmse, nmse);
+    double bar = b.dtype == PlanDType::BF16 ? bars_.bf16Nmse : bars_.f32Nmse;
+    if (!(nmse <= bar) && kc.pass) {
+      kc.pass = false;
+      kc.worstOutput = b.name;
+    }
+  }
+  if (kc.pass)
+    return true;
+  std::string body = pk.label();
+  if (pk.isFused()) {
+    body += " =";
+    for (const format::BodyOp &op : pk.body)
+      body += std::string(" ") + format::recipeInfo(op.recipe).name;
+  }
+  error = fmt::format("--check: kernel {} ({}) diverges from the cpu backend: "
+                      "output '{}' {} (bars: NMSE {:g} f32, {:g} bf16, i32 "
+                      "mismatch {:g})",
+                      k, body, kc.worstOutput,
+                      kc.mismatch > bars_.i32Mismatch
+                          ? fmt::format("mismatch {:.3g}", kc.mismatch)
+                          : fmt::format("NMSE {:.3g}", kc.worstNmse),
+                      bars_.f32Nmse, bars_.bf16Nmse, bars_.i32Mismatch);
+  return false;
 }
 
 bool Executor::setCapture(const std::vector<std::string> &names,

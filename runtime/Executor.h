@@ -34,6 +34,25 @@ namespace strata::runtime {
 /// f16 and bf16; as an i32 it is an id far out of any table's range.
 constexpr uint32_t kPoison = 0x7FC07FC0u;
 
+/// One kernel's comparison under setCheck: the GPU's outputs against the CPU
+/// backend's on the same inputs.
+struct KernelCheck {
+  double worstNmse = 0;    ///< over its float outputs
+  double mismatch = 0;     ///< fraction of differing i32 elements
+  std::string worstOutput; ///< the buffer with the worst NMSE (or mismatch)
+  bool pass = true;
+};
+
+/// The bars of setCheck, per output type (NMSE of the GPU against the CPU
+/// on the same inputs: the GPU's matrix units round operands to bf16/f16
+/// and its reductions run in another order; i32 outputs (routing, top-k)
+/// may differ only where values tie within that rounding).
+struct CheckBars {
+  double f32Nmse = 1e-4;
+  double bf16Nmse = 1e-4;
+  double i32Mismatch = 0.01;
+};
+
 /// The plan's output buffer after a run, as f32.
 struct RunOutput {
   std::vector<int64_t> shape; ///< at T', e.g. [T', vocab]
@@ -46,11 +65,12 @@ public:
   /// the weight), creates backend \p backendName, checks that it implements
   /// every recipe of the plan and allocates the arena. Returns null and sets
   /// \p error to a one-line message on failure.
-  static std::unique_ptr<Executor> create(const format::Plan &plan,
-                                          const std::string &ggufPath,
-                                          const std::string &backendName,
-                                          std::string &error,
-                                          const DeviceOptions &options = {});
+  /// A plan with generated code (GPU targets) loads its modules from
+  /// \p planDir (the folder its plan.json came from).
+  static std::unique_ptr<Executor>
+  create(const format::Plan &plan, const std::string &ggufPath,
+         const std::string &backendName, std::string &error,
+         const DeviceOptions &options = {}, const std::string &planDir = "");
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -80,34 +100,72 @@ public:
   /// The buffers captured by the last run, by name.
   const std::map<std::string, RunOutput> &captured() const { return captured_; }
 
+  /// Check every kernel of the following runs: before it runs on this
+  /// (GPU) device, its input buffers are copied into a CPU backend's arena,
+  /// the CPU runs the same kernel (recipe or fused body) and the outputs are
+  /// compared against \p bars; run() fails naming the first kernel over a
+  /// bar (with its fused body). Results per kernel in checks().
+  bool setCheck(const CheckBars &bars, std::string &error);
+  /// Per kernel of the plan, its comparison in the last checked run.
+  const std::vector<KernelCheck> &checks() const { return checks_; }
+
   const format::Plan &plan() const { return plan_; }
   Device &device() { return *device_; }
 
 private:
+  /// Where a kernel's operands live: a device, its arena, workspace and
+  /// weights (the run's device, or the CPU that checks it).
+  struct Bound {
+    Device *device = nullptr;
+    uint8_t *arena = nullptr;
+    uint8_t *workspace = nullptr;
+    std::vector<void *> weights;
+  };
+
   Executor() = default;
   /// Buffer \p index (or any operand) at T' = \p tokens.
-  TensorArg bufferArg(uint32_t index, int64_t tokens) const;
-  TensorArg operandArg(const format::PlanOperand &o, int64_t tokens) const;
+  TensorArg bufferArg(const Bound &b, uint32_t index, int64_t tokens) const;
+  TensorArg operandArg(const Bound &b, const format::PlanOperand &o,
+                       int64_t tokens) const;
   /// The tensor \p ref names inside fused kernel \p k at T' = \p tokens.
-  TensorArg bodyArg(const format::PlanKernel &k, const format::BodyRef &ref,
-                    int64_t tokens) const;
-  /// Launches kernel \p k: a catalog recipe, or a fused body interpreted
-  /// one recipe at a time over its inputs, outputs and temporaries (the
-  /// temporaries live in a workspace outside the arena).
-  bool launchKernel(const format::PlanKernel &k, int64_t tokens,
+  TensorArg bodyArg(const Bound &b, const format::PlanKernel &k,
+                    const format::BodyRef &ref, int64_t tokens) const;
+  /// Launches kernel \p k on \p b: its generated code (GPU plans), or a
+  /// catalog recipe, or a fused body interpreted one recipe at a time over
+  /// its inputs, outputs and temporaries (in a workspace outside the
+  /// arena).
+  bool launchKernel(const Bound &b, size_t k, int64_t tokens,
                     std::string &error);
+  /// The launches of the generated code at T' = \p tokens (computed once
+  /// per prompt length).
+  bool prepareLaunches(int64_t tokens, std::string &error);
+  /// Before kernel \p k runs on the device: copies its input buffers into
+  /// the checking CPU's arena and runs it there (before a tied output
+  /// overwrites an input on the device).
+  bool checkKernel(size_t k, int64_t tokens, std::string &error);
+  /// After kernel \p k ran on the device: compares its outputs with the
+  /// CPU's against the bars; fails naming the kernel and its body.
+  bool compareKernel(size_t k, int64_t tokens, std::string &error);
   /// Copies buffer \p index at T' = \p tokens to the host as f32.
-  bool readBuffer(uint32_t index, int64_t tokens, std::vector<float> &out,
-                  std::string &error);
+  bool readBuffer(const Bound &b, uint32_t index, int64_t tokens,
+                  std::vector<float> &out, std::string &error);
 
   format::Plan plan_;
+  std::string planDir_;
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<Device> device_;
-  uint8_t *arena_ = nullptr;
-  /// Room for the temporaries of the largest fused kernel.
-  uint8_t *workspace_ = nullptr;
-  std::vector<void *> weightData_; ///< device address per plan weight
+  Bound main_;
   std::vector<uint64_t> weightBytes_;
+  /// Generated code: one function per kernel, launches at launchesT_.
+  bool code_ = false;
+  std::vector<DeviceFunction> functions_;
+  std::vector<CodeLaunch> launches_;
+  int64_t launchesT_ = -1;
+  /// --check: the CPU backend that reruns every kernel.
+  std::unique_ptr<Device> checkDevice_;
+  Bound check_;
+  CheckBars bars_;
+  std::vector<KernelCheck> checks_;
   bool nanCheck_ = false;
   bool profile_ = false;
   std::vector<double> kernelSeconds_;

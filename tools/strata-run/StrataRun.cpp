@@ -1,7 +1,8 @@
 //===- StrataRun.cpp - run a compiled plan on a prompt --------------------===//
 //
 //   strata-run PLAN_DIR --gguf FILE (--tokens 1,2,3 | --tokens-file F)
-//              [--backend cpu] [--dump-logits OUT.f32] [--top N] [--nan-check]
+//              [--backend cpu|cuda|hip] [--check] [--dump-logits OUT.f32]
+//              [--top N] [--nan-check] [--profile]
 //              [--dump-buffer NAME=OUT.f32 ...]
 //
 // Prints the top N tokens of the last position and a timing line; with
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -37,7 +39,7 @@ constexpr const char *kUsage =
     "usage: strata-run PLAN_DIR --gguf FILE (--tokens IDS | --tokens-file F)\n"
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
     "                  [--dump-buffer NAME=OUT.f32 ...]\n"
-    "                  [--threads N] [--nan-check] [--profile]\n"
+    "                  [--threads N] [--nan-check] [--profile] [--check]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
@@ -48,7 +50,15 @@ constexpr const char *kUsage =
     "                       (e.g. 1,2,3); 1 to the plan's max_tokens ids\n"
     "  --tokens-file F      read the token ids from F instead (separated by\n"
     "                       commas and/or whitespace; '-' is standard input)\n"
-    "  --backend NAME       the device to run on (default cpu)\n"
+    "  --backend NAME       the device to run on: cpu (host plans), cuda\n"
+    "                       (sm_90 plans), hip (gfx1151 plans); default: the\n"
+    "                       plan's target's backend. GPU backends load the\n"
+    "                       driver (libcuda.so.1, libamdhip64.so) at run time\n"
+    "  --check              GPU backends: run every kernel also on the cpu\n"
+    "                       backend, on the same inputs, and compare outputs\n"
+    "                       (NMSE <= 1e-4 for f32 and bf16, i32 mismatch <=\n"
+    "                       1 %); fail naming the first kernel over a bar\n"
+    "                       and its fused body; print the worst per kernel\n"
     "  --threads N          cpu: workers per kernel, 1 to 1024 (default: one\n"
     "                       per hardware thread); results do not depend on it\n"
     "  --dump-logits OUT    write every position's logits to OUT as raw\n"
@@ -130,10 +140,10 @@ bool parseTokens(std::string_view text, const std::string &origin,
 }
 
 struct Options {
-  std::string planDir, gguf, tokens, tokensFile, backend = "cpu", dumpLogits;
+  std::string planDir, gguf, tokens, tokensFile, backend, dumpLogits;
   std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
-  bool profile = false;
+  bool profile = false, check = false;
   int64_t top = 5;
   int threads = 0; ///< 0 = the backend's default
 };
@@ -149,6 +159,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--nan-check") {
       o.nanCheck = true;
+      continue;
+    }
+    if (a == "--check") {
+      o.check = true;
       continue;
     }
     if (a == "--profile") {
@@ -264,6 +278,42 @@ void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
                rate(r.bytes, r.seconds), rate(r.flops, r.seconds));
 }
 
+/// The --check summary: per kernel label, the kernels compared and the
+/// worst NMSE and i32 mismatch against the cpu backend.
+void printCheck(const format::Plan &plan,
+                const std::vector<runtime::KernelCheck> &checks,
+                const std::string &backend) {
+  struct Row {
+    size_t calls = 0, worstKernel = 0;
+    double nmse = 0, mismatch = 0;
+  };
+  std::map<std::string, Row> rows;
+  double worst = 0;
+  size_t worstK = 0;
+  for (size_t k = 0; k < checks.size(); ++k) {
+    Row &r = rows[plan.kernels[k].label()];
+    ++r.calls;
+    if (checks[k].worstNmse >= r.nmse) {
+      r.nmse = checks[k].worstNmse;
+      r.worstKernel = k;
+    }
+    r.mismatch = std::max(r.mismatch, checks[k].mismatch);
+    if (checks[k].worstNmse >= worst) {
+      worst = checks[k].worstNmse;
+      worstK = k;
+    }
+  }
+  fmt::print("check: {} kernels on {} match the cpu backend; worst NMSE "
+             "{:.3g} (kernel {}, {})\n",
+             checks.size(), backend, worst, worstK,
+             checks.empty() ? "-" : plan.kernels[worstK].label());
+  fmt::print("  {:<36} {:>6} {:>11} {:>8} {:>10}\n", "kernel", "calls",
+             "worst NMSE", "kernel", "i32 diff");
+  for (const auto &[label, r] : rows)
+    fmt::print("  {:<36} {:>6} {:>11.3g} {:>8} {:>10.3g}\n", label, r.calls,
+               r.nmse, r.worstKernel, r.mismatch);
+}
+
 int run(int argc, char **argv) {
   Options o;
   if (int rc = parseArgs(argc, argv, o))
@@ -286,9 +336,13 @@ int run(int argc, char **argv) {
   format::Plan plan;
   if (!format::readPlanDir(o.planDir, plan, error))
     return fail(error);
-  // A GPU plan needs its kernels' code (strata-compile --no-codegen leaves
-  // it out) and a GPU backend, which this build does not have yet.
-  if (plan.target != "host") {
+  // The plan's target picks the default backend; a GPU plan needs its
+  // kernels' code (strata-compile --no-codegen leaves it out).
+  if (o.backend.empty())
+    o.backend = plan.target == "sm_90"     ? "cuda"
+                : plan.target == "gfx1151" ? "hip"
+                                           : "cpu";
+  if (plan.target != "host")
     for (const format::PlanKernel &k : plan.kernels)
       if (!k.code)
         return fail(fmt::format(
@@ -297,16 +351,12 @@ int run(int argc, char **argv) {
             "with --target host (and --precision bf16 for the GPU's storage "
             "policy) to run it on the cpu backend",
             o.planDir, plan.target));
-    return fail(fmt::format(
-        "{}: the plan's kernels are compiled for target '{}', and this build "
-        "of strata-run has no GPU backend yet (only cpu); compile with "
-        "--target host (and --precision bf16 for the GPU's storage policy) "
-        "to run it on the cpu backend",
-        o.planDir, plan.target));
-  }
-  std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
-      plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads});
+  std::unique_ptr<runtime::Executor> ex =
+      runtime::Executor::create(plan, o.gguf, o.backend, error,
+                                runtime::DeviceOptions{o.threads}, o.planDir);
   if (!ex)
+    return fail(error);
+  if (o.check && !ex->setCheck(runtime::CheckBars{}, error))
     return fail(error);
   ex->setNanCheck(o.nanCheck);
   ex->setProfile(o.profile);
@@ -320,6 +370,8 @@ int run(int argc, char **argv) {
   if (!ex->run(tokens, out, error))
     return fail(error);
   auto t2 = Clock::now();
+  if (o.check)
+    printCheck(plan, ex->checks(), o.backend);
 
   int64_t vocab = out.shape.empty() ? 1 : out.shape.back();
   int64_t rows = vocab == 0 ? 0 : static_cast<int64_t>(out.data.size()) / vocab;
