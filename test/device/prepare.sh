@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# On the development machine (clang-19, ptxas optional): everything the GPU
+# machine needs for test/device/run.sh, in build-device/ (carry it there):
+# tiny GGUFs of the four bundled models with the goldens' quantised mixes,
+# their sm_90 plans under both precision policies (kernels compiled here:
+# the GPU machine has no clang), the prompt, and the CPU backend's f32
+# logits (the reference the goldens hold to ~1e-12).
+#   bash test/device/prepare.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build}
+B=$BUILD/bin
+OUT=build-device
+rm -rf "$OUT" && mkdir -p "$OUT"
+python3 -c "import random; random.seed(5); print(','.join(str(random.randrange(1, 250)) for _ in range(100)))" > "$OUT/tokens.txt"
+for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+  types=$(python3 -c "import sys; sys.path.insert(0, 'test/golden'); from llama_golden import ARCH_MIX, MIX; print(ARCH_MIX.get('$arch', (MIX,))[0])")
+  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 3 --types "$types" -o "$OUT/$arch.gguf" > /dev/null
+  for prec in bf16 f32; do
+    "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$arch.gguf" --max-tokens 128 \
+      --target sm_90 --precision "$prec" -o "$OUT/$arch.$prec.sm90" > /dev/null
+  done
+  "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$arch.gguf" --max-tokens 128 -o "$OUT/$arch.host" > /dev/null
+  "$B/strata-run" "$OUT/$arch.host" --gguf "$OUT/$arch.gguf" --tokens-file "$OUT/tokens.txt" \
+    --dump-logits "$OUT/$arch.cpu-f32.logits" > /dev/null
+  rm -rf "$OUT/$arch.host"
+done
+# The plans load cubins (ptxas ran here); PTX and sources stay behind so the
+# folder fits what a device call carries.
+if ls "$OUT"/*/kernels/*.cubin > /dev/null 2>&1; then
+  find "$OUT" \( -name '*.ptx' -o -name '*.cu' -o -name '*.ptxas.txt' \) -delete
+fi
+du -sh "$OUT"

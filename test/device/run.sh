@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On the lent GPU machine, from a copy of the working tree with build-device/
+# carried (made by test/device/prepare.sh on the development machine):
+# builds the runtime there (no LLVM or clang needed: -DSTRATA_RUNTIME_ONLY=ON),
+# runs every bundled model's sm_90 plan with --check (every kernel against
+# the cpu backend on the same inputs) under both precision policies, compares
+# the logits with the CPU's f32 logits (bf16 policy: NMSE <= 1e-3 and top-1
+# >= 97 %; f32 policy: NMSE <= 1e-5) and writes one results file.
+# Without an NVIDIA GPU it says SKIPPED and exits 77.
+#   bash test/device/run.sh [RESULTS_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+RES=${1:-${OUT:-test/device/results}}
+mkdir -p "$RES"
+if ! nvidia-smi > /dev/null 2>&1; then
+  echo "SKIPPED: no NVIDIA GPU here (test/device/run.sh runs on the lent GPU machine)"
+  exit 77
+fi
+[ -d build-device ] || { echo "error: build-device/ missing: run test/device/prepare.sh and carry it"; exit 1; }
+cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_RUNTIME_ONLY=ON > build-rt.log 2>&1 &&
+  cmake --build build-rt -j > build-rt.log 2>&1 || { tail -30 build-rt.log; exit 1; }
+FILE="$RES/device-$(date -u +%Y%m%dT%H%M%SZ).txt"
+{
+  echo "# test/device/run.sh: generated sm_90 kernels on the cuda backend, --check against the cpu backend"
+  echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ), GPU $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+  echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), tokens: build-device/tokens.txt (T = 100)"
+} > "$FILE"
+fail=0
+for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+  for prec in bf16 f32; do
+    plan=build-device/$arch.$prec.sm90
+    log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
+      --tokens-file build-device/tokens.txt --check --dump-logits "$plan.gpu.logits" 2>&1)
+    rc=$?
+    line=$(echo "$log" | grep -m1 '^check:' || echo "check: FAILED: $(echo "$log" | tail -1)")
+    cmp=$(python3 test/device/compare_logits.py "$plan.gpu.logits" "build-device/$arch.cpu-f32.logits" "$prec" 2>&1)
+    crc=$?
+    echo "$arch $prec: rc=$rc $line; $cmp" | tee -a "$FILE"
+    [ $rc -eq 0 ] && [ $crc -eq 0 ] || fail=1
+  done
+done
+echo "wrote $FILE"
+exit $fail
