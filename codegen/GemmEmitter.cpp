@@ -90,7 +90,11 @@ private:
 };
 
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
-  g.mma = !(g.w[0].ctype == "float");
+  // The variant's path: f32 weights, and the f32 precision policy's
+  // valu_f32 / ffma_f32 variants, take the f32 FMA tile.
+  g.mma = g.w[0].ctype != "float" &&
+          variant.find("valu_f32") == std::string::npos &&
+          variant.find("ffma_f32") == std::string::npos;
   if (!g.mma) {
     g.bm = 32, g.bn = 64, g.nt = 256;
     return;
@@ -226,17 +230,36 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
            g.k, aRow);
     e.line("      As[r * {} + kc] = v;", ld);
     e.line("    }}");
-    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * kBK, g.nt);
-    e.line("      int r = c / {}, kc = c % {};", kBK, kBK);
-    e.line("      long n = {};", g.colOf("r"));
-    for (size_t b = 0; b < nb; ++b) {
-      e.line("      {{ float v = 0.0f;");
-      e.line("      if (n < {}L && k0 + kc < {}L) {{ {} v = ld(wrow, k0 + kc); "
-             "}}",
-             g.n, g.k, wRow[b]);
-      e.line("      Bs{}[r * {} + kc] = v; }}", b, ld);
+    if (g.w[0].quant()) {
+      // Quantised weights: 8-element pieces decoded once each, into f32.
+      e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * 4, g.nt);
+      e.line("      int r = c >> 2, kc = (c & 3) * 8;");
+      e.line("      long n = {};", g.colOf("r"));
+      for (size_t b = 0; b < nb; ++b) {
+        e.line("      {{ float v[8];");
+        e.line("      if (n < {}L) {{", g.n);
+        e.line("        {}", wRow[b]);
+        decodeW(g.w[b], "wrow", "k0 + kc", "v");
+        e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+        e.line("      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = v[j]; "
+               "}}",
+               b, ld);
+      }
+      e.line("    }}");
+    } else {
+      e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * kBK,
+             g.nt);
+      e.line("      int r = c / {}, kc = c % {};", kBK, kBK);
+      e.line("      long n = {};", g.colOf("r"));
+      for (size_t b = 0; b < nb; ++b) {
+        e.line("      {{ float v = 0.0f;");
+        e.line("      if (n < {}L && k0 + kc < {}L) {{ {} v = ld(wrow, k0 + "
+               "kc); }}",
+               g.n, g.k, wRow[b]);
+        e.line("      Bs{}[r * {} + kc] = v; }}", b, ld);
+      }
+      e.line("    }}");
     }
-    e.line("    }}");
     e.line("    sync_block();");
     // Not unrolled: a fully unrolled K step hoists every LDS load and
     // spills (measured: 256 VGPRs, 85 spills on gfx1151).
@@ -374,6 +397,15 @@ void GemmEmitter::runChains() {
   std::string params = e.params();
   std::vector<Gemm> gemms;
   int nt = 0;
+  // The kernel's variant names one variant per matmul of the body, in order.
+  std::vector<std::string> variants;
+  for (size_t at = 0; at <= e.kernel.variant.size();) {
+    size_t comma = e.kernel.variant.find(',', at);
+    if (comma == std::string::npos)
+      comma = e.kernel.variant.size();
+    variants.push_back(e.kernel.variant.substr(at, comma - at));
+    at = comma + 1;
+  }
   for (Chain &c : chains) {
     Gemm g;
     g.a = e.tensor(c.mm->inputs[0]);
@@ -383,7 +415,8 @@ void GemmEmitter::runChains() {
     Tensor y = e.tensor(c.mm->outputs[0]);
     g.mPer = constProduct(y.shape, 1) / g.n;
     g.mRows = fmt::format("{} * {}L", dimExpr(y.shape[0]), g.mPer);
-    pickTile(g, e.kernel.variant);
+    size_t ci = &c - chains.data();
+    pickTile(g, ci < variants.size() ? variants[ci] : e.kernel.variant);
     g.colOf = [](const std::string &c) { return "n0 + " + c; };
     std::string rowI =
         g.mPer == 1 ? "const long row = m, i = n; (void)row; (void)i;"

@@ -160,9 +160,12 @@ private:
       const KernelVariant *best = nullptr;
       std::pair<double, double> bestTime;
       std::string known;
+      // The f32 policy keeps GEMM arithmetic in f32 (the matrix paths round
+      // operands to f16/bf16): only F32-path variants then.
+      bool f32Only = target.gpu && ctx.precision == "f32";
       for (const KernelVariant *v : variantsOf(target)) {
         known += (known.empty() ? "" : ", ") + std::string(v->name);
-        if (!v->decodes(g.type))
+        if (!v->decodes(g.type) || (f32Only && v->path != MatrixPath::F32))
           continue;
         std::pair<double, double> t = predict(*v, g, target);
         bool better = !best || t.first < bestTime.first * (1 - 1e-9) ||
