@@ -3,7 +3,7 @@
 bf16 policy: NMSE <= 1e-3 and top-1 agreement >= 97 %; f32 policy: NMSE <=
 1e-5. Prints the figures; exits 1 over a bar.
 
-usage: compare_logits.py GPU.logits CPU.logits bf16|f32
+usage: compare_logits.py GPU.logits CPU.logits bf16|f32 T
 """
 import sys
 
@@ -14,7 +14,7 @@ cpu = np.fromfile(sys.argv[2], dtype=np.float32).astype(np.float64)
 policy = sys.argv[3]
 if gpu.size != cpu.size or gpu.size == 0:
     sys.exit(f"size mismatch: gpu {gpu.size}, cpu {cpu.size}")
-T = 100
+T = int(sys.argv[4])
 g, c = gpu.reshape(T, -1), cpu.reshape(T, -1)
 nmse = float(((g - c) ** 2).sum() / (c ** 2).sum())
 top1 = float((g.argmax(1) == c.argmax(1)).mean())

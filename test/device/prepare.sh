@@ -12,7 +12,10 @@ BUILD=${1:-build}
 B=$BUILD/bin
 OUT=build-device
 rm -rf "$OUT" && mkdir -p "$OUT"
-python3 -c "import random; random.seed(5); print(','.join(str(random.randrange(1, 250)) for _ in range(100)))" > "$OUT/tokens.txt"
+# Prompts of 1, 37 (no tile's multiple) and 100 tokens.
+for t in 1 37 100; do
+  python3 -c "import random; random.seed($t); print(','.join(str(random.randrange(1, 250)) for _ in range($t)))" > "$OUT/tokens-$t.txt"
+done
 for arch in qwen3 qwen3moe qwen3next qwen4exp; do
   types=$(python3 -c "import sys; sys.path.insert(0, 'test/golden'); from llama_golden import ARCH_MIX, MIX; print(ARCH_MIX.get('$arch', (MIX,))[0])")
   "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 3 --types "$types" -o "$OUT/$arch.gguf" > /dev/null
@@ -21,8 +24,10 @@ for arch in qwen3 qwen3moe qwen3next qwen4exp; do
       --target sm_90 --precision "$prec" -o "$OUT/$arch.$prec.sm90" > /dev/null
   done
   "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$arch.gguf" --max-tokens 128 -o "$OUT/$arch.host" > /dev/null
-  "$B/strata-run" "$OUT/$arch.host" --gguf "$OUT/$arch.gguf" --tokens-file "$OUT/tokens.txt" \
-    --dump-logits "$OUT/$arch.cpu-f32.logits" > /dev/null
+  for t in 1 37 100; do
+    "$B/strata-run" "$OUT/$arch.host" --gguf "$OUT/$arch.gguf" --tokens-file "$OUT/tokens-$t.txt" \
+      --dump-logits "$OUT/$arch.cpu-f32.T$t.logits" > /dev/null
+  done
   rm -rf "$OUT/$arch.host"
 done
 # The plans load cubins (ptxas ran here); PTX and sources stay behind so the

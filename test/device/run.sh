@@ -23,20 +23,23 @@ FILE="$RES/device-$(date -u +%Y%m%dT%H%M%SZ).txt"
 {
   echo "# test/device/run.sh: generated sm_90 kernels on the cuda backend, --check against the cpu backend"
   echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ), GPU $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-  echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), tokens: build-device/tokens.txt (T = 100)"
+  echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), prompts build-device/tokens-T.txt (T = 1, 37, 100)"
 } > "$FILE"
 fail=0
 for arch in qwen3 qwen3moe qwen3next qwen4exp; do
   for prec in bf16 f32; do
-    plan=build-device/$arch.$prec.sm90
-    log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
-      --tokens-file build-device/tokens.txt --check --dump-logits "$plan.gpu.logits" 2>&1)
-    rc=$?
-    line=$(echo "$log" | grep -m1 '^check:' || echo "check: FAILED: $(echo "$log" | tail -1)")
-    cmp=$(python3 test/device/compare_logits.py "$plan.gpu.logits" "build-device/$arch.cpu-f32.logits" "$prec" 2>&1)
-    crc=$?
-    echo "$arch $prec: rc=$rc $line; $cmp" | tee -a "$FILE"
-    [ $rc -eq 0 ] && [ $crc -eq 0 ] || fail=1
+    for t in 1 37 100; do
+      plan=build-device/$arch.$prec.sm90
+      log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
+        --tokens-file "build-device/tokens-$t.txt" --check --dump-logits "$plan.T$t.gpu.logits" 2>&1)
+      rc=$?
+      line=$(echo "$log" | grep -m1 '^check:' || echo "check: FAILED: $(echo "$log" | tail -1)")
+      cmp=$(python3 test/device/compare_logits.py "$plan.T$t.gpu.logits" \
+        "build-device/$arch.cpu-f32.T$t.logits" "$prec" "$t" 2>&1)
+      crc=$?
+      echo "$arch $prec T=$t: rc=$rc $line; $cmp" | tee -a "$FILE"
+      [ $rc -eq 0 ] && [ $crc -eq 0 ] || fail=1
+    done
   done
 done
 echo "wrote $FILE"
