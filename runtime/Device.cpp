@@ -2,10 +2,12 @@
 #include "runtime/Device.h"
 
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/gpu/GpuDevice.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace strata::runtime {
@@ -53,20 +55,22 @@ bool Device::eventSeconds(size_t from, size_t to, double &seconds,
   return true;
 }
 
-std::vector<std::string> deviceNames() { return {"cpu"}; }
+std::vector<std::string> deviceNames() {
+  std::vector<std::string> names{"cpu"};
+  for (std::string &gpu : gpu::gpuBackendNames())
+    names.push_back(std::move(gpu));
+  return names;
+}
 
 std::unique_ptr<Device> createDevice(const std::string &name,
                                      std::string &error,
                                      const DeviceOptions &options) {
   if (name == "cpu")
     return std::make_unique<CpuDevice>(options.threads);
-  if (name == "cuda" || name == "hip")
-    error = fmt::format("backend '{}' is not built into this runtime yet "
-                        "(available: {})",
-                        name, fmt::join(deviceNames(), ", "));
-  else
-    error = fmt::format("unknown backend '{}' (available: {})", name,
-                        fmt::join(deviceNames(), ", "));
+  if (std::ranges::count(gpu::gpuBackendNames(), name))
+    return gpu::createGpuDevice(name, error);
+  error = fmt::format("unknown backend '{}' (available: {})", name,
+                      fmt::join(deviceNames(), ", "));
   return nullptr;
 }
 

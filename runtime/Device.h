@@ -2,8 +2,8 @@
 //
 // A `Device` is what the executor drives: it allocates the arena, moves
 // bytes, makes weights visible to kernels and launches one recipe at a time.
-// It makes no decisions; the plan did. Backends (cpu/, later cuda/ and hip/)
-// implement it; `createDevice` picks one by name.
+// It makes no decisions; the plan did. Backends (cpu/; gpu/ for cuda and
+// hip) implement it; `createDevice` picks one by name.
 //
 // Addresses handed to a device are its own (host pointers on the CPU). A
 // launch names each operand with its address, element type and IR shape at
@@ -129,6 +129,10 @@ public:
   virtual bool recordEvent(size_t slot, std::string &error);
   virtual bool eventSeconds(size_t from, size_t to, double &seconds,
                             std::string &error);
+
+  /// One line naming the hardware and driver, for logs ("cuda: NVIDIA H200
+  /// (driver 12.4)"); by default the backend's name.
+  virtual std::string description() const { return name(); }
 
 private:
   std::vector<double> hostEvents_; ///< the default events: host clock

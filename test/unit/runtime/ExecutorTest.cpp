@@ -264,7 +264,7 @@ TEST_F(TinyModel, WeightErrorsNameTheWeight) {
   EXPECT_FALSE(Executor::create(plan, gguf, "cuda", error));
   EXPECT_NE(error.find("backend 'cuda'"), std::string::npos) << error;
   EXPECT_FALSE(Executor::create(plan, gguf, "tpu", error));
-  EXPECT_EQ(error, "unknown backend 'tpu' (available: cpu)");
+  EXPECT_EQ(error, "unknown backend 'tpu' (available: cpu, cuda, hip)");
 }
 
 TEST_F(TinyModel, KernelErrorsNameTheKernel) {
@@ -469,7 +469,7 @@ TEST_F(TinyModel, StrataRunErrorsExitNonZeroAndWriteNothing) {
       {common + " --tokens 1 --frobnicate 3",
        "unknown option '--frobnicate' (see --help)", 2},
       {common + " --tokens 1 --backend tpu",
-       "unknown backend 'tpu' (available: cpu)"},
+       "unknown backend 'tpu' (available: cpu, cuda, hip)"},
       {common + " --tokens 1 extra",
        "unexpected argument 'extra' (one PLAN_DIR; see --help)", 2},
       {fmt::format("{} --tokens 1", dir.file("plan")),
@@ -512,7 +512,7 @@ TEST(CpuDevice, ImplementsEveryRecipe) {
   CpuDevice dev;
   for (const format::RecipeInfo &r : format::allRecipes())
     EXPECT_TRUE(dev.supports(r.id)) << r.name;
-  EXPECT_EQ(deviceNames(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(deviceNames(), (std::vector<std::string>{"cpu", "cuda", "hip"}));
 }
 
 } // namespace

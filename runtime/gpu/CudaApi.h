@@ -1,0 +1,186 @@
+//===- CudaApi.h - the CUDA driver as GpuDevice uses it -----------*- C++
+//-*-===//
+//
+// The traits of GpuDevice<CudaApi>: the library, the symbol table from
+// CudaSymbols.def and one small function per device operation. Only what
+// differs between the vendors lives here (a primary context to retain and
+// make current on each thread, CUdeviceptr integers, an opt-in for more
+// than 48 KiB of dynamic shared memory, error names through out-params).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/gpu/Driver.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+
+namespace strata::runtime::gpu {
+
+struct CudaApi {
+  static constexpr const char *kName = "cuda";
+  static constexpr const char *kTarget = "sm_90";
+  static constexpr const char *kLibrary = "libcuda.so.1";
+  static constexpr const char *kLibraryEnv = "STRATA_CUDA_LIBRARY";
+  static constexpr const char *kMissingHint = "no NVIDIA driver here?";
+  /// Dynamic shared memory a launch may use without cuFuncSetAttribute.
+  static constexpr uint32_t kSharedWithoutOptIn = 48 * 1024;
+
+  using Module = CUmodule;
+  using Function = CUfunction;
+  using Event = CUevent;
+
+  /// Every entry point of CudaSymbols.def, null until loaded.
+  struct Symbols {
+#define CUDA_FN(Name, Ret, Params) Ret(*Name) Params = nullptr;
+#include "runtime/gpu/CudaSymbols.def"
+  };
+
+  /// Calls \p f(name, slot) for every entry point, in table order.
+  template <class F> static void forEachSymbol(Symbols &s, F &&f) {
+#define CUDA_FN(Name, Ret, Params) f(#Name, s.Name);
+#include "runtime/gpu/CudaSymbols.def"
+  }
+
+  /// What an open device holds.
+  struct Context {
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+  };
+
+  static Status init(const Symbols &s) { return STRATA_GPU_CALL(s, cuInit, 0); }
+
+  /// Takes device 0's primary context (the one the runtime API shares) and
+  /// makes it current on this thread.
+  static Status open(const Symbols &s, Context &c) {
+    if (Status st = STRATA_GPU_CALL(s, cuDeviceGet, &c.device, 0); !st.ok())
+      return st;
+    if (Status st =
+            STRATA_GPU_CALL(s, cuDevicePrimaryCtxRetain, &c.context, c.device);
+        !st.ok())
+      return st;
+    Status st = bind(s, c);
+    if (!st.ok())
+      close(s, c);
+    return st;
+  }
+
+  /// Gives the primary context back (after everything on it was freed).
+  static void close(const Symbols &s, Context &c) {
+    if (c.context)
+      s.cuDevicePrimaryCtxRelease_v2(c.device);
+    c.context = nullptr;
+  }
+
+  /// Makes the context current on the calling thread: the driver keeps the
+  /// current context per thread, and a device may be driven from another
+  /// thread than the one that created it.
+  static Status bind(const Symbols &s, const Context &c) {
+    return STRATA_GPU_CALL(s, cuCtxSetCurrent, c.context);
+  }
+
+  static Status deviceName(const Symbols &s, const Context &c, char *out,
+                           int len) {
+    return STRATA_GPU_CALL(s, cuDeviceGetName, out, len, c.device);
+  }
+
+  /// "12.4" from 12040.
+  static Status driverVersion(const Symbols &s, std::string &out) {
+    int v = 0;
+    Status st = STRATA_GPU_CALL(s, cuDriverGetVersion, &v);
+    out = fmt::format("{}.{}", v / 1000, v % 1000 / 10);
+    return st;
+  }
+
+  static Status alloc(const Symbols &s, uint64_t bytes, uint64_t &ptr) {
+    CUdeviceptr p = 0;
+    Status st = STRATA_GPU_CALL(s, cuMemAlloc_v2, &p, bytes);
+    ptr = p;
+    return st;
+  }
+
+  static Status release(const Symbols &s, uint64_t ptr) {
+    return STRATA_GPU_CALL(s, cuMemFree_v2, ptr);
+  }
+
+  static Status upload(const Symbols &s, uint64_t dst, const void *src,
+                       uint64_t bytes) {
+    return STRATA_GPU_CALL(s, cuMemcpyHtoD_v2, dst, src, bytes);
+  }
+
+  static Status download(const Symbols &s, void *dst, uint64_t src,
+                         uint64_t bytes) {
+    return STRATA_GPU_CALL(s, cuMemcpyDtoH_v2, dst, src, bytes);
+  }
+
+  static Status fill32(const Symbols &s, uint64_t dst, uint32_t pattern,
+                       uint64_t words) {
+    return STRATA_GPU_CALL(s, cuMemsetD32_v2, dst, pattern, words);
+  }
+
+  static Status synchronize(const Symbols &s) {
+    return STRATA_GPU_CALL(s, cuCtxSynchronize);
+  }
+
+  static Status loadModule(const Symbols &s, Module &m, const void *image) {
+    return STRATA_GPU_CALL(s, cuModuleLoadData, &m, image);
+  }
+
+  static Status unloadModule(const Symbols &s, Module m) {
+    return STRATA_GPU_CALL(s, cuModuleUnload, m);
+  }
+
+  static Status getFunction(const Symbols &s, Function &f, Module m,
+                            const char *symbol) {
+    return STRATA_GPU_CALL(s, cuModuleGetFunction, &f, m, symbol);
+  }
+
+  /// Lets \p f take \p bytes of dynamic shared memory (above 48 KiB a
+  /// kernel must opt in, up to the device's per-block limit).
+  static Status allowShared(const Symbols &s, Function f, uint32_t bytes) {
+    // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    constexpr CUfunction_attribute kMaxDynamicShared = 8;
+    return STRATA_GPU_CALL(s, cuFuncSetAttribute, f, kMaxDynamicShared,
+                           static_cast<int>(bytes));
+  }
+
+  /// Enqueues \p f on the default stream.
+  static Status launch(const Symbols &s, Function f, const uint32_t grid[3],
+                       const uint32_t block[3], uint32_t sharedBytes,
+                       void **params) {
+    return STRATA_GPU_CALL(s, cuLaunchKernel, f, grid[0], grid[1], grid[2],
+                           block[0], block[1], block[2], sharedBytes, nullptr,
+                           params, nullptr);
+  }
+
+  static Status createEvent(const Symbols &s, Event &e) {
+    return STRATA_GPU_CALL(s, cuEventCreate, &e, 0);
+  }
+
+  static Status recordEvent(const Symbols &s, Event e) {
+    return STRATA_GPU_CALL(s, cuEventRecord, e, nullptr);
+  }
+
+  static Status elapsedMs(const Symbols &s, float &ms, Event from, Event to) {
+    return STRATA_GPU_CALL(s, cuEventElapsedTime, &ms, from, to);
+  }
+
+  static Status destroyEvent(const Symbols &s, Event e) {
+    return STRATA_GPU_CALL(s, cuEventDestroy_v2, e);
+  }
+
+  /// "out of memory (CUDA_ERROR_OUT_OF_MEMORY = 2)".
+  static std::string errorString(const Symbols &s, int code) {
+    const char *name = nullptr;
+    const char *text = nullptr;
+    if (s.cuGetErrorName(code, &name) != 0 || !name)
+      name = "unknown CUresult";
+    if (s.cuGetErrorString(code, &text) != 0 || !text)
+      text = "unknown error";
+    return fmt::format("{} ({} = {})", text, name, code);
+  }
+};
+
+} // namespace strata::runtime::gpu

@@ -1,0 +1,53 @@
+//===- Driver.h - what the vendor driver tables share -------------*- C++
+//-*-===//
+//
+// The GPU backends call the CUDA driver (libcuda.so.1) and HIP
+// (libamdhip64.so) through function pointers loaded with dlopen, so the
+// build needs no vendor SDK. The few types those tables use are declared
+// here: handles are opaque pointers, device addresses 64-bit, results ints
+// (both vendors' result enums are int-sized).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstddef>
+
+namespace strata::runtime::gpu {
+
+// CUDA driver API (cuda.h).
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUfunction_attribute = int;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+using CUevent = struct CUevent_st *;
+
+// HIP module API (hip_runtime_api.h).
+using hipError_t = int;
+using hipDevice_t = int;
+using hipDeviceptr_t = void *;
+using hipModule_t = struct ihipModule_t *;
+using hipFunction_t = struct ihipModuleSymbol_t *;
+using hipStream_t = struct ihipStream_t *;
+using hipEvent_t = struct ihipEvent_t *;
+
+/// The result of one driver call: the vendor's result code (0 = success)
+/// and the entry point that returned it, for the message.
+struct [[nodiscard]] Status {
+  int code = 0;
+  const char *call = "";
+
+  bool ok() const { return code == 0; }
+};
+
+} // namespace strata::runtime::gpu
+
+/// Calls entry point \p Fn of symbol table \p Syms and names it in the
+/// Status, so the name in a message is always the symbol that failed.
+#define STRATA_GPU_CALL(Syms, Fn, ...)                                         \
+  ::strata::runtime::gpu::Status {                                             \
+    static_cast<int>((Syms).Fn(__VA_ARGS__)), #Fn                              \
+  }

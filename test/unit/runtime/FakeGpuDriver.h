@@ -1,0 +1,61 @@
+//===- FakeGpuDriver.h - what a test sees of the fake GPU driver -*- C++
+//-*-===//
+//
+// FakeGpuDriver.cpp is a shared library exporting every entry point of
+// runtime/gpu/CudaSymbols.def and HipSymbols.def, implemented on host memory
+// (device addresses are host addresses), so the GPU backends run their
+// whole flow where no GPU is. A test loads the library by the same path as
+// the backend (dlopen gives the same object) and reads or steers one
+// vendor's state through fakeCudaState() / fakeHipState().
+//
+// Module images are text: a first line starting "FAKE", then one
+// "<symbol> <parameters>" line per function; a launch copies that many 8-byte
+// argument values.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::runtime::test {
+
+/// One launch the fake received.
+struct FakeLaunch {
+  std::string function;
+  uint32_t grid[3] = {};
+  uint32_t block[3] = {};
+  uint32_t sharedBytes = 0;
+  std::vector<uint64_t> args; ///< each parameter's 8-byte value, in order
+};
+
+/// One vendor's fake device.
+struct FakeGpuState {
+  bool initialized = false; ///< cuInit / hipInit was called
+  int contextRefs = 0;      ///< cuda: primary context retains - releases
+  int binds = 0;            ///< cuCtxSetCurrent / hipSetDevice calls
+  std::map<uint64_t, uint64_t> allocations; ///< live: address -> bytes
+  int uploads = 0;                          ///< host-to-device copies
+  std::vector<std::string> modules;         ///< every image loaded, in order
+  int moduleUnloads = 0;
+  std::vector<FakeLaunch> launches;
+  /// cuda: (function, bytes) of each dynamic shared memory opt-in.
+  std::vector<std::pair<std::string, int>> sharedOptIns;
+  int liveEvents = 0;
+  /// The device clock events read: every launch takes kFakeLaunchMs.
+  double clockMs = 0;
+  /// The next call of this entry point fails with failCode.
+  std::string failCall;
+  int failCode = 0;
+};
+
+/// Milliseconds each fake launch takes on the fake clock.
+constexpr double kFakeLaunchMs = 1.25;
+
+} // namespace strata::runtime::test
+
+extern "C" strata::runtime::test::FakeGpuState *fakeCudaState();
+extern "C" strata::runtime::test::FakeGpuState *fakeHipState();
