@@ -260,6 +260,11 @@ std::string planToJson(const Plan &p) {
   j["max_tokens"] = p.maxTokens;
   j["options"] = p.options;
   j["metadata"] = p.metadata;
+  if (p.roofline.memGBs > 0 || p.roofline.vecTflops > 0 ||
+      p.roofline.matTflops > 0)
+    j["roofline"] = {{"mem_gbs", p.roofline.memGBs},
+                     {"vec_tflops", p.roofline.vecTflops},
+                     {"mat_tflops", p.roofline.matTflops}};
   j["arena"] = {{"bytes", p.arenaBytes}, {"lower_bound", p.arenaLowerBound}};
   j["inputs"] = p.inputs;
   j["outputs"] = p.outputs;
@@ -721,6 +726,23 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
   for (auto it = metadata->begin(); it != metadata->end(); ++it)
     if (!r.str(*metadata, "$.metadata", it.key().c_str(), p.metadata[it.key()]))
       return false;
+  if (j.contains("roofline")) {
+    // Optional: the target's peaks, for strata-run --profile.
+    const json &rf = j["roofline"];
+    if (!rf.is_object())
+      return r.fail("$.roofline", "expected an object");
+    std::pair<const char *, double *> fields[] = {
+        {"mem_gbs", &p.roofline.memGBs},
+        {"vec_tflops", &p.roofline.vecTflops},
+        {"mat_tflops", &p.roofline.matTflops}};
+    for (auto [name, dst] : fields) {
+      if (!rf.contains(name) || !rf[name].is_number() ||
+          !std::isfinite(rf[name].get<double>()) || rf[name].get<double>() < 0)
+        return r.fail(std::string("$.roofline.") + name,
+                      "expected a finite number >= 0");
+      *dst = rf[name].get<double>();
+    }
+  }
   const json *arena = r.field(j, "$", "arena");
   if (!arena || !r.u64(*arena, "$.arena", "bytes", p.arenaBytes) ||
       !r.u64(*arena, "$.arena", "lower_bound", p.arenaLowerBound))

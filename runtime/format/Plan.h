@@ -164,6 +164,14 @@ struct PlanKernel {
   const PlanAttr *attr(const std::string &name) const;
 };
 
+/// The target's roofline as the compiler planned with it (Targets.def):
+/// what strata-run --profile measures kernels against. Zero = unknown.
+struct PlanRoofline {
+  double memGBs = 0;    ///< streaming bandwidth, GB/s
+  double vecTflops = 0; ///< vector f32 peak
+  double matTflops = 0; ///< matrix f16/bf16 peak
+};
+
 /// A compiled plan.
 struct Plan {
   int version = kPlanVersion;
@@ -180,6 +188,7 @@ struct Plan {
   /// executor refuses a file that disagrees.
   std::map<std::string, std::string> metadata;
   int64_t maxTokens = 0;
+  PlanRoofline roofline;
   uint64_t arenaBytes = 0;
   uint64_t arenaLowerBound = 0; ///< max over time of live bytes
   std::vector<PlanBuffer> buffers;

@@ -648,6 +648,8 @@ static int compileMain(int argc, char **argv) {
       plan.metadata[key] = value;
   if (lastOnly)
     plan.options["last_position_logits"] = 1;
+  // The roofline --profile measures against.
+  plan.roofline = {tgt->memGBs, tgt->vecF32Tflops, tgt->matF16Tflops};
   // bf16 storage changes the numbers a plan computes.
   if (precision == "bf16")
     plan.options["bf16_activations"] = 1;

@@ -70,12 +70,13 @@ constexpr const char *kUsage =
     "  --top N              how many tokens to print (default 5)\n"
     "  --nan-check          after every kernel, check its output for NaN and\n"
     "                       name the first kernel that leaves one (slow)\n"
-    "  --profile            time every kernel (synchronising after each) and\n"
-    "                       print, per recipe: calls, ms, share of the run,\n"
-    "                       and GB/s and GFLOP/s from the compiler's byte and\n"
-    "                       FLOP counts (which are for T = the plan's\n"
-    "                       max_tokens, so rates need a prompt of that "
-    "length)\n"
+    "  --profile[=json]     time every kernel (device events in stream\n"
+    "                       order) and print per kernel family: calls, ms,\n"
+    "                       share, GB/s and TFLOP/s from the compiler's byte\n"
+    "                       and FLOP counts at the run's T, the floor at the\n"
+    "                       plan's roofline and the share of it reached; the\n"
+    "                       ten slowest kernels; totals, tokens/s and the sum\n"
+    "                       of floors (json: every kernel)\n"
     "  --help               show this help\n"
     "\n"
     "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
@@ -143,7 +144,7 @@ struct Options {
   std::string planDir, gguf, tokens, tokensFile, backend, dumpLogits;
   std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
-  bool profile = false, check = false;
+  bool profile = false, profileJson = false, check = false;
   int64_t top = 5;
   int threads = 0; ///< 0 = the backend's default
 };
@@ -165,8 +166,9 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.check = true;
       continue;
     }
-    if (a == "--profile") {
+    if (a == "--profile" || a == "--profile=json") {
       o.profile = true;
+      o.profileJson = a == "--profile=json";
       continue;
     }
     if (a.rfind("--", 0) != 0 || a == "-") {
@@ -232,50 +234,114 @@ int parseArgs(int argc, char **argv, Options &o) {
   return 0;
 }
 
-/// The --profile table: per recipe, calls, time, share of the kernels' time
-/// and the rates from the compiler's counts, slowest first.
+/// A kernel's floor at the plan's roofline: the larger of its bytes over
+/// the bandwidth and its FLOPs over the peak of the units it runs on (the
+/// matrix units for matmul/expert variants on them and bf16 attention).
+double floorSeconds(const format::Plan &plan, const format::PlanKernel &k,
+                    double bytes, double flops) {
+  const format::PlanRoofline &r = plan.roofline;
+  if (r.memGBs <= 0)
+    return 0;
+  bool matrix = k.variant.find("wmma") != std::string::npos ||
+                k.variant.find("mma_bf16") != std::string::npos;
+  if (!matrix && plan.options.count("bf16_activations"))
+    for (const format::BodyOp &op : k.body)
+      matrix |= op.recipe == format::Recipe::Attention;
+  if (!k.isFused() && k.recipe == format::Recipe::Attention &&
+      plan.options.count("bf16_activations"))
+    matrix = true;
+  double peak = matrix ? r.matTflops : r.vecTflops;
+  return std::max(bytes / (r.memGBs * 1e9),
+                  peak > 0 ? flops / (peak * 1e12) : 0.0);
+}
+
+/// The --profile tables: per kernel family (label), calls, time, share,
+/// achieved GB/s and TFLOP/s from the compiler's byte and FLOP counts at
+/// the run's T, the floor at the plan's roofline and the share of it
+/// reached; then the ten slowest kernels; totals with the sum of floors.
+/// --profile=json prints every kernel instead.
 void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
-                  int64_t tokens, const std::string &backend) {
+                  int64_t tokens, const std::string &backend, bool json) {
   struct Row {
-    std::string recipe;
-    uint64_t calls = 0, bytes = 0, flops = 0;
-    double seconds = 0;
+    std::string label;
+    uint64_t calls = 0;
+    double bytes = 0, flops = 0, seconds = 0, floor = 0;
   };
-  std::vector<Row> rows;
-  double total = 0;
+  std::vector<Row> families, kernels;
+  double total = 0, totalFloor = 0;
   for (size_t k = 0; k < plan.kernels.size() && k < seconds.size(); ++k) {
     const format::PlanKernel &pk = plan.kernels[k];
-    std::string name = pk.label();
-    auto it = std::find_if(rows.begin(), rows.end(),
-                           [&](const Row &r) { return r.recipe == name; });
-    if (it == rows.end()) {
-      rows.push_back({name});
-      it = rows.end() - 1;
+    Row r{pk.label(),          1,          pk.bytes.at(tokens),
+          pk.flops.at(tokens), seconds[k], 0};
+    r.floor = floorSeconds(plan, pk, r.bytes, r.flops);
+    kernels.push_back(r);
+    auto it = std::find_if(families.begin(), families.end(),
+                           [&](const Row &f) { return f.label == r.label; });
+    if (it == families.end()) {
+      families.push_back({r.label});
+      it = families.end() - 1;
     }
     ++it->calls;
-    it->bytes += static_cast<uint64_t>(pk.bytes.at(tokens));
-    it->flops += static_cast<uint64_t>(pk.flops.at(tokens));
-    it->seconds += seconds[k];
-    total += seconds[k];
+    it->bytes += r.bytes;
+    it->flops += r.flops;
+    it->seconds += r.seconds;
+    it->floor += r.floor;
+    total += r.seconds;
+    totalFloor += r.floor;
   }
-  std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
-    return a.seconds != b.seconds ? a.seconds > b.seconds : a.recipe < b.recipe;
-  });
-  // The compiler's counts are functions of T, so rates hold at any prompt.
-  const bool rates = true;
-  fmt::print("profile: {} kernels on {}, {} tokens, {:.3f} ms in kernels\n",
-             plan.kernels.size(), backend, tokens, total * 1e3);
-  fmt::print("  {:<20} {:>6} {:>10} {:>7} {:>9} {:>10}\n", "recipe", "calls",
-             "ms", "share", "GB/s", "GFLOP/s");
-  auto rate = [&](uint64_t count, double s) {
-    return rates && s > 0 ? fmt::format("{:.2f}", count / s / 1e9)
-                          : std::string("-");
+  auto pct = [](double floor, double s) {
+    return floor > 0 && s > 0 ? 100.0 * floor / s : 0.0;
   };
-  for (const Row &r : rows)
-    fmt::print("  {:<20} {:>6} {:>10.3f} {:>6.1f}% {:>9} {:>10}\n", r.recipe,
-               r.calls, r.seconds * 1e3,
+  if (json) {
+    fmt::print("{{\"backend\": \"{}\", \"tokens\": {}, \"seconds\": {:.9g}, "
+               "\"floor_seconds\": {:.9g}, \"tokens_per_second\": {:.6g},\n "
+               "\"kernels\": [\n",
+               backend, tokens, total, totalFloor,
+               total > 0 ? tokens / total : 0.0);
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      const Row &r = kernels[k];
+      fmt::print("  {{\"index\": {}, \"label\": \"{}\", \"seconds\": {:.9g}, "
+                 "\"bytes\": {:.0f}, \"flops\": {:.0f}, \"floor_seconds\": "
+                 "{:.9g}, \"roofline_pct\": {:.4g}}}{}\n",
+                 k, r.label, r.seconds, r.bytes, r.flops, r.floor,
+                 pct(r.floor, r.seconds), k + 1 < kernels.size() ? "," : "");
+    }
+    fmt::print(" ]}}\n");
+    return;
+  }
+  std::sort(families.begin(), families.end(), [](const Row &a, const Row &b) {
+    return a.seconds != b.seconds ? a.seconds > b.seconds : a.label < b.label;
+  });
+  fmt::print("profile: {} kernels on {}, {} tokens, {:.3f} ms in kernels "
+             "({:.0f} tokens/s); sum of per-kernel floors {:.3f} ms ({:.1f} % "
+             "of roofline)\n",
+             plan.kernels.size(), backend, tokens, total * 1e3,
+             total > 0 ? tokens / total : 0.0, totalFloor * 1e3,
+             pct(totalFloor, total));
+  fmt::print("  {:<34} {:>6} {:>10} {:>7} {:>9} {:>9} {:>10} {:>7}\n", "kernel",
+             "calls", "ms", "share", "GB/s", "TFLOP/s", "floor ms", "%roof");
+  auto line = [&](const Row &r) {
+    fmt::print("  {:<34} {:>6} {:>10.3f} {:>6.1f}% {:>9.1f} {:>9.2f} {:>10.3f} "
+               "{:>6.1f}%\n",
+               r.label, r.calls, r.seconds * 1e3,
                total > 0 ? 100.0 * r.seconds / total : 0.0,
-               rate(r.bytes, r.seconds), rate(r.flops, r.seconds));
+               r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0.0,
+               r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0.0, r.floor * 1e3,
+               pct(r.floor, r.seconds));
+  };
+  for (const Row &r : families)
+    line(r);
+  std::vector<size_t> order(kernels.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return kernels[a].seconds > kernels[b].seconds;
+  });
+  fmt::print("slowest kernels:\n");
+  for (size_t i = 0; i < std::min<size_t>(10, order.size()); ++i) {
+    Row r = kernels[order[i]];
+    r.label = fmt::format("{} {}", order[i], r.label);
+    line(r);
+  }
 }
 
 /// The --check summary: per kernel label, the kernels compared and the
@@ -423,7 +489,7 @@ int run(int argc, char **argv) {
              runMs > 0 ? tokens.size() * 1000.0 / runMs : 0.0);
   if (o.profile)
     printProfile(plan, ex->kernelSeconds(), static_cast<int64_t>(tokens.size()),
-                 o.backend);
+                 o.backend, o.profileJson);
   return 0;
 }
 
