@@ -241,14 +241,14 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
         e.line("        {}", wRow[b]);
         decodeW(g.w[b], "wrow", "k0 + kc", "v");
         e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
-        e.line("      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = v[j]; "
-               "}}",
-               b, ld);
+        e.line(
+            "      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = v[j]; "
+            "}}",
+            b, ld);
       }
       e.line("    }}");
     } else {
-      e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * kBK,
-             g.nt);
+      e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * kBK, g.nt);
       e.line("      int r = c / {}, kc = c % {};", kBK, kBK);
       e.line("      long n = {};", g.colOf("r"));
       for (size_t b = 0; b < nb; ++b) {
