@@ -2,6 +2,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/Elements.h"
+#include "runtime/SyntheticWeights.h"
 #include "runtime/format/Gguf.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <thread>
 
 namespace strata::runtime {
 
@@ -20,13 +22,18 @@ using format::PlanOperand;
 std::unique_ptr<Executor>
 Executor::create(const Plan &plan, const std::string &ggufPath,
                  const std::string &backendName, std::string &error,
-                 const DeviceOptions &options, const std::string &planDir) {
+                 const DeviceOptions &options, const std::string &planDir,
+                 std::optional<uint64_t> synthetic) {
   if (!format::validatePlan(plan, error))
     return nullptr;
   std::unique_ptr<Executor> ex(new Executor());
   ex->plan_ = plan;
   ex->planDir_ = planDir.empty() ? "." : planDir;
-  ex->gguf_ = format::GgufFile::open(ggufPath, error);
+  ex->synthetic_ = synthetic;
+  // Synthetic weights need the tensor infos only: a shapes-only file does.
+  ex->gguf_ = format::GgufFile::open(ggufPath, error,
+                                     synthetic ? format::GgufContents::Shapes
+                                               : format::GgufContents::Data);
   if (!ex->gguf_)
     return nullptr;
   if (!format::checkPlanMetadata(plan, ex->gguf_->info(), error) ||
@@ -89,15 +96,8 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
         return nullptr;
       }
   }
-  for (const format::PlanWeight &w : plan.weights) {
-    const format::TensorInfo *t = ex->gguf_->info().findTensor(w.name);
-    void *data =
-        ex->device_->mapWeight(ex->gguf_->tensorData(*t), t->numBytes(), error);
-    if (!data)
-      return nullptr;
-    ex->main_.weights.push_back(data);
-    ex->weightBytes_.push_back(t->numBytes());
-  }
+  if (!ex->loadWeights(ex->main_, error))
+    return nullptr;
   // The arena rounded up to whole 32-bit words, so the poison covers it.
   uint64_t arenaBytes = (plan.arenaBytes + 3) / 4 * 4;
   ex->main_.arena =
@@ -123,6 +123,8 @@ Executor::~Executor() {
     if (b->device) {
       b->device->release(b->arena);
       b->device->release(b->workspace);
+      for (void *p : b->owned)
+        b->device->release(p);
     }
 }
 
@@ -406,6 +408,62 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   return true;
 }
 
+bool Executor::loadWeights(Bound &b, std::string &error) {
+  b.weights.clear();
+  if (&b == &main_)
+    weightBytes_.clear();
+  std::vector<uint8_t> chunk;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < plan_.weights.size(); ++i) {
+    const format::PlanWeight &w = plan_.weights[i];
+    const format::TensorInfo *t = gguf_->info().findTensor(w.name);
+    uint64_t bytes = t->numBytes();
+    void *data = nullptr;
+    if (!synthetic_) {
+      data = b.device->mapWeight(gguf_->tensorData(*t), bytes, error);
+      if (!data)
+        return false;
+    } else {
+      data = b.device->alloc(bytes, error);
+      if (!data) {
+        error = fmt::format("weight '{}' ({} bytes): {}", w.name, bytes, error);
+        return false;
+      }
+      // Generated on host threads in chunks of whole blocks, uploaded.
+      format::GgmlTypeInfo info = format::ggmlTypeInfo(w.type);
+      uint64_t blocks = bytes / info.typeSize;
+      uint64_t per =
+          std::max<uint64_t>(1, (uint64_t(256) << 20) / info.typeSize);
+      for (uint64_t first = 0; first < blocks; first += per) {
+        uint64_t n = std::min(per, blocks - first);
+        chunk.resize(n * info.typeSize);
+        uint64_t each = (n + threads - 1) / threads;
+        std::vector<std::thread> pool;
+        for (unsigned th = 0; th < threads; ++th) {
+          uint64_t a = th * each, e = std::min(n, a + each);
+          if (a >= e)
+            break;
+          pool.emplace_back([&, a, e] {
+            syntheticBlocks(*synthetic_, i, w.type, w.dims, first + a, e - a,
+                            chunk.data() + a * info.typeSize);
+          });
+        }
+        for (std::thread &th : pool)
+          th.join();
+        if (!b.device->upload(static_cast<uint8_t *>(data) +
+                                  first * info.typeSize,
+                              chunk.data(), chunk.size(), error))
+          return false;
+      }
+      b.owned.push_back(data);
+    }
+    b.weights.push_back(data);
+    if (&b == &main_)
+      weightBytes_.push_back(bytes);
+  }
+  return true;
+}
+
 bool Executor::setCheck(const CheckBars &bars, std::string &error) {
   if (!code_) {
     error = fmt::format("--check compares a GPU backend with the cpu "
@@ -429,16 +487,7 @@ bool Executor::setCheck(const CheckBars &bars, std::string &error) {
   if (workspaceBytes && !(check_.workspace = static_cast<uint8_t *>(
                               checkDevice_->alloc(workspaceBytes, error))))
     return false;
-  check_.weights.clear();
-  for (const format::PlanWeight &w : plan_.weights) {
-    const format::TensorInfo *t = gguf_->info().findTensor(w.name);
-    void *data =
-        checkDevice_->mapWeight(gguf_->tensorData(*t), t->numBytes(), error);
-    if (!data)
-      return false;
-    check_.weights.push_back(data);
-  }
-  return true;
+  return loadWeights(check_, error);
 }
 
 bool Executor::checkKernel(size_t k, int64_t tokens, std::string &error) {

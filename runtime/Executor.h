@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,11 +67,15 @@ public:
   /// every recipe of the plan and allocates the arena. Returns null and sets
   /// \p error to a one-line message on failure.
   /// A plan with generated code (GPU targets) loads its modules from
-  /// \p planDir (the folder its plan.json came from).
+  /// \p planDir (the folder its plan.json came from). With
+  /// \p syntheticSeed the weights are not read from the file (which may be
+  /// shapes-only) but filled with deterministic random blocks
+  /// (SyntheticWeights.h).
   static std::unique_ptr<Executor>
   create(const format::Plan &plan, const std::string &ggufPath,
          const std::string &backendName, std::string &error,
-         const DeviceOptions &options = {}, const std::string &planDir = "");
+         const DeviceOptions &options = {}, const std::string &planDir = "",
+         std::optional<uint64_t> syntheticSeed = std::nullopt);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -120,6 +125,7 @@ private:
     uint8_t *arena = nullptr;
     uint8_t *workspace = nullptr;
     std::vector<void *> weights;
+    std::vector<void *> owned; ///< synthetic weights, released with it
   };
 
   Executor() = default;
@@ -149,9 +155,13 @@ private:
   /// Copies buffer \p index at T' = \p tokens to the host as f32.
   bool readBuffer(const Bound &b, uint32_t index, int64_t tokens,
                   std::vector<float> &out, std::string &error);
+  /// Makes every plan weight readable on \p b's device: the file's bytes,
+  /// or synthetic ones (uploaded in chunks, generated on host threads).
+  bool loadWeights(Bound &b, std::string &error);
 
   format::Plan plan_;
   std::string planDir_;
+  std::optional<uint64_t> synthetic_;
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<Device> device_;
   Bound main_;

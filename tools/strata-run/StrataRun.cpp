@@ -40,6 +40,7 @@ constexpr const char *kUsage =
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
     "                  [--dump-buffer NAME=OUT.f32 ...]\n"
     "                  [--threads N] [--nan-check] [--profile] [--check]\n"
+    "                  [--synthetic-weights SEED]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
@@ -54,6 +55,16 @@ constexpr const char *kUsage =
     "                       (sm_90 plans), hip (gfx1151 plans); default: the\n"
     "                       plan's target's backend. GPU backends load the\n"
     "                       driver (libcuda.so.1, libamdhip64.so) at run time\n"
+    "  --synthetic-weights SEED\n"
+    "                       do not read weights from FILE (which may be a\n"
+    "                       shapes-only GGUF: strata-gguf synth "
+    "--shapes-only)\n"
+    "                       but fill each with deterministic valid random\n"
+    "                       blocks of its type (small finite scales), the "
+    "same\n"
+    "                       bytes on every backend: real-size runs without "
+    "the\n"
+    "                       download\n"
     "  --check              GPU backends: run every kernel also on the cpu\n"
     "                       backend, on the same inputs, and compare outputs\n"
     "                       (NMSE <= 1e-4 for f32 and bf16, i32 mismatch <=\n"
@@ -145,6 +156,7 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
   bool profile = false, profileJson = false, check = false;
+  std::optional<uint64_t> synthetic;
   int64_t top = 5;
   int threads = 0; ///< 0 = the backend's default
 };
@@ -164,6 +176,15 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--check") {
       o.check = true;
+      continue;
+    }
+    if (a == "--synthetic-weights") {
+      uint64_t seed = 0;
+      if (i + 1 >= args.size() ||
+          !parseIntIn<uint64_t>(args[i + 1], 0, UINT64_MAX, seed))
+        return usageError("--synthetic-weights needs a seed (an integer >= 0)");
+      o.synthetic = seed;
+      ++i;
       continue;
     }
     if (a == "--profile" || a == "--profile=json") {
@@ -417,9 +438,9 @@ int run(int argc, char **argv) {
             "with --target host (and --precision bf16 for the GPU's storage "
             "policy) to run it on the cpu backend",
             o.planDir, plan.target));
-  std::unique_ptr<runtime::Executor> ex =
-      runtime::Executor::create(plan, o.gguf, o.backend, error,
-                                runtime::DeviceOptions{o.threads}, o.planDir);
+  std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
+      plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads},
+      o.planDir, o.synthetic);
   if (!ex)
     return fail(error);
   if (o.check && !ex->setCheck(runtime::CheckBars{}, error))

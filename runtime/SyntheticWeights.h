@@ -1,0 +1,37 @@
+//===- SyntheticWeights.h - deterministic random weights --------*- C++ -*-===//
+//
+// `strata-run --synthetic-weights SEED`: every weight is filled with
+// deterministic, valid random blocks of its declared type, so a plan of a
+// real-size model runs from a shapes-only GGUF (no 60 GB download). Valid:
+// every f16 scale of a block is finite and small, quants are random bits;
+// float weights are uniform in +-0.05 (rank-1 ones, norms and biases, in
+// 1 +- 0.05). Trained-like magnitudes keep activations finite through the
+// layers.
+//
+// Counter-based: block b of weight w comes from a generator seeded with
+// (seed, w, b) alone, so any split over threads or chunks, and every
+// backend, gets the same bytes.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/format/GgmlType.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace strata::runtime {
+
+/// Writes blocks [\p first, \p first + \p count) of weight \p index (ggml
+/// \p type and \p dims, as the plan lists it) for \p seed into \p out
+/// (count * the type's block bytes). A float type's block is one element.
+void syntheticBlocks(uint64_t seed, uint64_t index, format::GgmlType type,
+                     const std::vector<uint64_t> &dims, uint64_t first,
+                     uint64_t count, uint8_t *out);
+
+/// Fills a whole weight into \p out (its bytes) with \p threads workers.
+void syntheticWeight(uint64_t seed, uint64_t index, format::GgmlType type,
+                     const std::vector<uint64_t> &dims, uint8_t *out,
+                     int threads);
+
+} // namespace strata::runtime
