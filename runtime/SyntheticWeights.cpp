@@ -76,7 +76,11 @@ void syntheticBlocks(uint64_t seed, uint64_t index, format::GgmlType type,
                  (first + b) * 0x165667b19e3779f9ull;
     splitmix(s);
     uint8_t *p = out + b * info.typeSize;
-    float lo = rank1 ? 0.95f : -0.05f, hi = rank1 ? 1.05f : 0.05f;
+    // Rank-1 weights (norms, biases, per-head constants) around -1: the
+    // delta rule's ssm_a holds A = -exp(A_log) < 0, so the log-decay
+    // softplus(.) * A stays negative (decay < 1) as in trained models; a
+    // norm weight of -1 only flips signs.
+    float lo = rank1 ? -1.05f : -0.05f, hi = rank1 ? -0.95f : 0.05f;
     switch (type) {
     case format::GgmlType::F32: {
       float v = uniform(s, lo, hi);

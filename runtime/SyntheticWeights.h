@@ -4,9 +4,9 @@
 // deterministic, valid random blocks of its declared type, so a plan of a
 // real-size model runs from a shapes-only GGUF (no 60 GB download). Valid:
 // every f16 scale of a block is finite and small, quants are random bits;
-// float weights are uniform in +-0.05 (rank-1 ones, norms and biases, in
-// 1 +- 0.05). Trained-like magnitudes keep activations finite through the
-// layers.
+// float weights are uniform in +-0.05 (rank-1 ones, norms, biases and the
+// delta rule's A, in -1 +- 0.05: A must be negative). Trained-like
+// magnitudes keep activations finite through the layers.
 //
 // Counter-based: block b of weight w comes from a generator seeded with
 // (seed, w, b) alone, so any split over threads or chunks, and every
