@@ -87,7 +87,35 @@ private:
                 const std::vector<std::string> &wRow);
   void decodeW(const Tensor &w, const std::string &rowPtr, const std::string &k,
                const std::string &dst);
+  /// Stages the W tile (BN rows x 32 k) into Bs<b>, 8 adjacent elements per
+  /// thread, each piece decoded once; \p conv converts a value for the tile
+  /// ("to_mma" for the matrix units, "" for f32).
+  void stageW8(const Gemm &g, const std::vector<std::string> &wRow, int ld,
+               const std::string &conv, bool partialK);
 };
+
+void GemmEmitter::stageW8(const Gemm &g, const std::vector<std::string> &wRow,
+                          int ld, const std::string &conv, bool partialK) {
+  e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * 4, g.nt);
+  e.line("      int r = c >> 2, kc = (c & 3) * 8;");
+  e.line("      long n = {};", g.colOf("r"));
+  for (size_t b = 0; b < g.w.size(); ++b) {
+    e.line("      {{ float v[8];");
+    e.line("      if (n < {}L) {{", g.n);
+    e.line("        {}", wRow[b]);
+    if (partialK)
+      e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
+             "ld(wrow, k0 + kc + j) : 0.0f;",
+             g.k);
+    else
+      decodeW(g.w[b], "wrow", "k0 + kc", "v");
+    e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+    e.line("      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = "
+           "{}(v[j]); }}",
+           b, ld, conv);
+  }
+  e.line("    }}");
+}
 
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   // The variant's path: f32 weights, and the f32 precision policy's
@@ -160,27 +188,7 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
            "to_mma(v[j]);",
            ld);
     e.line("    }}");
-    // Stage W: each 8-element piece decoded once.
-    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * 4, g.nt);
-    e.line("      int r = c >> 2, kc = (c & 3) * 8;");
-    e.line("      long n = {};", g.colOf("r"));
-    for (size_t b = 0; b < nb; ++b) {
-      e.line("      {{ float v[8];");
-      e.line("      if (n < {}L) {{", g.n);
-      e.line("        {}", wRow[b]);
-      if (partialK) {
-        e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
-               "ld(wrow, k0 + kc + j) : 0.0f;",
-               g.k);
-      } else {
-        decodeW(g.w[b], "wrow", "k0 + kc", "v");
-      }
-      e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
-      e.line("      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = "
-             "to_mma(v[j]); }}",
-             b, ld);
-    }
-    e.line("    }}");
+    stageW8(g, wRow, ld, "to_mma", partialK);
     e.line("    sync_block();");
     e.line("#pragma unroll");
     e.line("    for (int kk = 0; kk < {}; kk += 16)", kBK);
@@ -232,21 +240,7 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("    }}");
     if (g.w[0].quant()) {
       // Quantised weights: 8-element pieces decoded once each, into f32.
-      e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * 4, g.nt);
-      e.line("      int r = c >> 2, kc = (c & 3) * 8;");
-      e.line("      long n = {};", g.colOf("r"));
-      for (size_t b = 0; b < nb; ++b) {
-        e.line("      {{ float v[8];");
-        e.line("      if (n < {}L) {{", g.n);
-        e.line("        {}", wRow[b]);
-        decodeW(g.w[b], "wrow", "k0 + kc", "v");
-        e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
-        e.line(
-            "      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = v[j]; "
-            "}}",
-            b, ld);
-      }
-      e.line("    }}");
+      stageW8(g, wRow, ld, "", false);
     } else {
       e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * kBK, g.nt);
       e.line("      int r = c / {}, kc = c % {};", kBK, kBK);

@@ -432,6 +432,40 @@ STRATA_FN void ngram_hash_row(const int32_t *tok, long t, long eos,
   }
 }
 
+/// QSA: the per-row bitmap of selected key blocks for the BQ query rows
+/// from t0 (index [T, NB] of block ids, -1 padding; NBW 32-bit words a row).
+template <int BQ, int NB, int NBW, int NT>
+STRATA_FN void qsa_bitmap(const int32_t *index, long t0, long T,
+                          uint32_t *sel) {
+  for (int i = tid_x(); i < BQ * NBW; i += NT)
+    sel[i] = 0;
+  sync_block();
+  for (int i = tid_x(); i < BQ * NB; i += NT) {
+    long tt = t0 + i / NB;
+    int b = tt < T ? index[tt * NB + i % NB] : -1;
+    if (b >= 0 && b < NBW * 32)
+      __atomic_fetch_or(&sel[(i / NB) * NBW + b / 32], 1u << (b % 32),
+                        __ATOMIC_RELAXED);
+  }
+}
+
+/// QSA: whether any of the BQ rows selects a block overlapping the key
+/// chunk [j0, j0 + KC) (a block-wide answer; \p any is one shared int).
+template <int BQ, int KC, int BLOCK, int NBW, int NT>
+STRATA_FN bool qsa_chunk_selected(const uint32_t *sel, long j0, int *any) {
+  if (tid_x() == 0)
+    any[0] = 0;
+  sync_block();
+  for (int i = tid_x(); i < BQ * (KC / BLOCK + 2); i += NT) {
+    int rr = i / (KC / BLOCK + 2);
+    long b = j0 / BLOCK + i % (KC / BLOCK + 2);
+    if (b < NBW * 32 && (sel[rr * NBW + b / 32] >> (b % 32) & 1u))
+      any[0] = 1;
+  }
+  sync_block();
+  return any[0] != 0;
+}
+
 /// Flash-style attention for BQ query rows of one head (f32 FMA; keys and
 /// values staged through shared memory 32 at a time, online softmax, no
 /// T x T matrix). Element (t, h, c) of q is q[t*QT + h*QH + c], likewise
@@ -463,18 +497,8 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
     long tt = t0 + i / D;
     st(Qs, i, tt < T ? ld(q, tt * QT + h * QH + i % D) : 0.0f);
   }
-  if (BLOCK > 0) {
-    for (int i = tid_x(); i < BQ * NBW; i += NT)
-      sel[i] = 0;
-    sync_block();
-    for (int i = tid_x(); i < BQ * NB; i += NT) {
-      long tt = t0 + i / NB;
-      int b = tt < T ? index[tt * NB + i % NB] : -1;
-      if (b >= 0 && b < NBW * 32)
-        __atomic_fetch_or(&sel[(i / NB) * NBW + b / 32], 1u << (b % 32),
-                          __ATOMIC_RELAXED);
-    }
-  }
+  if constexpr (BLOCK > 0)
+    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
   float o[CPT];
 #pragma unroll
   for (int c = 0; c < CPT; ++c)
@@ -483,20 +507,9 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
   long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
   for (long j0 = 0; j0 <= last; j0 += KC) {
     sync_block();
-    if (BLOCK > 0) {
-      if (tid_x() == 0)
-        any[0] = 0;
-      sync_block();
-      for (int i = tid_x(); i < BQ * (KC / BLOCK + 2); i += NT) {
-        int rr = i / (KC / BLOCK + 2);
-        long b = j0 / BLOCK + i % (KC / BLOCK + 2);
-        if (b < NBW * 32 && (sel[rr * NBW + b / 32] >> (b % 32) & 1u))
-          any[0] = 1;
-      }
-      sync_block();
-      if (!any[0])
+    if constexpr (BLOCK > 0)
+      if (!qsa_chunk_selected<BQ, KC, BLOCK, NBW, NT>(sel, j0, any))
         continue;
-    }
     for (int i = tid_x(); i < KC * D; i += NT) {
       long j = j0 + i / D;
       st(Ks, (i / D) * (D + 1) + i % D,
@@ -676,18 +689,8 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
     Qs[(i / D) * LQ + i % D] =
         to_mma(tt < T ? ld(q, tt * QT + h * QH + i % D) : 0.0f);
   }
-  if (BLOCK > 0) {
-    for (int i = tid_x(); i < BQ * NBW; i += NT)
-      sel[i] = 0;
-    sync_block();
-    for (int i = tid_x(); i < BQ * NB; i += NT) {
-      long tt = t0 + i / NB;
-      int b = tt < T ? index[tt * NB + i % NB] : -1;
-      if (b >= 0 && b < NBW * 32)
-        __atomic_fetch_or(&sel[(i / NB) * NBW + b / 32], 1u << (b % 32),
-                          __ATOMIC_RELAXED);
-    }
-  }
+  if constexpr (BLOCK > 0)
+    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
   float o[DVW / 16][8];
 #pragma unroll
   for (int c = 0; c < DVW / 16; ++c)
@@ -698,20 +701,9 @@ STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
   long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
   for (long j0 = 0; j0 <= last; j0 += KC) {
     sync_block();
-    if (BLOCK > 0) {
-      if (tid_x() == 0)
-        any[0] = 0;
-      sync_block();
-      for (int i = tid_x(); i < BQ * (KC / BLOCK + 2); i += NT) {
-        int rr = i / (KC / BLOCK + 2);
-        long b = j0 / BLOCK + i % (KC / BLOCK + 2);
-        if (b < NBW * 32 && (sel[rr * NBW + b / 32] >> (b % 32) & 1u))
-          any[0] = 1;
-      }
-      sync_block();
-      if (!any[0])
+    if constexpr (BLOCK > 0)
+      if (!qsa_chunk_selected<BQ, KC, BLOCK, NBW, NT>(sel, j0, any))
         continue;
-    }
     for (int i = tid_x(); i < KC * D; i += NT) {
       long j = j0 + i / D;
       Ks[(i / D) * LK + i % D] =
