@@ -1102,6 +1102,31 @@ std::string dimsString(const std::vector<uint64_t> &dims) {
   return "[" + s + "]";
 }
 
+/// The type a tensor of \p type takes when its rows (\p cols elements) fit
+/// no block of it: llama.cpp's choices where strata loads them (the IQ and
+/// small K types -> iq4_nl, q6_k -> q8_0), else the nearest 32-block type
+/// strata loads (q4_k -> q4_0 for llama.cpp's q5_0, q5_k -> q8_0 for q5_1);
+/// f16 when no 32-element block fits either.
+GgmlType fallbackType(GgmlType type, uint64_t cols) {
+  GgmlType to = GgmlType::Q8_0;
+  switch (type) {
+  case GgmlType::IQ2_XXS:
+  case GgmlType::IQ3_XXS:
+  case GgmlType::IQ3_S:
+  case GgmlType::IQ4_XS:
+  case GgmlType::Q2_K:
+  case GgmlType::Q3_K:
+    to = GgmlType::IQ4_NL;
+    break;
+  case GgmlType::Q4_K:
+    to = GgmlType::Q4_0;
+    break;
+  default:
+    break;
+  }
+  return cols % ggmlTypeInfo(to).blockSize == 0 ? to : GgmlType::F16;
+}
+
 /// Chooses each tensor's type. Returns false after printing one error per
 /// tensor that its type cannot hold; warns about rules that pick nothing.
 bool resolveTypes(const std::vector<SynthTensor> &tensors, const TypeSpec &spec,
@@ -1112,6 +1137,7 @@ bool resolveTypes(const std::vector<SynthTensor> &tensors, const TypeSpec &spec,
   std::vector<bool> used(n, false), matched1D(n, false), shadowed(n, false);
   bool ok = true;
   types.clear();
+  std::map<std::pair<GgmlType, GgmlType>, std::vector<std::string>> fallbacks;
   for (const SynthTensor &t : tensors) {
     if (t.dims.size() < 2) {
       // llama.cpp reads norms, biases, ssm_a and the shared-expert gate as
@@ -1138,6 +1164,15 @@ bool resolveTypes(const std::vector<SynthTensor> &tensors, const TypeSpec &spec,
       source = fmt::format("rule '{}'", spec.rules[r].text);
     }
     GgmlTypeInfo info = ggmlTypeInfo(type);
+    if (!chosen && !t.defaultF32 && t.dims[0] % info.blockSize != 0) {
+      // The default type's blocks do not fit these rows (qwen4exp's expert
+      // down projections have K = 640): fall back per tensor as llama.cpp's
+      // quantizer does, to a type strata loads, said once below.
+      GgmlType to = fallbackType(type, t.dims[0]);
+      fallbacks[{type, to}].push_back(t.name);
+      type = to;
+      info = ggmlTypeInfo(type);
+    }
     if (t.dims[0] % info.blockSize != 0) {
       fmt::print(stderr,
                  "strata-gguf: error: synth: tensor '{}' {} cannot be {} "
@@ -1148,6 +1183,19 @@ bool resolveTypes(const std::vector<SynthTensor> &tensors, const TypeSpec &spec,
       ok = false;
     }
     types.push_back(type);
+  }
+  for (const auto &[fromTo, names] : fallbacks) {
+    std::string list;
+    for (size_t i = 0; i < names.size() && i < 3; ++i)
+      list += (i ? ", " : "") + names[i];
+    if (names.size() > 3)
+      list += fmt::format(" and {} more", names.size() - 3);
+    fmt::print(stderr,
+               "strata-gguf: synth: {} tensor{} whose rows fit no {} block "
+               "use {} (llama.cpp's quantizer falls back likewise): {}\n",
+               names.size(), names.size() == 1 ? "" : "s",
+               ggmlTypeInfo(fromTo.first).irName,
+               ggmlTypeInfo(fromTo.second).irName, list);
   }
   for (size_t r = 0; r < n; ++r) {
     if (used[r])
