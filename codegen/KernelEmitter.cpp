@@ -89,7 +89,9 @@ Tensor Emitter::tensor(const BodyRef &r) const {
     t.ptr = fmt::format("tmp{}", r.index);
     t.shape = b.shape;
     t.isTemp = true;
-    t.ctype = b.dtype == format::DType::I32 ? "int32_t" : "float";
+    t.ctype = b.dtype == format::DType::I32    ? "int32_t"
+              : b.dtype == format::DType::BF16 ? "bf16"
+                                               : "float";
     break;
   }
   }

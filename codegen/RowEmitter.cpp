@@ -552,9 +552,12 @@ void RowEmitter::run() {
   for (const format::BodyTemp &t : e.kernel.temps) {
     if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
       throw Unsupported("a temporary is not aligned with the row");
-    if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32)
-      throw Unsupported("a temporary that is not f32 or i32");
-    temps += 4 * constProduct(t.shape, 1);
+    if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32 &&
+        t.dtype != format::DType::BF16)
+      throw Unsupported(fmt::format("a {} temporary (f32, bf16 and i32 "
+                                    "are generated)",
+                                    format::planDTypeName(t.dtype)));
+    temps += format::planDTypeSize(t.dtype) * constProduct(t.shape, 1);
   }
   if (fixed > 44 * 1024)
     throw Unsupported(fmt::format("the row needs {} bytes of LDS", fixed));
@@ -572,7 +575,9 @@ void RowEmitter::run() {
   for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
     const format::BodyTemp &t = e.kernel.temps[j];
     int64_t n = constProduct(t.shape, 1);
-    const char *type = t.dtype == format::DType::I32 ? "int32_t" : "float";
+    const char *type = t.dtype == format::DType::I32    ? "int32_t"
+                       : t.dtype == format::DType::BF16 ? "bf16"
+                                                        : "float";
     if (!e.workspace) {
       // 16-byte aligned: vector accesses read and write temporaries.
       e.line("  STRATA_SHARED __attribute__((aligned(16))) {} tmp{}[{}];", type,
@@ -581,8 +586,8 @@ void RowEmitter::run() {
     }
     // PlanKernel::workspaceBytes' layout: each temporary 256-byte aligned.
     e.line("  {} *tmp{} = ({} *)(ws + wsoff) + row * {}L;", type, j, type, n);
-    e.line("  wsoff += ({} * {}L * 4 + 255) / 256 * 256;", dimExpr(t.shape[0]),
-           n);
+    e.line("  wsoff += ({} * {}L * {} + 255) / 256 * 256;", dimExpr(t.shape[0]),
+           n, format::planDTypeSize(t.dtype));
   }
   if (qsaBlocks) {
     e.line("  STRATA_SHARED float qsa_score[{}];", qsaBlocks);

@@ -229,7 +229,17 @@ void emitDeltaKernel(Emitter &e) {
   if (split > 32 || (split & (split - 1)))
     throw Unsupported("key dim does not split into powers of two of 32 rows");
   int ncol = static_cast<int>(std::min<int64_t>(32, dv));
+  // 32-token chunks where the chunk's tiles fit 44 KiB of static shared
+  // memory (sm_90 allows 48), else 16 (f32 keys at 128 dims).
+  auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
   int chunk = 32;
+  for (; chunk > 8; chunk /= 2) {
+    int64_t need = chunk * dk * (bytesOf(k.t) + bytesOf(q.t)) +
+                   2 * chunk * chunk * 4 +
+                   2 * chunk * std::min<int64_t>(32, dv) * 4 + 2 * chunk * 4;
+    if (need <= 44 * 1024)
+      break;
+  }
   int64_t threads = ncol * split;
   if (threads > 1024 || threads % 32)
     throw Unsupported("state column blocks do not fill whole waves");

@@ -115,6 +115,25 @@ public:
   }
 };
 
+/// Whether a slice or permute may fold into its reader's kernel: the code
+/// generator reads a GEMM's operands as contiguous rows (so neither folds
+/// into matmul or the expert GEMMs) and views the inputs of attention and
+/// the delta rule through strided slices (so permutes do not fold there).
+bool foldable(OpKind move, OpKind reader) {
+  switch (reader) {
+  case OpKind::Matmul:
+  case OpKind::MoeExperts:
+  case OpKind::MoeGroupedSwiglu:
+  case OpKind::MoeGroupedDown:
+    return false;
+  case OpKind::Attention:
+  case OpKind::GatedDeltaRule:
+    return move == OpKind::Slice;
+  default:
+    return true;
+  }
+}
+
 class MovePrologue : public RewritePattern {
 public:
   const char *name() const override { return "move-prologue"; }
@@ -138,7 +157,7 @@ public:
       v = reader->results[0];
     }
     Operation *reader = group.back();
-    if (!opInfo(reader->kind))
+    if (!opInfo(reader->kind) || !foldable(move.kind, reader->kind))
       return false;
     return rw.fuse(group, std::string(opName(move.kind)) + "+" +
                               opName(reader->kind)) != nullptr;
