@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, from a copy of the working tree with build-device/
-# carried (made by test/device/prepare.sh on the development machine):
+# and/or build-diffsuite/ carried (made on the development machine by
+# test/device/prepare.sh and test/device/diffsuite.py prepare):
 # builds the runtime there (no LLVM or clang needed: -DSTRATA_RUNTIME_ONLY=ON),
 # runs every bundled model's sm_90 plan with --check (every kernel against
 # the cpu backend on the same inputs) under both precision policies, compares
 # the logits with the CPU's f32 logits (bf16 policy: NMSE <= 1e-3 and top-1
-# >= 97 %; f32 policy: NMSE <= 1e-5) and writes one results file.
-# Without an NVIDIA GPU it says SKIPPED and exits 77.
+# >= 97 %; f32 policy: NMSE <= 1e-5), then, if build-diffsuite/ is there,
+# the differential suite (every op, fused family and GEMM variant x block
+# type as a small model, strata-run --check per case x policy x T) and
+# writes one results file. Without an NVIDIA GPU it says SKIPPED and exits 77.
 #   bash test/device/run.sh [RESULTS_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +19,7 @@ if ! nvidia-smi > /dev/null 2>&1; then
   echo "SKIPPED: no NVIDIA GPU here (test/device/run.sh runs on the lent GPU machine)"
   exit 77
 fi
-[ -d build-device ] || { echo "error: build-device/ missing: run test/device/prepare.sh and carry it"; exit 1; }
+[ -d build-device ] || [ -d build-diffsuite ] || { echo "error: build-device/ and build-diffsuite/ missing: run test/device/prepare.sh (and/or test/device/diffsuite.py prepare) and carry them"; exit 1; }
 cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_RUNTIME_ONLY=ON > build-rt.log 2>&1 &&
   cmake --build build-rt -j > build-rt.log 2>&1 || { tail -30 build-rt.log; exit 1; }
 FILE="$RES/device-$(date -u +%Y%m%dT%H%M%SZ).txt"
@@ -26,7 +29,8 @@ FILE="$RES/device-$(date -u +%Y%m%dT%H%M%SZ).txt"
   echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), prompts build-device/tokens-T.txt (T = 1, 37, 100)"
 } > "$FILE"
 fail=0
-for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+[ -d build-device ] || echo "no build-device/: the bundled models are not run" | tee -a "$FILE"
+for arch in $([ -d build-device ] && echo qwen3 qwen3moe qwen3next qwen4exp); do
   for prec in bf16 f32; do
     for t in 1 37 100; do
       plan=build-device/$arch.$prec.sm90
@@ -42,5 +46,12 @@ for arch in qwen3 qwen3moe qwen3next qwen4exp; do
     done
   done
 done
+# The differential suite: one line per case x policy x T, and a total.
+if [ -d build-diffsuite ]; then
+  python3 test/device/diffsuite.py run --bin build-rt/bin --dir build-diffsuite \
+    --results "$FILE" > build-diffsuite.log 2>&1 || fail=1
+  tail -1 build-diffsuite.log
+  grep ': FAIL' build-diffsuite.log | head -20
+fi
 echo "wrote $FILE"
 exit $fail
