@@ -64,6 +64,14 @@ public:
       for (const Operand &o : body.ops.back()->operands)
         if (o.isValue())
           keep.insert(o.value);
+    // A returned view shares its operand's storage: the operand (through
+    // chains of reshapes) stays f32 with it.
+    for (auto it = body.ops.rbegin(); it != body.ops.rend(); ++it) {
+      Operation &op = **it;
+      if (op.kind == OpKind::Reshape && keep.count(op.results[0]) &&
+          op.operands[0].isValue())
+        keep.insert(op.operands[0].value);
+    }
     std::set<const Value *> residual;
     const Value *tokens =
         main->params.empty() ? nullptr : main->params[0].value;
