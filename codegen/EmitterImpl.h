@@ -32,7 +32,7 @@ struct Unsupported : std::runtime_error {
 /// A tensor as a kernel body sees it.
 struct Tensor {
   std::string ptr;   ///< C expression of its base pointer
-  std::string ctype; ///< float, bf16, int32_t, f16w, uint8_t (quantised)
+  std::string ctype; ///< float, bf16, f16, int32_t, uint8_t (quantised)
   Shape shape;       ///< IR order
   bool isWeight = false;
   bool isTemp = false; ///< a body temporary: one row in LDS/shared
@@ -95,6 +95,9 @@ std::string dimExpr(const PlanDim &d);
 inline bool isConst(const PlanDim &d) { return d.coef == 0; }
 /// Product of dims [from, end) (all must be constants).
 int64_t constProduct(const Shape &s, size_t from);
+/// The device type of an activation element (DeviceLib.h: float, bf16, f16,
+/// int32_t); the one mapping every emitter uses.
+const char *elementCType(format::DType t);
 /// A float literal that reads back as exactly \p v (hex float).
 std::string floatLit(float v);
 /// 64-bit FNV-1a of \p s, as 16 hex digits.

@@ -55,7 +55,7 @@ Tensor Emitter::tensor(const BodyRef &r) const {
         t.ctype = "float";
         break;
       case format::GgmlType::F16:
-        t.ctype = "f16w";
+        t.ctype = "f16";
         break;
       case format::GgmlType::BF16:
         t.ctype = "bf16";
@@ -69,9 +69,7 @@ Tensor Emitter::tensor(const BodyRef &r) const {
     } else {
       const format::PlanBuffer &b = plan.buffers.at(o.index);
       t.shape = b.shape;
-      t.ctype = b.dtype == format::DType::BF16  ? "bf16"
-                : b.dtype == format::DType::I32 ? "int32_t"
-                                                : "float";
+      t.ctype = elementCType(b.dtype);
     }
     break;
   }
@@ -79,9 +77,7 @@ Tensor Emitter::tensor(const BodyRef &r) const {
     const format::PlanBuffer &b = plan.buffers.at(kernel.outputs.at(r.index));
     t.ptr = fmt::format("out{}", r.index);
     t.shape = b.shape;
-    t.ctype = b.dtype == format::DType::BF16  ? "bf16"
-              : b.dtype == format::DType::I32 ? "int32_t"
-                                              : "float";
+    t.ctype = elementCType(b.dtype);
     break;
   }
   case BodyRef::Kind::Tmp: {
@@ -89,9 +85,7 @@ Tensor Emitter::tensor(const BodyRef &r) const {
     t.ptr = fmt::format("tmp{}", r.index);
     t.shape = b.shape;
     t.isTemp = true;
-    t.ctype = b.dtype == format::DType::I32    ? "int32_t"
-              : b.dtype == format::DType::BF16 ? "bf16"
-                                               : "float";
+    t.ctype = elementCType(b.dtype);
     break;
   }
   }
@@ -218,6 +212,22 @@ int64_t constProduct(const Shape &s, size_t from) {
     n *= s[i].constant;
   }
   return n;
+}
+
+const char *elementCType(format::DType t) {
+  switch (t) {
+  case format::DType::BF16:
+    return "bf16";
+  case format::DType::F16:
+    return "f16";
+  case format::DType::I32:
+    return "int32_t";
+  case format::DType::F32:
+    return "float";
+  default:
+    throw Unsupported(fmt::format("{} activations are not generated",
+                                  format::planDTypeName(t)));
+  }
 }
 
 std::string floatLit(float v) {

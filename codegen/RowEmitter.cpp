@@ -553,9 +553,9 @@ void RowEmitter::run() {
     if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
       throw Unsupported("a temporary is not aligned with the row");
     if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32 &&
-        t.dtype != format::DType::BF16)
-      throw Unsupported(fmt::format("a {} temporary (f32, bf16 and i32 "
-                                    "are generated)",
+        t.dtype != format::DType::BF16 && t.dtype != format::DType::F16)
+      throw Unsupported(fmt::format("a {} temporary (f32, bf16, f16 and "
+                                    "i32 are generated)",
                                     format::planDTypeName(t.dtype)));
     temps += format::planDTypeSize(t.dtype) * constProduct(t.shape, 1);
   }
@@ -575,9 +575,7 @@ void RowEmitter::run() {
   for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
     const format::BodyTemp &t = e.kernel.temps[j];
     int64_t n = constProduct(t.shape, 1);
-    const char *type = t.dtype == format::DType::I32    ? "int32_t"
-                       : t.dtype == format::DType::BF16 ? "bf16"
-                                                        : "float";
+    const char *type = elementCType(t.dtype);
     if (!e.workspace) {
       // 16-byte aligned: vector accesses read and write temporaries.
       e.line("  STRATA_SHARED __attribute__((aligned(16))) {} tmp{}[{}];", type,

@@ -16,14 +16,14 @@ STRATA_FN mma_t to_mma(float x) { return sm_f32_to_bf16(x); }
 struct bf16 {
   uint16_t v;
 };
-/// An f16 weight element (stored bits).
-struct f16w {
+/// An f16 element (stored bits): f16 weights and f16 activations.
+struct f16 {
   uint16_t v;
 };
 
 STRATA_FN float ld(const float *p, int64_t i) { return p[i]; }
 STRATA_FN float ld(const bf16 *p, int64_t i) { return sm_bf16_to_f32(p[i].v); }
-STRATA_FN float ld(const f16w *p, int64_t i) {
+STRATA_FN float ld(const f16 *p, int64_t i) {
   return strata_f16_to_f32(p[i].v);
 }
 STRATA_FN float ld(const int32_t *p, int64_t i) { return (float)p[i]; }
@@ -32,6 +32,7 @@ STRATA_FN float ld(const uint16_t *p, int64_t i) {
 }
 STRATA_FN void st(float *p, int64_t i, float v) { p[i] = v; }
 STRATA_FN void st(bf16 *p, int64_t i, float v) { p[i].v = sm_f32_to_bf16(v); }
+STRATA_FN void st(f16 *p, int64_t i, float v) { p[i].v = strata_f32_to_f16(v); }
 STRATA_FN void st(int32_t *p, int64_t i, float v) { p[i] = (int32_t)v; }
 
 // Four adjacent elements at a 16-byte (f32) or 8-byte (bf16) aligned index:

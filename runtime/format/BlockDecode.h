@@ -109,6 +109,48 @@ STRATA_FN float strata_f16_to_f32(uint16_t h) {
   return __builtin_bit_cast(float, bits);
 }
 
+/// Converts float32 to IEEE binary16 bits, round to nearest even, by integer
+/// arithmetic only (the CPU's f16 stores and the GPU's are this one
+/// function): overflow rounds to Inf, subnormal halves are exact, NaN stays
+/// NaN (top payload bits kept, never collapsing into Inf).
+STRATA_FN uint16_t strata_f32_to_f16(float f) {
+  uint32_t x = __builtin_bit_cast(uint32_t, f);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  uint32_t absX = x & 0x7fffffff;
+  if (absX > 0x7f800000) {
+    // NaN: keep the top payload bits; never let it collapse into Inf.
+    uint16_t h = static_cast<uint16_t>(0x7c00 | ((absX & 0x7fffff) >> 13));
+    if ((h & 0x3ff) == 0)
+      h |= 1;
+    return sign | h;
+  }
+  // 65520 is the midpoint between 65504 (odd mantissa) and 2^16, so it and
+  // everything above rounds to Inf.
+  if (absX >= 0x477ff000)
+    return sign | 0x7c00;
+  if (absX >= 0x38800000) { // Normal half range, >= 2^-14.
+    uint32_t h = (absX - 0x38000000) >> 13;
+    uint32_t rem = absX & 0x1fff;
+    // A mantissa carry correctly bumps the exponent.
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+      ++h;
+    return sign | static_cast<uint16_t>(h);
+  }
+  // 2^-25 ties between 0 and the smallest subnormal and rounds to even (0).
+  if (absX <= 0x33000000)
+    return sign;
+  // Subnormal half: value in units of 2^-24 is m * 2^(e - 126).
+  uint32_t e = absX >> 23;
+  uint32_t m = (absX & 0x7fffff) | 0x800000;
+  uint32_t shift = 126 - e; // 14..24
+  uint32_t h = m >> shift;
+  uint32_t rem = m & ((1u << shift) - 1);
+  uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (h & 1)))
+    ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
 /// Converts bfloat16 bits to float32 exactly (the bits shifted up by 16).
 STRATA_FN float strata_bf16_to_f32(uint16_t b) {
   return __builtin_bit_cast(float, static_cast<uint32_t>(b) << 16);
