@@ -26,6 +26,22 @@ bool Device::launchCode(const CodeLaunch &launch, std::string &error) {
   return false;
 }
 
+bool Device::beginCapture(std::string &error) {
+  error = fmt::format("backend '{}' has no graphs to capture launches into",
+                      name());
+  return false;
+}
+
+bool Device::endCapture(DeviceGraph &, std::string &error) {
+  return beginCapture(error);
+}
+
+bool Device::launchGraph(const DeviceGraph &, std::string &error) {
+  return beginCapture(error);
+}
+
+void Device::releaseGraph(DeviceGraph &graph) { graph = DeviceGraph{}; }
+
 bool Device::createEvents(size_t n, std::string &) {
   hostEvents_.assign(n, 0.0);
   return true;

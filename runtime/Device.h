@@ -76,6 +76,18 @@ struct CodeLaunch {
   std::string name; ///< for diagnostics: "kernel 12 (matmul) <symbol>"
 };
 
+/// Launches recorded once and replayed with one call (a CUDA or HIP graph):
+/// a GPU driver spends microseconds of host time on every launch, which a
+/// plan of a thousand short kernels pays on every run; a graph pays it once,
+/// when captured. A backend handle, valid until releaseGraph() or the end of
+/// the device that made it.
+struct DeviceGraph {
+  void *handle = nullptr; ///< null: empty
+  size_t launches = 0;    ///< launchCode() calls captured in it
+
+  bool empty() const { return handle == nullptr; }
+};
+
 /// A compute device. Every fallible call returns false and sets \p error to
 /// a one-line message.
 class Device {
@@ -129,6 +141,25 @@ public:
   virtual bool recordEvent(size_t slot, std::string &error);
   virtual bool eventSeconds(size_t from, size_t to, double &seconds,
                             std::string &error);
+
+  /// Graphs: between beginCapture() and endCapture() every launchCode() is
+  /// recorded instead of run, and nothing else may be enqueued (copies,
+  /// fills, events and waits are refused, as a driver refuses them in a
+  /// capture); launchGraph() then enqueues the whole sequence in order, on
+  /// the same stream as every other call. True if this device has them
+  /// (the CPU, with no launch overhead to save, has not: the calls below
+  /// fail with a message).
+  virtual bool supportsGraphs() const { return false; }
+  /// Starts recording launchCode() calls (on the calling thread).
+  virtual bool beginCapture(std::string &error);
+  /// Ends the capture and makes \p graph (empty before) replayable. On
+  /// failure the device is no longer capturing and \p graph stays empty;
+  /// the launches recorded are dropped, none ran.
+  virtual bool endCapture(DeviceGraph &graph, std::string &error);
+  /// Enqueues one run of \p graph after the work enqueued so far.
+  virtual bool launchGraph(const DeviceGraph &graph, std::string &error);
+  /// Frees \p graph and empties it; an empty graph is ignored.
+  virtual void releaseGraph(DeviceGraph &graph);
 
   /// One line naming the hardware and driver, for logs ("cuda: NVIDIA H200
   /// (driver 12.4)"); by default the backend's name.

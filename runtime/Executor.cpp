@@ -119,6 +119,8 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
 }
 
 Executor::~Executor() {
+  if (device_)
+    device_->releaseGraph(graph_);
   for (Bound *b : {&main_, &check_})
     if (b->device) {
       b->device->release(b->arena);
@@ -195,6 +197,10 @@ TensorArg Executor::bodyArg(const Bound &bd, const format::PlanKernel &k,
 bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
   if (launchesT_ == tokens)
     return true;
+  // The graph holds the launches (grids, T) of another prompt length.
+  device_->releaseGraph(graph_);
+  launchesT_ = -1;
+  runsAtT_ = 0;
   launches_.assign(plan_.kernels.size(), CodeLaunch{});
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
@@ -234,6 +240,61 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
   }
   launchesT_ = tokens;
   return true;
+}
+
+void Executor::setGraphs(bool on) {
+  graphs_ = on;
+  if (!on && device_)
+    device_->releaseGraph(graph_);
+}
+
+std::string Executor::graphsOffBecause() const {
+  if (!code_ || !device_->supportsGraphs())
+    return fmt::format("backend '{}' has none", device_->name());
+  if (!graphs_)
+    return "turned off";
+  if (!graphFailure_.empty())
+    return "capture failed: " + graphFailure_;
+  // Each of these acts between two kernels, on the host.
+  if (profile_)
+    return "profiling each kernel";
+  if (checkDevice_)
+    return "checking each kernel";
+  if (!capture_.empty())
+    return "copying buffers after their kernels";
+  if (nanCheck_)
+    return "checking each kernel for NaN";
+  if (graph_.empty() && runsAtT_ < 2)
+    return kGraphFirstRun;
+  return "";
+}
+
+void Executor::captureGraph() {
+  auto start = std::chrono::steady_clock::now();
+  std::string what;
+  if (!device_->beginCapture(what)) {
+    graphFailure_ = what;
+    return;
+  }
+  for (size_t k = 0; k < launches_.size(); ++k) {
+    if (device_->launchCode(launches_[k], what))
+      continue;
+    graphFailure_ =
+        fmt::format("kernel {} ({}): {}", k, plan_.kernels[k].label(), what);
+    // End the capture; what it recorded never runs.
+    DeviceGraph partial;
+    if (device_->endCapture(partial, what))
+      device_->releaseGraph(partial);
+    return;
+  }
+  if (!device_->endCapture(graph_, what)) {
+    graphFailure_ = what;
+    return;
+  }
+  graphUse_.captured = true;
+  graphUse_.captureSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 bool Executor::launchKernel(const Bound &bd, size_t kernel, int64_t tokens,
@@ -318,10 +379,21 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   }
 
   captured_.clear();
+  if (code_ && !prepareLaunches(t, error))
+    return false;
+  ++runsAtT_;
+  // The graph is captured before this run enqueues anything, and replayed
+  // after the fill and the upload on the same stream.
+  graphUse_ = GraphUse{};
+  graphUse_.off = graphsOffBecause();
+  if (graphUse_.off.empty() && graph_.empty()) {
+    captureGraph();
+    graphUse_.off = graphsOffBecause();
+  }
+  graphUse_.used = graphUse_.off.empty();
+  graphUse_.launches = graphUse_.used ? graph_.launches : 0;
   if (!device_->fill32(main_.arena, kPoison, (plan_.arenaBytes + 3) / 4 * 4,
                        error))
-    return false;
-  if (code_ && !prepareLaunches(t, error))
     return false;
   TensorArg in = bufferArg(main_, plan_.inputs[0], t);
   if (!device_->upload(in.data, tokens.data(), t * sizeof(int32_t), error))
@@ -340,7 +412,37 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
                               (plan_.arenaBytes + 3) / 4 * 4, error))
       return false;
   }
-  for (size_t k = 0; k < nk; ++k) {
+  if (graphUse_.used) {
+    if (!device_->launchGraph(graph_, error))
+      return false;
+  } else if (!launchEach(t, error)) {
+    return false;
+  }
+  if (!device_->synchronize(error))
+    return false;
+  if (profile_)
+    for (size_t k = 0; k < nk; ++k)
+      if (!device_->eventSeconds(k, k + 1, kernelSeconds_[k], error))
+        return false;
+
+  uint32_t ob = plan_.outputs[0];
+  out.shape = bufferArg(main_, ob, t).shape;
+  if (!readBuffer(main_, ob, t, out.data, error))
+    return false;
+  int64_t cols = out.shape.empty() ? 1 : out.shape.back();
+  for (size_t i = 0; i < out.data.size(); ++i)
+    if (std::isnan(out.data[i])) {
+      error = fmt::format("the output '{}' holds NaN at [{}, {}]: a kernel "
+                          "read memory nobody wrote or computed NaN (the "
+                          "per-kernel NaN check names it)",
+                          plan_.buffers[ob].name, i / cols, i % cols);
+      return false;
+    }
+  return true;
+}
+
+bool Executor::launchEach(int64_t t, std::string &error) {
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
     std::string recipe = pk.label();
     std::string what;
@@ -385,26 +487,6 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
         }
     }
   }
-  if (!device_->synchronize(error))
-    return false;
-  if (profile_)
-    for (size_t k = 0; k < nk; ++k)
-      if (!device_->eventSeconds(k, k + 1, kernelSeconds_[k], error))
-        return false;
-
-  uint32_t ob = plan_.outputs[0];
-  out.shape = bufferArg(main_, ob, t).shape;
-  if (!readBuffer(main_, ob, t, out.data, error))
-    return false;
-  int64_t cols = out.shape.empty() ? 1 : out.shape.back();
-  for (size_t i = 0; i < out.data.size(); ++i)
-    if (std::isnan(out.data[i])) {
-      error = fmt::format("the output '{}' holds NaN at [{}, {}]: a kernel "
-                          "read memory nobody wrote or computed NaN (the "
-                          "per-kernel NaN check names it)",
-                          plan_.buffers[ob].name, i / cols, i % cols);
-      return false;
-    }
   return true;
 }
 

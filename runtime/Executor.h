@@ -12,6 +12,14 @@
 // NaN (the 32-bit pattern kPoison) before every run, and the executor reports
 // NaN always in the output, and after every kernel with setNanCheck.
 //
+// On a GPU the second run at a prompt length captures its launches into a
+// device graph, and every later run at that length replays it with one call
+// (setGraphs): the plan's order is kept, the driver's per-launch host cost
+// is paid at capture only. A single run launches one kernel at a time, as
+// capturing costs about what launching does, plus instantiation. The poison
+// fill and the token upload are enqueued before the graph on the same
+// stream, so they still happen before every run.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
@@ -52,6 +60,20 @@ struct CheckBars {
   double f32Nmse = 1e-4;
   double bf16Nmse = 1e-4;
   double i32Mismatch = 0.01;
+};
+
+/// GraphUse::off of the first run at a prompt length.
+inline constexpr const char *kGraphFirstRun = "first run at this prompt length";
+
+/// How the last run launched the plan's generated code.
+struct GraphUse {
+  bool used = false;         ///< one device graph ran every kernel
+  bool captured = false;     ///< this run captured it (first at its length)
+  size_t launches = 0;       ///< the launches in that graph
+  double captureSeconds = 0; ///< capture and instantiation, when captured
+  /// When not used, why: kGraphFirstRun, "turned off", "profiling each
+  /// kernel", "capture failed: ...".
+  std::string off;
 };
 
 /// The plan's output buffer after a run, as f32.
@@ -114,6 +136,18 @@ public:
   /// Per kernel of the plan, its comparison in the last checked run.
   const std::vector<KernelCheck> &checks() const { return checks_; }
 
+  /// Run generated code as a device graph (on by default): the second run
+  /// at a prompt length captures its launches and replays them, later runs
+  /// at that length replay them with one call (the first launches one at a
+  /// time: a graph run once costs more than it saves). Graphs stay unused
+  /// where the device has none and while a per-kernel mode (profile, check,
+  /// buffer capture, NaN check) is on; a capture the device refuses turns
+  /// them off for this executor (the reason in graphUse()), never failing a
+  /// run.
+  void setGraphs(bool on);
+  /// How the last run launched its kernels.
+  const GraphUse &graphUse() const { return graphUse_; }
+
   const format::Plan &plan() const { return plan_; }
   Device &device() { return *device_; }
 
@@ -143,8 +177,16 @@ private:
   bool launchKernel(const Bound &b, size_t k, int64_t tokens,
                     std::string &error);
   /// The launches of the generated code at T' = \p tokens (computed once
-  /// per prompt length).
+  /// per prompt length; a graph of another length is released).
   bool prepareLaunches(int64_t tokens, std::string &error);
+  /// Launches every kernel at T' = \p t one at a time, with the
+  /// per-kernel modes (check, profile events, buffer capture, NaN check).
+  bool launchEach(int64_t t, std::string &error);
+  /// Why the next run cannot use a graph ("" if it can).
+  std::string graphsOffBecause() const;
+  /// Captures launches_ into graph_; on failure notes why in graphFailure_
+  /// (a run then launches one kernel at a time).
+  void captureGraph();
   /// Before kernel \p k runs on the device: copies its input buffers into
   /// the checking CPU's arena and runs it there (before a tied output
   /// overwrites an input on the device).
@@ -171,6 +213,12 @@ private:
   std::vector<DeviceFunction> functions_;
   std::vector<CodeLaunch> launches_;
   int64_t launchesT_ = -1;
+  int64_t runsAtT_ = 0; ///< runs at launchesT_ so far, this one included
+  /// setGraphs: launches_ as one device graph (empty until captured).
+  bool graphs_ = true;
+  DeviceGraph graph_;
+  std::string graphFailure_; ///< a capture failed: why (graphs stay off)
+  GraphUse graphUse_;
   /// --check: the CPU backend that reruns every kernel.
   std::unique_ptr<Device> checkDevice_;
   Bound check_;

@@ -6,6 +6,8 @@
 // differs between the vendors lives here (a primary context to retain and
 // make current on each thread, CUdeviceptr integers, an opt-in for more
 // than 48 KiB of dynamic shared memory, error names through out-params).
+// Every operation takes the device's stream: one non-blocking stream per
+// device, since stream capture is illegal on the legacy default stream.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -31,6 +33,9 @@ struct CudaApi {
   using Module = CUmodule;
   using Function = CUfunction;
   using Event = CUevent;
+  using Stream = CUstream;
+  using Graph = CUgraph;
+  using GraphExec = CUgraphExec;
 
   /// Every entry point of CudaSymbols.def, null until loaded.
   struct Symbols {
@@ -105,23 +110,36 @@ struct CudaApi {
     return STRATA_GPU_CALL(s, cuMemFree_v2, ptr);
   }
 
-  static Status upload(const Symbols &s, uint64_t dst, const void *src,
-                       uint64_t bytes) {
-    return STRATA_GPU_CALL(s, cuMemcpyHtoD_v2, dst, src, bytes);
+  /// A stream that does not synchronise with the legacy default stream
+  /// (CU_STREAM_NON_BLOCKING): the device's only stream, so it can be
+  /// captured.
+  static Status createStream(const Symbols &s, Stream &stream) {
+    constexpr unsigned kNonBlocking = 0x1; // CU_STREAM_NON_BLOCKING
+    return STRATA_GPU_CALL(s, cuStreamCreate, &stream, kNonBlocking);
   }
 
-  static Status download(const Symbols &s, void *dst, uint64_t src,
-                         uint64_t bytes) {
-    return STRATA_GPU_CALL(s, cuMemcpyDtoH_v2, dst, src, bytes);
+  static Status destroyStream(const Symbols &s, Stream stream) {
+    return STRATA_GPU_CALL(s, cuStreamDestroy_v2, stream);
   }
 
-  static Status fill32(const Symbols &s, uint64_t dst, uint32_t pattern,
-                       uint64_t words) {
-    return STRATA_GPU_CALL(s, cuMemsetD32_v2, dst, pattern, words);
+  /// Enqueues a copy on \p stream (GpuDevice waits for it).
+  static Status upload(const Symbols &s, Stream stream, uint64_t dst,
+                       const void *src, uint64_t bytes) {
+    return STRATA_GPU_CALL(s, cuMemcpyHtoDAsync_v2, dst, src, bytes, stream);
   }
 
-  static Status synchronize(const Symbols &s) {
-    return STRATA_GPU_CALL(s, cuCtxSynchronize);
+  static Status download(const Symbols &s, Stream stream, void *dst,
+                         uint64_t src, uint64_t bytes) {
+    return STRATA_GPU_CALL(s, cuMemcpyDtoHAsync_v2, dst, src, bytes, stream);
+  }
+
+  static Status fill32(const Symbols &s, Stream stream, uint64_t dst,
+                       uint32_t pattern, uint64_t words) {
+    return STRATA_GPU_CALL(s, cuMemsetD32Async, dst, pattern, words, stream);
+  }
+
+  static Status synchronize(const Symbols &s, Stream stream) {
+    return STRATA_GPU_CALL(s, cuStreamSynchronize, stream);
   }
 
   static Status loadModule(const Symbols &s, Module &m, const void *image) {
@@ -146,12 +164,12 @@ struct CudaApi {
                            static_cast<int>(bytes));
   }
 
-  /// Enqueues \p f on the default stream.
-  static Status launch(const Symbols &s, Function f, const uint32_t grid[3],
-                       const uint32_t block[3], uint32_t sharedBytes,
-                       void **params) {
+  /// Enqueues \p f on \p stream.
+  static Status launch(const Symbols &s, Stream stream, Function f,
+                       const uint32_t grid[3], const uint32_t block[3],
+                       uint32_t sharedBytes, void **params) {
     return STRATA_GPU_CALL(s, cuLaunchKernel, f, grid[0], grid[1], grid[2],
-                           block[0], block[1], block[2], sharedBytes, nullptr,
+                           block[0], block[1], block[2], sharedBytes, stream,
                            params, nullptr);
   }
 
@@ -159,8 +177,8 @@ struct CudaApi {
     return STRATA_GPU_CALL(s, cuEventCreate, &e, 0);
   }
 
-  static Status recordEvent(const Symbols &s, Event e) {
-    return STRATA_GPU_CALL(s, cuEventRecord, e, nullptr);
+  static Status recordEvent(const Symbols &s, Stream stream, Event e) {
+    return STRATA_GPU_CALL(s, cuEventRecord, e, stream);
   }
 
   static Status elapsedMs(const Symbols &s, float &ms, Event from, Event to) {
@@ -169,6 +187,37 @@ struct CudaApi {
 
   static Status destroyEvent(const Symbols &s, Event e) {
     return STRATA_GPU_CALL(s, cuEventDestroy_v2, e);
+  }
+
+  /// Records what is enqueued on \p stream into a graph instead of running
+  /// it. Thread-local mode: only this thread is barred from calls that
+  /// would break the capture (allocations, synchronous copies); other
+  /// threads' devices go on.
+  static Status beginCapture(const Symbols &s, Stream stream) {
+    constexpr CUstreamCaptureMode kThreadLocal =
+        1; // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    return STRATA_GPU_CALL(s, cuStreamBeginCapture_v2, stream, kThreadLocal);
+  }
+
+  /// Ends the capture; \p graph is null if the capture was invalidated.
+  static Status endCapture(const Symbols &s, Stream stream, Graph &graph) {
+    return STRATA_GPU_CALL(s, cuStreamEndCapture, stream, &graph);
+  }
+
+  static Status instantiate(const Symbols &s, GraphExec &exec, Graph graph) {
+    return STRATA_GPU_CALL(s, cuGraphInstantiateWithFlags, &exec, graph, 0);
+  }
+
+  static Status launchGraph(const Symbols &s, Stream stream, GraphExec exec) {
+    return STRATA_GPU_CALL(s, cuGraphLaunch, exec, stream);
+  }
+
+  static Status destroyGraphExec(const Symbols &s, GraphExec exec) {
+    return STRATA_GPU_CALL(s, cuGraphExecDestroy, exec);
+  }
+
+  static Status destroyGraph(const Symbols &s, Graph graph) {
+    return STRATA_GPU_CALL(s, cuGraphDestroy, graph);
   }
 
   /// "out of memory (CUDA_ERROR_OUT_OF_MEMORY = 2)".

@@ -4,8 +4,8 @@
 // The GPU backends call the CUDA driver (libcuda.so.1) and HIP
 // (libamdhip64.so) through function pointers loaded with dlopen, so the
 // build needs no vendor SDK. The few types those tables use are declared
-// here: handles are opaque pointers, device addresses 64-bit, results ints
-// (both vendors' result enums are int-sized).
+// here: handles are opaque pointers, device addresses 64-bit, results and
+// the capture-mode enums ints (both vendors' enums are int-sized).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -24,6 +24,9 @@ using CUmodule = struct CUmod_st *;
 using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUevent = struct CUevent_st *;
+using CUgraph = struct CUgraph_st *;
+using CUgraphExec = struct CUgraphExec_st *;
+using CUstreamCaptureMode = int;
 
 // HIP module API (hip_runtime_api.h).
 using hipError_t = int;
@@ -33,6 +36,10 @@ using hipModule_t = struct ihipModule_t *;
 using hipFunction_t = struct ihipModuleSymbol_t *;
 using hipStream_t = struct ihipStream_t *;
 using hipEvent_t = struct ihipEvent_t *;
+using hipGraph_t = struct ihipGraph *;
+using hipGraphExec_t = struct hipGraphExec *;
+using hipGraphNode_t = struct hipGraphNode *;
+using hipStreamCaptureMode = int;
 
 /// The result of one driver call: the vendor's result code (0 = success)
 /// and the entry point that returned it, for the message.

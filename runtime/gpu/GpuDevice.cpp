@@ -75,18 +75,31 @@ public:
   bool recordEvent(size_t slot, std::string &error) override;
   bool eventSeconds(size_t from, size_t to, double &seconds,
                     std::string &error) override;
+  bool supportsGraphs() const override { return true; }
+  bool beginCapture(std::string &error) override;
+  bool endCapture(DeviceGraph &graph, std::string &error) override;
+  bool launchGraph(const DeviceGraph &graph, std::string &error) override;
+  void releaseGraph(DeviceGraph &graph) override;
   std::string description() const override { return description_; }
 
 private:
   using Module = typename Api::Module;
   using Function = typename Api::Function;
   using Event = typename Api::Event;
+  using Stream = typename Api::Stream;
+  using GraphExec = typename Api::GraphExec;
 
   /// A module file's driver handle and its bytes (kept: the driver need
   /// not have copied the image).
   struct LoadedModule {
     Module module{};
     std::string image;
+  };
+
+  /// What a live graph holds, for messages.
+  struct GraphInfo {
+    size_t launches = 0;
+    std::string last; ///< the name of its last launch
   };
 
   GpuDevice() = default;
@@ -101,9 +114,19 @@ private:
   /// Makes the device current on the calling thread (a driver call once
   /// per thread).
   bool bind(std::string &error);
+  /// Refuses \p what (anything but a launch) during a capture, naming it:
+  /// the driver would invalidate the capture or fail obscurely.
+  bool notCapturing(std::string_view what, std::string &error) const;
+  /// Waits for the stream after a copy, so that copies keep their
+  /// synchronous contract (the host buffer may be reused on return, the
+  /// downloaded bytes are there).
+  bool finishCopy(std::string_view what, std::string &error);
 
   typename Api::Symbols sym_;
   typename Api::Context ctx_;
+  /// The one stream every copy, fill, launch, event and graph goes to, in
+  /// order: non-blocking, as capture is illegal on the legacy stream.
+  Stream stream_{};
   bool open_ = false;
   uint64_t id_ = 0;
   std::string description_;
@@ -117,6 +140,10 @@ private:
   std::vector<Event> events_;
   std::vector<bool> recorded_;
   std::string lastLaunch_;
+  /// Graph capture: whether one is open, its launches so far and the last.
+  bool capturing_ = false;
+  GraphInfo capture_;
+  std::unordered_map<GraphExec, GraphInfo> graphs_; ///< live, by handle
 };
 
 template <class Api>
@@ -170,6 +197,11 @@ std::unique_ptr<Device> GpuDevice<Api>::create(std::string &error) {
   // Records this thread as bound (open() made the device current here).
   if (!dev->bind(error))
     return nullptr;
+  if (Status st = Api::createStream(dev->sym_, dev->stream_); !st.ok()) {
+    dev->stream_ = {};
+    error = dev->failure(st, "creating a stream");
+    return nullptr;
+  }
 
   char deviceName[256] = {};
   if (Status st = Api::deviceName(dev->sym_, dev->ctx_, deviceName,
@@ -195,7 +227,16 @@ template <class Api> GpuDevice<Api>::~GpuDevice() {
   std::string ignored;
   if (!bind(ignored))
     return;
-  (void)Api::synchronize(sym_);
+  if (capturing_) {
+    // A capture left open (its owner failed midway): end it, drop it.
+    typename Api::Graph g{};
+    if (Api::endCapture(sym_, stream_, g).ok() && g)
+      (void)Api::destroyGraph(sym_, g);
+  }
+  if (stream_)
+    (void)Api::synchronize(sym_, stream_);
+  for (const auto &[exec, info] : graphs_)
+    (void)Api::destroyGraphExec(sym_, exec);
   for (Event e : events_)
     (void)Api::destroyEvent(sym_, e);
   for (uint64_t p : buffers_)
@@ -204,6 +245,8 @@ template <class Api> GpuDevice<Api>::~GpuDevice() {
     (void)Api::release(sym_, p);
   for (const auto &[path, m] : modules_)
     (void)Api::unloadModule(sym_, m.module);
+  if (stream_)
+    (void)Api::destroyStream(sym_, stream_);
   Api::close(sym_, ctx_);
 }
 
@@ -239,6 +282,26 @@ template <class Api> bool GpuDevice<Api>::bind(std::string &error) {
 }
 
 template <class Api>
+bool GpuDevice<Api>::notCapturing(std::string_view what,
+                                  std::string &error) const {
+  if (!capturing_)
+    return true;
+  error = message(fmt::format("{} while capturing a graph (a capture takes "
+                              "launches only)",
+                              what));
+  return false;
+}
+
+template <class Api>
+bool GpuDevice<Api>::finishCopy(std::string_view what, std::string &error) {
+  if (Status st = Api::synchronize(sym_, stream_); !st.ok()) {
+    error = failure(st, waitingFor(what));
+    return false;
+  }
+  return true;
+}
+
+template <class Api>
 void *GpuDevice<Api>::alloc(uint64_t bytes, std::string &error) {
   // Whole units, as the drivers hand them out anyway; zero bytes still get
   // an address of their own.
@@ -249,7 +312,8 @@ void *GpuDevice<Api>::alloc(uint64_t bytes, std::string &error) {
     error = message(fmt::format("cannot allocate {} bytes", bytes));
     return nullptr;
   }
-  if (!bind(error))
+  if (!notCapturing(fmt::format("allocating {} bytes", bytes), error) ||
+      !bind(error))
     return nullptr;
   uint64_t p = 0;
   if (Status st = Api::alloc(sym_, rounded, p); !st.ok()) {
@@ -290,9 +354,11 @@ bool GpuDevice<Api>::fill32(void *dst, uint32_t pattern, uint64_t bytes,
   }
   if (bytes == 0)
     return true;
-  if (!bind(error))
+  if (!notCapturing(fmt::format("filling {} bytes", bytes), error) ||
+      !bind(error))
     return false;
-  if (Status st = Api::fill32(sym_, toAddress(dst), pattern, bytes / 4);
+  if (Status st =
+          Api::fill32(sym_, stream_, toAddress(dst), pattern, bytes / 4);
       !st.ok()) {
     error = failure(st, fmt::format("filling {} bytes at {} with {:#010x}",
                                     bytes, dst, pattern));
@@ -306,15 +372,16 @@ bool GpuDevice<Api>::upload(void *dst, const void *src, uint64_t bytes,
                             std::string &error) {
   if (bytes == 0)
     return true;
-  if (!bind(error))
+  std::string what =
+      fmt::format("copying {} bytes to the device at {}", bytes, dst);
+  if (!notCapturing(what, error) || !bind(error))
     return false;
-  if (Status st = Api::upload(sym_, toAddress(dst), src, bytes); !st.ok()) {
-    error = failure(st, waitingFor(fmt::format("copying {} bytes to the "
-                                               "device at {}",
-                                               bytes, dst)));
+  if (Status st = Api::upload(sym_, stream_, toAddress(dst), src, bytes);
+      !st.ok()) {
+    error = failure(st, waitingFor(what));
     return false;
   }
-  return true;
+  return finishCopy(what, error);
 }
 
 template <class Api>
@@ -322,15 +389,16 @@ bool GpuDevice<Api>::download(void *dst, const void *src, uint64_t bytes,
                               std::string &error) {
   if (bytes == 0)
     return true;
-  if (!bind(error))
+  std::string what =
+      fmt::format("copying {} bytes from the device at {}", bytes, src);
+  if (!notCapturing(what, error) || !bind(error))
     return false;
-  if (Status st = Api::download(sym_, dst, toAddress(src), bytes); !st.ok()) {
-    error = failure(st, waitingFor(fmt::format("copying {} bytes from the "
-                                               "device at {}",
-                                               bytes, src)));
+  if (Status st = Api::download(sym_, stream_, dst, toAddress(src), bytes);
+      !st.ok()) {
+    error = failure(st, waitingFor(what));
     return false;
   }
-  return true;
+  return finishCopy(what, error);
 }
 
 template <class Api>
@@ -362,9 +430,9 @@ bool GpuDevice<Api>::launch(const Launch &launch, std::string &error) {
 }
 
 template <class Api> bool GpuDevice<Api>::synchronize(std::string &error) {
-  if (!bind(error))
+  if (!notCapturing("waiting for the device", error) || !bind(error))
     return false;
-  if (Status st = Api::synchronize(sym_); !st.ok()) {
+  if (Status st = Api::synchronize(sym_, stream_); !st.ok()) {
     error = failure(st, waitingFor("waiting for the device"));
     return false;
   }
@@ -437,9 +505,9 @@ bool GpuDevice<Api>::launchCode(const CodeLaunch &launch, std::string &error) {
   params_.resize(launch.args.size());
   for (size_t i = 0; i < launch.args.size(); ++i)
     params_[i] = const_cast<uint64_t *>(&launch.args[i]);
-  if (Status st =
-          Api::launch(sym_, f, launch.grid, launch.block, launch.sharedBytes,
-                      params_.empty() ? nullptr : params_.data());
+  if (Status st = Api::launch(sym_, stream_, f, launch.grid, launch.block,
+                              launch.sharedBytes,
+                              params_.empty() ? nullptr : params_.data());
       !st.ok()) {
     error = failure(st, fmt::format("launching {} (grid {}x{}x{}, block "
                                     "{}x{}x{}, {} shared bytes, {} arguments)",
@@ -449,7 +517,13 @@ bool GpuDevice<Api>::launchCode(const CodeLaunch &launch, std::string &error) {
                                     launch.sharedBytes, launch.args.size()));
     return false;
   }
-  lastLaunch_ = launch.name;
+  // A captured launch runs later, as part of its graph.
+  if (capturing_) {
+    ++capture_.launches;
+    capture_.last = launch.name;
+  } else {
+    lastLaunch_ = launch.name;
+  }
   return true;
 }
 
@@ -482,9 +556,10 @@ bool GpuDevice<Api>::recordEvent(size_t slot, std::string &error) {
     error = message(fmt::format("event slot {} of {}", slot, events_.size()));
     return false;
   }
-  if (!bind(error))
+  if (!notCapturing(fmt::format("recording event slot {}", slot), error) ||
+      !bind(error))
     return false;
-  if (Status st = Api::recordEvent(sym_, events_[slot]); !st.ok()) {
+  if (Status st = Api::recordEvent(sym_, stream_, events_[slot]); !st.ok()) {
     error = failure(st, fmt::format("recording event slot {}", slot));
     return false;
   }
@@ -518,6 +593,86 @@ bool GpuDevice<Api>::eventSeconds(size_t from, size_t to, double &seconds,
   }
   seconds = ms / 1000.0;
   return true;
+}
+
+template <class Api> bool GpuDevice<Api>::beginCapture(std::string &error) {
+  if (!notCapturing("beginning a capture", error) || !bind(error))
+    return false;
+  if (Status st = Api::beginCapture(sym_, stream_); !st.ok()) {
+    error = failure(st, "beginning to capture a graph");
+    return false;
+  }
+  capturing_ = true;
+  capture_ = GraphInfo{};
+  return true;
+}
+
+template <class Api>
+bool GpuDevice<Api>::endCapture(DeviceGraph &graph, std::string &error) {
+  if (!capturing_) {
+    error = message("ending a capture that was never begun");
+    return false;
+  }
+  assert(graph.empty() && "endCapture() into a graph that holds one");
+  if (!bind(error))
+    return false;
+  capturing_ = false;
+  GraphInfo info = std::move(capture_);
+  std::string what = fmt::format("a graph of {} launches", info.launches);
+  typename Api::Graph g{};
+  Status st = Api::endCapture(sym_, stream_, g);
+  if (!st.ok() || !g) {
+    if (g)
+      (void)Api::destroyGraph(sym_, g);
+    error = st.ok() ? message(fmt::format("capturing {}: the driver "
+                                          "invalidated the capture",
+                                          what))
+                    : failure(st, fmt::format("capturing {}", what));
+    return false;
+  }
+  GraphExec exec{};
+  st = Api::instantiate(sym_, exec, g);
+  // The executable graph is independent of the graph it was made from.
+  (void)Api::destroyGraph(sym_, g);
+  if (!st.ok()) {
+    error = failure(st, fmt::format("instantiating {}", what));
+    return false;
+  }
+  graph.handle = exec;
+  graph.launches = info.launches;
+  graphs_.emplace(exec, std::move(info));
+  return true;
+}
+
+template <class Api>
+bool GpuDevice<Api>::launchGraph(const DeviceGraph &graph, std::string &error) {
+  auto it = graphs_.find(static_cast<GraphExec>(graph.handle));
+  if (it == graphs_.end()) {
+    error = message("launching a graph this device does not hold (empty or "
+                    "released)");
+    return false;
+  }
+  std::string what = fmt::format("a graph of {} launches (the last: {})",
+                                 it->second.launches, it->second.last);
+  if (!notCapturing("launching " + what, error) || !bind(error))
+    return false;
+  if (Status st = Api::launchGraph(sym_, stream_, it->first); !st.ok()) {
+    error = failure(st, waitingFor("launching " + what));
+    return false;
+  }
+  lastLaunch_ = what;
+  return true;
+}
+
+template <class Api> void GpuDevice<Api>::releaseGraph(DeviceGraph &graph) {
+  auto it = graphs_.find(static_cast<GraphExec>(graph.handle));
+  graph = DeviceGraph{};
+  if (it == graphs_.end())
+    return;
+  std::string ignored;
+  if (bind(ignored))
+    (void)Api::destroyGraphExec(sym_, it->first);
+  graphs_.erase(it);
 }
 
 /// One GPU backend of the registry.

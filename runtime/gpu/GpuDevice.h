@@ -5,10 +5,13 @@
 // struct per vendor (CudaApi.h, HipApi.h) that names the driver library,
 // loads its symbol table (CudaSymbols.def, HipSymbols.def) and wraps each
 // driver call. Everything else (dlopen, memory bookkeeping, the module
-// cache, argument marshalling, the event pool, messages) is written once.
+// cache, argument marshalling, the event pool, graphs, messages) is written
+// once.
 //
 // GPU backends run the plan's generated code (loadFunction, launchCode);
-// they implement no recipe.
+// they implement no recipe. Each device owns one non-blocking stream that
+// every copy, fill, launch, event and graph goes to, in call order; copies
+// wait for it, so they keep Device's synchronous contract.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -5,7 +5,8 @@
 // HipSymbols.def and one small function per device operation. HIP has no
 // contexts to manage (hipSetDevice per thread), takes device addresses as
 // pointers, needs no opt-in for dynamic LDS (a gfx1151 workgroup may use
-// all 64 KiB) and returns error strings directly.
+// all 64 KiB) and returns error strings directly. Every operation takes the
+// device's stream (one non-blocking stream per device, as on cuda).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -33,6 +34,9 @@ struct HipApi {
   using Module = hipModule_t;
   using Function = hipFunction_t;
   using Event = hipEvent_t;
+  using Stream = hipStream_t;
+  using Graph = hipGraph_t;
+  using GraphExec = hipGraphExec_t;
 
   /// Every entry point of HipSymbols.def, null until loaded.
   struct Symbols {
@@ -93,24 +97,39 @@ struct HipApi {
     return STRATA_GPU_CALL(s, hipFree, address(ptr));
   }
 
-  static Status upload(const Symbols &s, uint64_t dst, const void *src,
-                       uint64_t bytes) {
-    return STRATA_GPU_CALL(s, hipMemcpyHtoD, address(dst), src, bytes);
+  /// A stream that does not synchronise with the null stream
+  /// (hipStreamNonBlocking).
+  static Status createStream(const Symbols &s, Stream &stream) {
+    constexpr unsigned kNonBlocking = 0x1; // hipStreamNonBlocking
+    return STRATA_GPU_CALL(s, hipStreamCreateWithFlags, &stream, kNonBlocking);
   }
 
-  static Status download(const Symbols &s, void *dst, uint64_t src,
-                         uint64_t bytes) {
-    return STRATA_GPU_CALL(s, hipMemcpyDtoH, dst, address(src), bytes);
+  static Status destroyStream(const Symbols &s, Stream stream) {
+    return STRATA_GPU_CALL(s, hipStreamDestroy, stream);
   }
 
-  static Status fill32(const Symbols &s, uint64_t dst, uint32_t pattern,
-                       uint64_t words) {
-    return STRATA_GPU_CALL(s, hipMemsetD32, address(dst),
-                           static_cast<int>(pattern), words);
+  /// Enqueues a copy on \p stream (GpuDevice waits for it). HIP declares
+  /// the source non-const; it only reads it.
+  static Status upload(const Symbols &s, Stream stream, uint64_t dst,
+                       const void *src, uint64_t bytes) {
+    return STRATA_GPU_CALL(s, hipMemcpyHtoDAsync, address(dst),
+                           const_cast<void *>(src), bytes, stream);
   }
 
-  static Status synchronize(const Symbols &s) {
-    return STRATA_GPU_CALL(s, hipDeviceSynchronize);
+  static Status download(const Symbols &s, Stream stream, void *dst,
+                         uint64_t src, uint64_t bytes) {
+    return STRATA_GPU_CALL(s, hipMemcpyDtoHAsync, dst, address(src), bytes,
+                           stream);
+  }
+
+  static Status fill32(const Symbols &s, Stream stream, uint64_t dst,
+                       uint32_t pattern, uint64_t words) {
+    return STRATA_GPU_CALL(s, hipMemsetD32Async, address(dst),
+                           static_cast<int>(pattern), words, stream);
+  }
+
+  static Status synchronize(const Symbols &s, Stream stream) {
+    return STRATA_GPU_CALL(s, hipStreamSynchronize, stream);
   }
 
   static Status loadModule(const Symbols &s, Module &m, const void *image) {
@@ -129,21 +148,21 @@ struct HipApi {
   /// Never called (kSharedWithoutOptIn admits every size).
   static Status allowShared(const Symbols &, Function, uint32_t) { return {}; }
 
-  /// Enqueues \p f on the null stream.
-  static Status launch(const Symbols &s, Function f, const uint32_t grid[3],
-                       const uint32_t block[3], uint32_t sharedBytes,
-                       void **params) {
+  /// Enqueues \p f on \p stream.
+  static Status launch(const Symbols &s, Stream stream, Function f,
+                       const uint32_t grid[3], const uint32_t block[3],
+                       uint32_t sharedBytes, void **params) {
     return STRATA_GPU_CALL(s, hipModuleLaunchKernel, f, grid[0], grid[1],
                            grid[2], block[0], block[1], block[2], sharedBytes,
-                           nullptr, params, nullptr);
+                           stream, params, nullptr);
   }
 
   static Status createEvent(const Symbols &s, Event &e) {
     return STRATA_GPU_CALL(s, hipEventCreate, &e);
   }
 
-  static Status recordEvent(const Symbols &s, Event e) {
-    return STRATA_GPU_CALL(s, hipEventRecord, e, nullptr);
+  static Status recordEvent(const Symbols &s, Stream stream, Event e) {
+    return STRATA_GPU_CALL(s, hipEventRecord, e, stream);
   }
 
   static Status elapsedMs(const Symbols &s, float &ms, Event from, Event to) {
@@ -152,6 +171,34 @@ struct HipApi {
 
   static Status destroyEvent(const Symbols &s, Event e) {
     return STRATA_GPU_CALL(s, hipEventDestroy, e);
+  }
+
+  /// As CudaApi::beginCapture (thread-local mode).
+  static Status beginCapture(const Symbols &s, Stream stream) {
+    constexpr hipStreamCaptureMode kThreadLocal =
+        1; // hipStreamCaptureModeThreadLocal
+    return STRATA_GPU_CALL(s, hipStreamBeginCapture, stream, kThreadLocal);
+  }
+
+  static Status endCapture(const Symbols &s, Stream stream, Graph &graph) {
+    return STRATA_GPU_CALL(s, hipStreamEndCapture, stream, &graph);
+  }
+
+  static Status instantiate(const Symbols &s, GraphExec &exec, Graph graph) {
+    return STRATA_GPU_CALL(s, hipGraphInstantiate, &exec, graph, nullptr,
+                           nullptr, 0);
+  }
+
+  static Status launchGraph(const Symbols &s, Stream stream, GraphExec exec) {
+    return STRATA_GPU_CALL(s, hipGraphLaunch, exec, stream);
+  }
+
+  static Status destroyGraphExec(const Symbols &s, GraphExec exec) {
+    return STRATA_GPU_CALL(s, hipGraphExecDestroy, exec);
+  }
+
+  static Status destroyGraph(const Symbols &s, Graph graph) {
+    return STRATA_GPU_CALL(s, hipGraphDestroy, graph);
   }
 
   /// "out of memory (hipErrorOutOfMemory = 2)".

@@ -6,7 +6,9 @@
 # runs every bundled model's sm_90 plan with --check (every kernel against
 # the cpu backend on the same inputs) under both precision policies, compares
 # the logits with the CPU's f32 logits (bf16 policy: NMSE <= 1e-3 and top-1
-# >= 97 %; f32 policy: NMSE <= 1e-5), then, if build-diffsuite/ is there,
+# >= 97 %; f32 policy: NMSE <= 1e-5), runs it again without --check (the
+# launches as one CUDA graph, replayed once more) and compares those logits
+# the same way, then, if build-diffsuite/ is there,
 # the differential suite (every op, fused family and GEMM variant x block
 # type as a small model, strata-run --check per case x policy x T) and
 # writes one results file. Without an NVIDIA GPU it says SKIPPED and exits 77.
@@ -43,6 +45,16 @@ for arch in $([ -d build-device ] && echo qwen3 qwen3moe qwen3next qwen4exp); do
       crc=$?
       echo "$arch $prec T=$t: rc=$rc $line; $cmp" | tee -a "$FILE"
       [ $rc -eq 0 ] && [ $crc -eq 0 ] || fail=1
+      # Without --check the launches run as one CUDA graph: its logits too.
+      glog=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
+        --tokens-file "build-device/tokens-$t.txt" --repeat 2 --dump-logits "$plan.T$t.graph.logits" 2>&1)
+      grc=$?
+      gline=$(echo "$glog" | grep -m1 '^graph:' || echo "graph: FAILED: $(echo "$glog" | tail -1)")
+      gcmp=$(python3 test/device/compare_logits.py "$plan.T$t.graph.logits" \
+        "build-device/$arch.cpu-f32.T$t.logits" "$prec" "$t" 2>&1)
+      gcrc=$?
+      echo "$arch $prec T=$t (graph): rc=$grc $gline; $gcmp" | tee -a "$FILE"
+      [ $grc -eq 0 ] && [ $gcrc -eq 0 ] || fail=1
     done
   done
 done

@@ -2,11 +2,12 @@
 //
 //   strata-run PLAN_DIR --gguf FILE (--tokens 1,2,3 | --tokens-file F)
 //              [--backend cpu|cuda|hip] [--check] [--dump-logits OUT.f32]
-//              [--top N] [--nan-check] [--profile]
-//              [--dump-buffer NAME=OUT.f32 ...]
+//              [--top N] [--nan-check] [--profile] [--no-graphs]
+//              [--repeat N] [--dump-buffer NAME=OUT.f32 ...]
 //
-// Prints the top N tokens of the last position and a timing line; with
-// --dump-logits writes all logits as raw little-endian float32 [T, vocab].
+// Prints the top N tokens of the last position, a timing line and (GPU
+// plans) whether a device graph ran the kernels; with --dump-logits writes
+// all logits as raw little-endian float32 [T, vocab].
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -40,11 +41,12 @@ constexpr const char *kUsage =
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
     "                  [--dump-buffer NAME=OUT.f32 ...]\n"
     "                  [--threads N] [--nan-check] [--profile] [--check]\n"
-    "                  [--synthetic-weights SEED]\n"
+    "                  [--synthetic-weights SEED] [--no-graphs] [--repeat N]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
-    "last prompt position (id and logit), then a timing line.\n"
+    "last prompt position (id and logit), then a timing line and, for GPU\n"
+    "plans, a line saying whether one device graph ran the kernels.\n"
     "\n"
     "  --gguf FILE          the GGUF weight file the plan was compiled for\n"
     "  --tokens IDS         the prompt's token ids, separated by commas\n"
@@ -88,6 +90,17 @@ constexpr const char *kUsage =
     "                       plan's roofline and the share of it reached; the\n"
     "                       ten slowest kernels; totals, tokens/s and the sum\n"
     "                       of floors (json: every kernel)\n"
+    "  --no-graphs          GPU backends: launch every kernel on its own in\n"
+    "                       every run. By default the second run at a prompt\n"
+    "                       length captures the plan's launches into one\n"
+    "                       CUDA/HIP graph and later runs replay it (a single\n"
+    "                       run launches one at a time: capturing costs what\n"
+    "                       launching does); --profile, --check, --nan-check\n"
+    "                       and --dump-buffer launch one at a time anyway\n"
+    "  --repeat N           run the prompt N times (default 1) and print the\n"
+    "                       first run's time and the later runs' minimum and\n"
+    "                       median (runs 2 to N replay a graph); the outputs\n"
+    "                       are the last run's\n"
     "  --help               show this help\n"
     "\n"
     "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
@@ -102,6 +115,17 @@ bool parseIntIn(std::string_view text, Int lo, Int hi, Int &out) {
     return false;
   out = v;
   return true;
+}
+
+/// 1317 as "1,317".
+std::string withCommas(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 int fail(const std::string &message) {
@@ -156,8 +180,10 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
   bool profile = false, profileJson = false, check = false;
+  bool noGraphs = false;
   std::optional<uint64_t> synthetic;
   int64_t top = 5;
+  int repeat = 1;
   int threads = 0; ///< 0 = the backend's default
 };
 
@@ -176,6 +202,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--check") {
       o.check = true;
+      continue;
+    }
+    if (a == "--no-graphs") {
+      o.noGraphs = true;
       continue;
     }
     if (a == "--synthetic-weights") {
@@ -232,6 +262,10 @@ int parseArgs(int argc, char **argv, Options &o) {
         return usageError(
             fmt::format("--dump-buffer needs NAME=OUT.f32, got '{}'", value));
       o.dumpBuffers.push_back({value.substr(0, sep), value.substr(sep + 1)});
+    } else if (a == "--repeat") {
+      if (!parseIntIn(value, 1, 1000000, o.repeat))
+        return usageError(fmt::format(
+            "--repeat needs an integer from 1 to 1000000, got '{}'", value));
     } else if (a == "--threads") {
       if (!parseIntIn(value, 1, 1024, o.threads))
         return usageError(fmt::format(
@@ -447,6 +481,7 @@ int run(int argc, char **argv) {
     return fail(error);
   ex->setNanCheck(o.nanCheck);
   ex->setProfile(o.profile);
+  ex->setGraphs(!o.noGraphs);
   std::vector<std::string> captureNames;
   for (const auto &[name, file] : o.dumpBuffers)
     captureNames.push_back(name);
@@ -457,6 +492,23 @@ int run(int argc, char **argv) {
   if (!ex->run(tokens, out, error))
     return fail(error);
   auto t2 = Clock::now();
+  // The graph: the last run's use, the capture of the run that made it.
+  runtime::GraphUse graph = ex->graphUse();
+  int capturedIn = graph.captured ? 1 : 0;
+  double captureMs = graph.captureSeconds * 1e3;
+  std::vector<double> laterMs;
+  for (int r = 1; r < o.repeat; ++r) {
+    auto a = Clock::now();
+    if (!ex->run(tokens, out, error))
+      return fail(error);
+    laterMs.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+    graph = ex->graphUse();
+    if (graph.captured) {
+      capturedIn = r + 1;
+      captureMs = graph.captureSeconds * 1e3;
+    }
+  }
   if (o.check)
     printCheck(plan, ex->checks(), o.backend);
 
@@ -508,6 +560,30 @@ int run(int argc, char **argv) {
              "kernels, {:.1f} tokens/s)\n",
              loadMs, runMs, o.backend, tokens.size(), plan.kernels.size(),
              runMs > 0 ? tokens.size() * 1000.0 / runMs : 0.0);
+  if (!laterMs.empty()) {
+    std::sort(laterMs.begin(), laterMs.end());
+    double median = laterMs[laterMs.size() / 2];
+    if (laterMs.size() % 2 == 0)
+      median = (median + laterMs[laterMs.size() / 2 - 1]) / 2;
+    fmt::print("repeat: {} runs: first {:.3f} ms, then min {:.3f} ms, median "
+               "{:.3f} ms ({:.1f} tokens/s at the median)\n",
+               o.repeat, runMs, laterMs.front(), median,
+               median > 0 ? tokens.size() * 1000.0 / median : 0.0);
+  }
+  if (plan.target != "host") {
+    if (graph.used)
+      fmt::print("graph: {} launches in one graph (captured in run {} in "
+                 "{:.2f} ms, replayed from there on)\n",
+                 withCommas(graph.launches), capturedIn, captureMs);
+    else if (o.noGraphs)
+      fmt::print("graph: off (--no-graphs)\n");
+    else if (graph.off == runtime::kGraphFirstRun)
+      fmt::print("graph: off ({}; with --repeat 2 or more, run 2 captures "
+                 "one)\n",
+                 graph.off);
+    else
+      fmt::print("graph: off ({})\n", graph.off);
+  }
   if (o.profile)
     printProfile(plan, ex->kernelSeconds(), static_cast<int64_t>(tokens.size()),
                  o.backend, o.profileJson);

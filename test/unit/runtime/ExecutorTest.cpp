@@ -503,8 +503,9 @@ TEST(StrataRun, HelpDocumentsEveryFlag) {
   TempDir dir;
   std::string out, err;
   ASSERT_EQ(strataRun(dir, "--help", out, err), 0);
-  for (const char *flag : {"--gguf", "--tokens ", "--tokens-file", "--backend",
-                           "--dump-logits", "--top", "--nan-check", "--help"})
+  for (const char *flag :
+       {"--gguf", "--tokens ", "--tokens-file", "--backend", "--dump-logits",
+        "--top", "--nan-check", "--no-graphs", "--repeat", "--help"})
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
 }
 

@@ -5,7 +5,9 @@
 // compile) and implemented once for both vendors on host memory. It checks
 // what a real driver checks where a mistake would otherwise pass unseen:
 // initialisation, a current context on the calling thread (cuda), copies
-// inside live allocations, known handles, no stream and no `extra`.
+// inside live allocations, known handles, a stream of the backend's own on
+// every call (never the legacy one) and no `extra`, and what stream capture
+// forbids.
 //
 //===----------------------------------------------------------------------===//
 #include "FakeGpuDriver.h"
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 using namespace strata::runtime::gpu;
@@ -42,8 +45,11 @@ enum Code : int {
   kInvalidImage = 200,
   kInvalidContext = 201,
   kInvalidHandle = 400,
+  kIllegalState = 401,
   kNotFound = 500,
   kLaunchFailed = 719,
+  kCaptureUnsupported = 900,
+  kCaptureInvalidated = 901,
 };
 
 struct ErrorText {
@@ -71,10 +77,18 @@ constexpr ErrorText kErrors[] = {
      "invalid device context"},
     {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE", "hipErrorInvalidHandle",
      "invalid resource handle"},
+    {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE", "hipErrorIllegalState",
+     "the operation is not permitted in the current state"},
     {kNotFound, "CUDA_ERROR_NOT_FOUND", "hipErrorNotFound",
      "named symbol not found"},
     {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED", "hipErrorLaunchFailure",
      "unspecified launch failure"},
+    {kCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "hipErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {kCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "hipErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
 };
 
 const ErrorText *findError(int code) {
@@ -94,7 +108,31 @@ thread_local bool cudaCurrent = false;
 struct FakeFunction {
   std::string name;
   int numParams = 0;
+  std::string op; ///< "" (records only), "axpy", "rows", "scale"
+  uint64_t width = 1;
 };
+
+/// A launch as recorded: what the state shows and the function to run.
+struct Recorded {
+  const FakeFunction *function = nullptr;
+  FakeLaunch launch;
+};
+
+struct FakeStream {
+  FakeGpuState *owner = nullptr;
+  bool capturing = false;
+  bool invalidated = false; ///< a capture that a forbidden call broke
+  std::vector<Recorded> captured;
+};
+
+struct FakeGraph {
+  FakeGpuState *owner = nullptr;
+  std::vector<Recorded> launches;
+};
+
+/// Live streams, and graphs and executable graphs, of both vendors.
+std::set<FakeStream *> liveStreams;
+std::set<FakeGraph *> liveGraphs;
 
 struct FakeModule {
   std::map<std::string, FakeFunction> functions;
@@ -129,6 +167,30 @@ int hipReady(const char *call) {
   return hipState.initialized ? kSuccess : kNotInitialized;
 }
 
+/// The live stream \p handle of \p s, or null: the backends use a stream
+/// of their own for everything, never the legacy default stream.
+FakeStream *findStream(FakeGpuState &s, void *handle) {
+  auto *st = static_cast<FakeStream *>(handle);
+  if (!liveStreams.count(st) || st->owner != &s)
+    return nullptr;
+  return st;
+}
+
+/// Whether any stream of \p s is capturing.
+bool anyCapturing(FakeGpuState &s);
+
+/// A call a capture forbids, on \p st (or, for null, during any capture
+/// of \p s): fails and invalidates the capture, as a driver does.
+int forbiddenInCapture(FakeGpuState &s, FakeStream *st);
+
+/// For a stream operation: the stream must be live and not capturing.
+int streamReady(FakeGpuState &s, void *handle) {
+  FakeStream *st = findStream(s, handle);
+  if (!st)
+    return kInvalidHandle;
+  return forbiddenInCapture(s, st);
+}
+
 /// True if [address, address + bytes) lies in one live allocation.
 bool inside(const FakeGpuState &s, uint64_t address, uint64_t bytes) {
   auto it = s.allocations.upper_bound(address);
@@ -139,6 +201,8 @@ bool inside(const FakeGpuState &s, uint64_t address, uint64_t bytes) {
 }
 
 int doAlloc(FakeGpuState &s, uint64_t &out, size_t bytes) {
+  if (int r = forbiddenInCapture(s, nullptr))
+    return r;
   if (bytes == 0)
     return kInvalidValue;
   void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -150,6 +214,8 @@ int doAlloc(FakeGpuState &s, uint64_t &out, size_t bytes) {
 }
 
 int doFree(FakeGpuState &s, uint64_t address) {
+  if (int r = forbiddenInCapture(s, nullptr))
+    return r;
   auto it = s.allocations.find(address);
   if (it == s.allocations.end())
     return kInvalidValue;
@@ -158,7 +224,10 @@ int doFree(FakeGpuState &s, uint64_t address) {
   return kSuccess;
 }
 
-int doUpload(FakeGpuState &s, uint64_t dst, const void *src, size_t bytes) {
+int doUpload(FakeGpuState &s, uint64_t dst, const void *src, size_t bytes,
+             void *stream) {
+  if (int r = streamReady(s, stream))
+    return r;
   if (!inside(s, dst, bytes) || !src)
     return kInvalidValue;
   std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
@@ -166,24 +235,31 @@ int doUpload(FakeGpuState &s, uint64_t dst, const void *src, size_t bytes) {
   return kSuccess;
 }
 
-int doDownload(FakeGpuState &s, void *dst, uint64_t src, size_t bytes) {
+int doDownload(FakeGpuState &s, void *dst, uint64_t src, size_t bytes,
+               void *stream) {
+  if (int r = streamReady(s, stream))
+    return r;
   if (!inside(s, src, bytes) || !dst)
     return kInvalidValue;
   std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
   return kSuccess;
 }
 
-int doFill32(FakeGpuState &s, uint64_t dst, uint32_t value, size_t words) {
+int doFill32(FakeGpuState &s, uint64_t dst, uint32_t value, size_t words,
+             void *stream) {
+  if (int r = streamReady(s, stream))
+    return r;
   if (dst % 4 != 0 || !inside(s, dst, words * 4))
     return kInvalidValue;
   for (size_t i = 0; i < words; ++i)
     std::memcpy(reinterpret_cast<char *>(dst) + 4 * i, &value, 4);
+  ++s.fills;
   return kSuccess;
 }
 
-/// Parses an image: a line starting "FAKE", then "<symbol> <parameters>"
-/// lines. The image
-/// is read up to its NUL, as a driver reads PTX.
+/// Parses an image: a line starting "FAKE", then "<symbol> <parameters>
+/// [<op> [<width>]]" lines. The image is read up to its NUL, as a driver
+/// reads PTX.
 int doLoadModule(FakeGpuState &s, void **out, const void *image) {
   if (!out || !image)
     return kInvalidValue;
@@ -193,10 +269,16 @@ int doLoadModule(FakeGpuState &s, void **out, const void *image) {
   if (!std::getline(in, first) || first.rfind("FAKE", 0) != 0)
     return kInvalidImage;
   auto *m = new FakeModule;
-  std::string name;
-  int params = 0;
-  while (in >> name >> params)
-    m->functions[name] = FakeFunction{name, params};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    FakeFunction f;
+    if (!(fields >> f.name >> f.numParams))
+      continue;
+    if (fields >> f.op && !(fields >> f.width))
+      f.width = 1;
+    m->functions[f.name] = f;
+  }
   s.modules.push_back(text);
   *out = m;
   return kSuccess;
@@ -221,13 +303,62 @@ int doGetFunction(void **out, void *module, const char *name) {
   return kSuccess;
 }
 
+/// Float32 views of the memory a launch names, checked to lie inside live
+/// allocations: a kernel reading out of bounds fails the launch.
+float *floats(FakeGpuState &s, uint64_t address, uint64_t count) {
+  if (!inside(s, address, count * 4))
+    return nullptr;
+  return reinterpret_cast<float *>(address);
+}
+
+/// Runs one launch: its op on host memory, the clock, the record.
+int execute(FakeGpuState &s, const Recorded &r) {
+  const FakeFunction &f = *r.function;
+  const std::vector<uint64_t> &a = r.launch.args;
+  if (f.op == "axpy" && a.size() == 3) {
+    uint64_t n = a[2] * f.width;
+    float *x = floats(s, a[0], n), *y = floats(s, a[1], n);
+    if (!x || !y)
+      return kLaunchFailed;
+    for (uint64_t i = 0; i < n; ++i)
+      y[i] = 2 * x[i] + y[i];
+  } else if (f.op == "rows" && a.size() == 4) {
+    const auto *ids = reinterpret_cast<const int32_t *>(a[1]);
+    float *out = floats(s, a[2], a[3] * f.width);
+    if (!inside(s, a[1], a[3] * 4) || !out)
+      return kLaunchFailed;
+    for (uint64_t r = 0; r < a[3]; ++r) {
+      const float *row =
+          floats(s, a[0] + uint64_t(ids[r]) * f.width * 4, f.width);
+      if (ids[r] < 0 || !row)
+        return kLaunchFailed;
+      std::memcpy(out + r * f.width, row, f.width * 4);
+    }
+  } else if (f.op == "scale" && a.size() == 3) {
+    uint64_t n = a[2] * f.width;
+    float *in = floats(s, a[0], n), *out = floats(s, a[1], n);
+    if (!in || !out)
+      return kLaunchFailed;
+    for (uint64_t i = 0; i < n; ++i)
+      out[i] = 2 * in[i] + 1;
+  } else if (!f.op.empty()) {
+    return kLaunchFailed;
+  }
+  s.launches.push_back(r.launch);
+  s.clockMs += kFakeLaunchMs;
+  return kSuccess;
+}
+
 int doLaunch(FakeGpuState &s, void *function, unsigned gx, unsigned gy,
              unsigned gz, unsigned bx, unsigned by, unsigned bz,
              unsigned shared, void *stream, void **params, void **extra) {
   if (!function)
     return kInvalidHandle;
-  // The backends launch on the default stream and pass no `extra`.
-  if (stream || extra || gx * gy * gz == 0 || bx * by * bz == 0)
+  FakeStream *st = findStream(s, stream);
+  if (!st)
+    return kInvalidHandle;
+  // The backends pass no `extra`.
+  if (extra || gx * gy * gz == 0 || bx * by * bz == 0)
     return kInvalidValue;
   const auto *f = static_cast<const FakeFunction *>(function);
   if (f->numParams > 0 && !params)
@@ -242,8 +373,127 @@ int doLaunch(FakeGpuState &s, void *function, unsigned gx, unsigned gy,
     std::memcpy(&v, params[i], sizeof(v));
     l.args.push_back(v);
   }
-  s.launches.push_back(std::move(l));
-  s.clockMs += kFakeLaunchMs;
+  // Captured, a launch runs only when its graph does.
+  if (st->capturing) {
+    st->captured.push_back({f, std::move(l)});
+    return kSuccess;
+  }
+  return execute(s, {f, std::move(l)});
+}
+
+bool anyCapturing(FakeGpuState &s) {
+  for (const FakeStream *st : liveStreams)
+    if (st->owner == &s && st->capturing)
+      return true;
+  return false;
+}
+
+int forbiddenInCapture(FakeGpuState &s, FakeStream *st) {
+  if (st ? !st->capturing : !anyCapturing(s))
+    return kSuccess;
+  for (FakeStream *other : liveStreams)
+    if (other->owner == &s && other->capturing && (!st || other == st))
+      other->invalidated = true;
+  return kCaptureUnsupported;
+}
+
+int doCreateStream(FakeGpuState &s, void **out, unsigned flags) {
+  if (!out || flags > 1)
+    return kInvalidValue;
+  auto *st = new FakeStream;
+  st->owner = &s;
+  liveStreams.insert(st);
+  ++s.liveStreams;
+  s.streamFlags.push_back(flags);
+  *out = st;
+  return kSuccess;
+}
+
+int doDestroyStream(FakeGpuState &s, void *stream) {
+  FakeStream *st = findStream(s, stream);
+  if (!st)
+    return kInvalidHandle;
+  liveStreams.erase(st);
+  delete st;
+  --s.liveStreams;
+  return kSuccess;
+}
+
+int doBeginCapture(FakeGpuState &s, void *stream, int mode) {
+  FakeStream *st = findStream(s, stream);
+  if (!st)
+    return kInvalidHandle;
+  if (mode < 0 || mode > 2)
+    return kInvalidValue;
+  if (st->capturing)
+    return kIllegalState;
+  st->capturing = true;
+  st->invalidated = false;
+  st->captured.clear();
+  ++s.captures;
+  s.captureMode = mode;
+  return kSuccess;
+}
+
+int doEndCapture(FakeGpuState &s, void *stream, void **graph) {
+  FakeStream *st = findStream(s, stream);
+  if (!st || !graph)
+    return kInvalidValue;
+  if (!st->capturing)
+    return kIllegalState;
+  st->capturing = false;
+  *graph = nullptr;
+  if (st->invalidated)
+    return kCaptureInvalidated;
+  auto *g = new FakeGraph{&s, std::move(st->captured)};
+  st->captured.clear();
+  liveGraphs.insert(g);
+  ++s.liveGraphs;
+  *graph = g;
+  return kSuccess;
+}
+
+/// The live graph (or executable graph) \p handle of \p s, or null.
+FakeGraph *findGraph(FakeGpuState &s, void *handle) {
+  auto *g = static_cast<FakeGraph *>(handle);
+  if (!liveGraphs.count(g) || g->owner != &s)
+    return nullptr;
+  return g;
+}
+
+int doInstantiate(FakeGpuState &s, void **exec, void *graph) {
+  FakeGraph *g = findGraph(s, graph);
+  if (!exec)
+    return kInvalidValue;
+  if (!g)
+    return kInvalidHandle;
+  auto *e = new FakeGraph{&s, g->launches};
+  liveGraphs.insert(e);
+  ++s.liveGraphExecs;
+  *exec = e;
+  return kSuccess;
+}
+
+int doGraphLaunch(FakeGpuState &s, void *exec, void *stream) {
+  FakeGraph *e = findGraph(s, exec);
+  if (!e)
+    return kInvalidHandle;
+  if (int r = streamReady(s, stream))
+    return r;
+  ++s.graphLaunches;
+  for (const Recorded &r : e->launches)
+    if (int code = execute(s, r))
+      return code;
+  return kSuccess;
+}
+
+int doDestroyGraph(FakeGpuState &s, void *handle, int &live) {
+  FakeGraph *g = findGraph(s, handle);
+  if (!g)
+    return kInvalidHandle;
+  liveGraphs.erase(g);
+  delete g;
+  --live;
   return kSuccess;
 }
 
@@ -258,8 +508,8 @@ int doCreateEvent(FakeGpuState &s, void **out) {
 int doRecordEvent(FakeGpuState &s, void *event, void *stream) {
   if (!event)
     return kInvalidHandle;
-  if (stream)
-    return kInvalidValue;
+  if (int r = streamReady(s, stream))
+    return r;
   static_cast<FakeEvent *>(event)->ms = s.clockMs;
   return kSuccess;
 }
@@ -357,7 +607,23 @@ CUresult cuCtxSetCurrent(CUcontext context) {
   return kSuccess;
 }
 
-CUresult cuCtxSynchronize() { return cudaReady(__func__); }
+CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doCreateStream(cudaState, reinterpret_cast<void **>(stream), flags);
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doDestroyStream(cudaState, stream);
+}
+
+CUresult cuStreamSynchronize(CUstream stream) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return streamReady(cudaState, stream);
+}
 
 CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t bytes) {
   if (int r = cudaReady(__func__))
@@ -374,22 +640,25 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   return doFree(cudaState, p);
 }
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
+                              CUstream stream) {
   if (int r = cudaReady(__func__))
     return r;
-  return doUpload(cudaState, dst, src, bytes);
+  return doUpload(cudaState, dst, src, bytes, stream);
 }
 
-CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
+                              CUstream stream) {
   if (int r = cudaReady(__func__))
     return r;
-  return doDownload(cudaState, dst, src, bytes);
+  return doDownload(cudaState, dst, src, bytes, stream);
 }
 
-CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t words) {
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t words,
+                          CUstream stream) {
   if (int r = cudaReady(__func__))
     return r;
-  return doFill32(cudaState, dst, value, words);
+  return doFill32(cudaState, dst, value, words, stream);
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
@@ -470,6 +739,45 @@ CUresult cuEventDestroy_v2(CUevent event) {
   return doDestroyEvent(cudaState, event);
 }
 
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doBeginCapture(cudaState, stream, mode);
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doEndCapture(cudaState, stream, reinterpret_cast<void **>(graph));
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                     unsigned long long flags) {
+  if (int r = cudaReady(__func__))
+    return r;
+  if (flags != 0)
+    return kInvalidValue;
+  return doInstantiate(cudaState, reinterpret_cast<void **>(exec), graph);
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doGraphLaunch(cudaState, exec, stream);
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doDestroyGraph(cudaState, exec, cudaState.liveGraphExecs);
+}
+
+CUresult cuGraphDestroy(CUgraph graph) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doDestroyGraph(cudaState, graph, cudaState.liveGraphs);
+}
+
 CUresult cuGetErrorName(CUresult code, const char **out) {
   const ErrorText *e = findError(code);
   if (!e)
@@ -531,7 +839,23 @@ hipError_t hipDeviceGetName(char *name, int len, hipDevice_t device) {
   return kSuccess;
 }
 
-hipError_t hipDeviceSynchronize() { return hipReady(__func__); }
+hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doCreateStream(hipState, reinterpret_cast<void **>(stream), flags);
+}
+
+hipError_t hipStreamDestroy(hipStream_t stream) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doDestroyStream(hipState, stream);
+}
+
+hipError_t hipStreamSynchronize(hipStream_t stream) {
+  if (int r = hipReady(__func__))
+    return r;
+  return streamReady(hipState, stream);
+}
 
 hipError_t hipMalloc(void **out, size_t bytes) {
   if (int r = hipReady(__func__))
@@ -548,23 +872,28 @@ hipError_t hipFree(void *p) {
   return doFree(hipState, reinterpret_cast<uintptr_t>(p));
 }
 
-hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, const void *src, size_t bytes) {
+hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void *src, size_t bytes,
+                              hipStream_t stream) {
   if (int r = hipReady(__func__))
     return r;
-  return doUpload(hipState, reinterpret_cast<uintptr_t>(dst), src, bytes);
+  return doUpload(hipState, reinterpret_cast<uintptr_t>(dst), src, bytes,
+                  stream);
 }
 
-hipError_t hipMemcpyDtoH(void *dst, hipDeviceptr_t src, size_t bytes) {
+hipError_t hipMemcpyDtoHAsync(void *dst, hipDeviceptr_t src, size_t bytes,
+                              hipStream_t stream) {
   if (int r = hipReady(__func__))
     return r;
-  return doDownload(hipState, dst, reinterpret_cast<uintptr_t>(src), bytes);
+  return doDownload(hipState, dst, reinterpret_cast<uintptr_t>(src), bytes,
+                    stream);
 }
 
-hipError_t hipMemsetD32(hipDeviceptr_t dst, int value, size_t words) {
+hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t words,
+                             hipStream_t stream) {
   if (int r = hipReady(__func__))
     return r;
   return doFill32(hipState, reinterpret_cast<uintptr_t>(dst),
-                  static_cast<uint32_t>(value), words);
+                  static_cast<uint32_t>(value), words, stream);
 }
 
 hipError_t hipModuleLoadData(hipModule_t *module, const void *image) {
@@ -623,6 +952,48 @@ hipError_t hipEventDestroy(hipEvent_t event) {
   if (int r = hipReady(__func__))
     return r;
   return doDestroyEvent(hipState, event);
+}
+
+hipError_t hipStreamBeginCapture(hipStream_t stream,
+                                 hipStreamCaptureMode mode) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doBeginCapture(hipState, stream, mode);
+}
+
+hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *graph) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doEndCapture(hipState, stream, reinterpret_cast<void **>(graph));
+}
+
+hipError_t hipGraphInstantiate(hipGraphExec_t *exec, hipGraph_t graph,
+                               hipGraphNode_t *errorNode, char *log,
+                               size_t logBytes) {
+  if (int r = hipReady(__func__))
+    return r;
+  // The backend asks for no diagnostics buffer.
+  if (errorNode || log || logBytes)
+    return kInvalidValue;
+  return doInstantiate(hipState, reinterpret_cast<void **>(exec), graph);
+}
+
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doGraphLaunch(hipState, exec, stream);
+}
+
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doDestroyGraph(hipState, exec, hipState.liveGraphExecs);
+}
+
+hipError_t hipGraphDestroy(hipGraph_t graph) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doDestroyGraph(hipState, graph, hipState.liveGraphs);
 }
 
 const char *hipGetErrorName(hipError_t code) {

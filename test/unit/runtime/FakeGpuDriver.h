@@ -9,8 +9,16 @@
 // vendor's state through fakeCudaState() / fakeHipState().
 //
 // Module images are text: a first line starting "FAKE", then one
-// "<symbol> <parameters>" line per function; a launch copies that many 8-byte
-// argument values.
+// "<symbol> <parameters> [<op> [<width>]]" line per function; a launch copies
+// that many 8-byte argument values and, when it runs, applies the op to
+// host memory (float32; `width` elements per row, default 1):
+//   axpy  (x, y, n):        y[i] = 2 x[i] + y[i]          for i < n*width
+//   rows  (table, ids, out, n): out row r = table row ids[r] (int32), r < n
+//   scale (in, out, n):     out[i] = 2 in[i] + 1           for i < n*width
+// Streams capture launches only: a copy, fill, event or wait on a capturing
+// stream (or an allocation during a capture) fails and invalidates it, as a
+// driver does for what cannot be captured. A graph launch runs its recorded
+// launches in order.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -39,9 +47,18 @@ struct FakeGpuState {
   int binds = 0;            ///< cuCtxSetCurrent / hipSetDevice calls
   std::map<uint64_t, uint64_t> allocations; ///< live: address -> bytes
   int uploads = 0;                          ///< host-to-device copies
+  int fills = 0;                            ///< fill32 calls
   std::vector<std::string> modules;         ///< every image loaded, in order
   int moduleUnloads = 0;
+  /// Every launch that ran (plain or replayed from a graph), in order.
   std::vector<FakeLaunch> launches;
+  int liveStreams = 0;
+  std::vector<unsigned> streamFlags; ///< of each stream created, in order
+  int captures = 0;                  ///< capture sequences begun
+  int captureMode = -1;              ///< the mode of the last one
+  int liveGraphs = 0;                ///< captured, not yet destroyed
+  int liveGraphExecs = 0;            ///< instantiated, not yet destroyed
+  int graphLaunches = 0;
   /// cuda: (function, bytes) of each dynamic shared memory opt-in.
   std::vector<std::pair<std::string, int>> sharedOptIns;
   int liveEvents = 0;

@@ -11,12 +11,16 @@
 #include "FakeGpuDriver.h"
 
 #include "runtime/Device.h"
+#include "runtime/Executor.h"
+#include "runtime/format/Gguf.h"
 #include "runtime/format/OpTable.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,11 +28,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 using namespace strata::runtime;
 using namespace strata::runtime::test;
 namespace fs = std::filesystem;
+namespace format = strata::format;
 
 namespace {
 
@@ -72,6 +78,9 @@ struct Vendor {
   const char *getFunctionCall;
   const char *launchCall;
   const char *elapsedCall;
+  const char *beginCaptureCall;
+  const char *instantiateCall;
+  const char *allocSymbol; ///< called directly to break a capture
   const char *outOfMemory;
   const char *launchFailure;
 };
@@ -84,11 +93,14 @@ const Vendor kCuda = {
     .stateFn = "fakeCudaState",
     .initCall = "cuInit",
     .allocCall = "cuMemAlloc_v2",
-    .downloadCall = "cuMemcpyDtoH_v2",
-    .syncCall = "cuCtxSynchronize",
+    .downloadCall = "cuMemcpyDtoHAsync_v2",
+    .syncCall = "cuStreamSynchronize",
     .getFunctionCall = "cuModuleGetFunction",
     .launchCall = "cuLaunchKernel",
     .elapsedCall = "cuEventElapsedTime",
+    .beginCaptureCall = "cuStreamBeginCapture_v2",
+    .instantiateCall = "cuGraphInstantiateWithFlags",
+    .allocSymbol = "cuMemAlloc_v2",
     .outOfMemory = "CUDA_ERROR_OUT_OF_MEMORY = 2",
     .launchFailure = "CUDA_ERROR_LAUNCH_FAILED = 719",
 };
@@ -101,11 +113,14 @@ const Vendor kHip = {
     .stateFn = "fakeHipState",
     .initCall = "hipInit",
     .allocCall = "hipMalloc",
-    .downloadCall = "hipMemcpyDtoH",
-    .syncCall = "hipDeviceSynchronize",
+    .downloadCall = "hipMemcpyDtoHAsync",
+    .syncCall = "hipStreamSynchronize",
     .getFunctionCall = "hipModuleGetFunction",
     .launchCall = "hipModuleLaunchKernel",
     .elapsedCall = "hipEventElapsedTime",
+    .beginCaptureCall = "hipStreamBeginCapture",
+    .instantiateCall = "hipGraphInstantiate",
+    .allocSymbol = "hipMalloc",
     .outOfMemory = "hipErrorOutOfMemory = 2",
     .launchFailure = "hipErrorLaunchFailure = 719",
 };
@@ -118,7 +133,7 @@ protected:
   void SetUp() override {
     ::setenv(GetParam().env, STRATA_FAKE_GPU_DRIVER, 1);
     // The backend dlopens the same path, so this is the same object.
-    void *lib = ::dlopen(STRATA_FAKE_GPU_DRIVER, RTLD_NOW | RTLD_LOCAL);
+    lib = ::dlopen(STRATA_FAKE_GPU_DRIVER, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(lib, nullptr) << ::dlerror();
     auto state =
         reinterpret_cast<FakeGpuState *(*)()>(::dlsym(lib, GetParam().stateFn));
@@ -147,6 +162,7 @@ protected:
   }
 
   FakeGpuState *fake = nullptr;
+  void *lib = nullptr; ///< the fake driver
 };
 
 INSTANTIATE_TEST_SUITE_P(Vendors, GpuBackend, ::testing::Values(kCuda, kHip),
@@ -512,13 +528,498 @@ TEST_P(GpuBackend, DestructorGivesEverythingBack) {
   float weight[4] = {1, 2, 3, 4};
   ASSERT_NE(dev->mapWeight(weight, sizeof(weight), error), nullptr) << error;
   TempDir dir;
-  load(*dev, dir, "FAKE\nk 0\n", "k");
+  DeviceFunction fn = load(*dev, dir, "FAKE\nk 0\n", "k");
   ASSERT_TRUE(dev->createEvents(2, error)) << error;
+  // A graph it still holds, and a capture left open.
+  CodeLaunch l;
+  l.function = &fn;
+  DeviceGraph graph;
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->endCapture(graph, error)) << error;
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  EXPECT_EQ(fake->liveStreams, 1);
   dev.reset();
   EXPECT_TRUE(fake->allocations.empty());
   EXPECT_EQ(fake->liveEvents, 0);
   EXPECT_EQ(fake->moduleUnloads, 1);
   EXPECT_EQ(fake->contextRefs, 0);
+  EXPECT_EQ(fake->liveStreams, 0);
+  EXPECT_EQ(fake->liveGraphs, 0);
+  EXPECT_EQ(fake->liveGraphExecs, 0);
+}
+
+/// Every call goes to one stream of the device's own that does not wait for
+/// the legacy default stream (graph capture is illegal there); the fake
+/// refuses the legacy stream.
+TEST_P(GpuBackend, OneNonBlockingStream) {
+  std::unique_ptr<Device> dev = open();
+  ASSERT_NE(dev, nullptr);
+  EXPECT_EQ(fake->streamFlags, std::vector<unsigned>{1});
+  EXPECT_EQ(fake->liveStreams, 1);
+  EXPECT_TRUE(dev->supportsGraphs());
+  dev.reset();
+  EXPECT_EQ(fake->liveStreams, 0);
+}
+
+// ---- graphs -----------------------------------------------------------------
+
+/// axpy (y += 2x) over \p n floats, as one launch.
+CodeLaunch axpyLaunch(const DeviceFunction &fn, void *x, void *y, uint64_t n) {
+  CodeLaunch l;
+  l.function = &fn;
+  l.grid[0] = 4;
+  l.block[0] = 32;
+  l.args = {reinterpret_cast<uintptr_t>(x), reinterpret_cast<uintptr_t>(y), n};
+  l.name = "kernel 0 (add) axpy";
+  return l;
+}
+
+TEST_P(GpuBackend, GraphReplaysWhatPlainLaunchesDo) {
+  std::unique_ptr<Device> dev = open();
+  ASSERT_NE(dev, nullptr);
+  TempDir dir;
+  DeviceFunction fn = load(*dev, dir, "FAKE\naxpy 3 axpy\n", "axpy");
+  constexpr uint64_t n = 100;
+  std::vector<float> x(n), plain(n), replayed(n);
+  for (uint64_t i = 0; i < n; ++i)
+    x[i] = 0.25f * static_cast<float>(i) - 3;
+  std::string error;
+  void *dx = dev->alloc(n * 4, error);
+  void *dy = dev->alloc(n * 4, error);
+  ASSERT_TRUE(dx && dy) << error;
+  ASSERT_TRUE(dev->upload(dx, x.data(), n * 4, error)) << error;
+  CodeLaunch l = axpyLaunch(fn, dx, dy, n);
+
+  // Plain: y = 1, two launches.
+  ASSERT_TRUE(dev->fill32(dy, 0x3f800000, n * 4, error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->download(plain.data(), dy, n * 4, error)) << error;
+  for (uint64_t i = 0; i < n; ++i)
+    ASSERT_EQ(plain[i], 1 + 4 * x[i]) << i;
+  std::vector<FakeLaunch> plainLaunches = fake->launches;
+
+  // The same two, captured: nothing runs until the graph does.
+  ASSERT_TRUE(dev->fill32(dy, 0x3f800000, n * 4, error)) << error;
+  DeviceGraph graph;
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->endCapture(graph, error)) << error;
+  EXPECT_FALSE(graph.empty());
+  EXPECT_EQ(graph.launches, 2u);
+  EXPECT_EQ(fake->captureMode, 1) << "thread-local capture";
+  EXPECT_EQ(fake->liveGraphs, 0) << "the graph goes once instantiated";
+  EXPECT_EQ(fake->liveGraphExecs, 1);
+  EXPECT_EQ(fake->launches.size(), 2u);
+  ASSERT_TRUE(dev->download(replayed.data(), dy, n * 4, error)) << error;
+  EXPECT_EQ(replayed, std::vector<float>(n, 1.0f));
+
+  ASSERT_TRUE(dev->launchGraph(graph, error)) << error;
+  ASSERT_TRUE(dev->synchronize(error)) << error;
+  ASSERT_TRUE(dev->download(replayed.data(), dy, n * 4, error)) << error;
+  EXPECT_EQ(replayed, plain);
+  ASSERT_EQ(fake->launches.size(), 4u);
+  for (size_t i = 0; i < 2; ++i) {
+    const FakeLaunch &a = plainLaunches[i], &b = fake->launches[2 + i];
+    EXPECT_EQ(a.function, b.function);
+    EXPECT_EQ(a.args, b.args);
+    EXPECT_EQ(std::vector<uint32_t>(a.grid, a.grid + 3),
+              std::vector<uint32_t>(b.grid, b.grid + 3));
+    EXPECT_EQ(std::vector<uint32_t>(a.block, a.block + 3),
+              std::vector<uint32_t>(b.block, b.block + 3));
+  }
+
+  // Replayed again, on y as the first replay left it; events time it.
+  ASSERT_TRUE(dev->createEvents(2, error)) << error;
+  ASSERT_TRUE(dev->recordEvent(0, error)) << error;
+  ASSERT_TRUE(dev->launchGraph(graph, error)) << error;
+  ASSERT_TRUE(dev->recordEvent(1, error)) << error;
+  ASSERT_TRUE(dev->download(replayed.data(), dy, n * 4, error)) << error;
+  for (uint64_t i = 0; i < n; ++i)
+    ASSERT_EQ(replayed[i], 1 + 8 * x[i]) << i;
+  EXPECT_EQ(fake->graphLaunches, 2);
+  double seconds = 0;
+  ASSERT_TRUE(dev->eventSeconds(0, 1, seconds, error)) << error;
+  EXPECT_NEAR(seconds, 2 * kFakeLaunchMs / 1000, 1e-9);
+
+  dev->releaseGraph(graph);
+  EXPECT_TRUE(graph.empty());
+  EXPECT_EQ(fake->liveGraphExecs, 0);
+  EXPECT_FALSE(dev->launchGraph(graph, error));
+  EXPECT_EQ(error, tag(GetParam().name) +
+                       ": launching a graph this device does not hold "
+                       "(empty or released)");
+  dev->releaseGraph(graph); // empty: ignored
+}
+
+TEST_P(GpuBackend, CaptureTakesLaunchesOnly) {
+  std::unique_ptr<Device> dev = open();
+  ASSERT_NE(dev, nullptr);
+  TempDir dir;
+  DeviceFunction fn = load(*dev, dir, "FAKE\nk 0\n", "k");
+  std::string error;
+  void *p = dev->alloc(64, error);
+  ASSERT_NE(p, nullptr) << error;
+  ASSERT_TRUE(dev->createEvents(1, error)) << error;
+  DeviceGraph graph;
+  EXPECT_FALSE(dev->endCapture(graph, error));
+  EXPECT_EQ(error,
+            tag(GetParam().name) + ": ending a capture that was never begun");
+
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  char host[64] = {};
+  auto refused = [&](bool ok, const std::string &what) {
+    EXPECT_FALSE(ok) << what;
+    EXPECT_EQ(error, tag(GetParam().name) + ": " + what +
+                         " while capturing a graph (a capture takes "
+                         "launches only)");
+  };
+  refused(dev->fill32(p, 0, 64, error), "filling 64 bytes");
+  refused(dev->upload(p, host, 64, error),
+          fmt::format("copying 64 bytes to the device at {}", p));
+  refused(dev->download(host, p, 64, error),
+          fmt::format("copying 64 bytes from the device at {}", p));
+  refused(dev->synchronize(error), "waiting for the device");
+  refused(dev->recordEvent(0, error), "recording event slot 0");
+  refused(dev->alloc(64, error) != nullptr, "allocating 64 bytes");
+  refused(dev->beginCapture(error), "beginning a capture");
+  CodeLaunch l;
+  l.function = &fn;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  // None of those reached the driver, so the capture is intact.
+  ASSERT_TRUE(dev->endCapture(graph, error)) << error;
+  EXPECT_EQ(graph.launches, 1u);
+  EXPECT_TRUE(fake->launches.empty());
+  ASSERT_TRUE(dev->launchGraph(graph, error)) << error;
+  ASSERT_TRUE(dev->synchronize(error)) << error;
+  EXPECT_EQ(fake->launches.size(), 1u);
+}
+
+TEST_P(GpuBackend, CaptureFailuresAreMessages) {
+  std::unique_ptr<Device> dev = open();
+  ASSERT_NE(dev, nullptr);
+  TempDir dir;
+  DeviceFunction fn = load(*dev, dir, "FAKE\nk 0\n", "k");
+  CodeLaunch l;
+  l.function = &fn;
+  l.name = "kernel 5 (silu) k";
+  std::string error;
+  DeviceGraph graph;
+  bool cuda = GetParam().name == std::string("cuda");
+
+  fake->failCall = GetParam().beginCaptureCall;
+  fake->failCode = 1;
+  EXPECT_FALSE(dev->beginCapture(error));
+  EXPECT_EQ(error,
+            tag(GetParam().name) + ": beginning to capture a graph: " +
+                GetParam().beginCaptureCall + " failed: invalid argument (" +
+                (cuda ? "CUDA_ERROR_INVALID_VALUE" : "hipErrorInvalidValue") +
+                " = 1)");
+
+  // A call the capture forbids, made on this thread behind the device's
+  // back (another library, say), invalidates it: the graph is refused.
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  auto *allocate = reinterpret_cast<int (*)(void *, size_t)>(
+      ::dlsym(lib, GetParam().allocSymbol));
+  ASSERT_NE(allocate, nullptr);
+  uint64_t ignored = 0;
+  EXPECT_EQ(allocate(&ignored, 64), 900);
+  EXPECT_FALSE(dev->endCapture(graph, error));
+  EXPECT_TRUE(graph.empty());
+  EXPECT_TRUE(contains(error, tag(GetParam().name) +
+                                  ": capturing a graph of 1 launches: "))
+      << error;
+  EXPECT_TRUE(contains(error, cuda ? "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED "
+                                     "= 901"
+                                   : "hipErrorStreamCaptureInvalidated = 901"))
+      << error;
+
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  fake->failCall = GetParam().instantiateCall;
+  fake->failCode = 2;
+  EXPECT_FALSE(dev->endCapture(graph, error));
+  EXPECT_TRUE(graph.empty());
+  EXPECT_TRUE(contains(
+      error, tag(GetParam().name) + ": instantiating a graph of 1 launches: " +
+                 GetParam().instantiateCall + " failed: out of memory"))
+      << error;
+  EXPECT_EQ(fake->liveGraphs, 0);
+  EXPECT_EQ(fake->liveGraphExecs, 0);
+
+  // Nothing captured ran, and the device works on.
+  EXPECT_TRUE(fake->launches.empty());
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->synchronize(error)) << error;
+  EXPECT_EQ(fake->launches.size(), 1u);
+}
+
+TEST(GpuGraphs, TheCpuHasNone) {
+  std::string error;
+  std::unique_ptr<Device> cpu = createDevice("cpu", error);
+  ASSERT_NE(cpu, nullptr) << error;
+  EXPECT_FALSE(cpu->supportsGraphs());
+  DeviceGraph graph;
+  EXPECT_FALSE(cpu->beginCapture(error));
+  EXPECT_EQ(error, "backend 'cpu' has no graphs to capture launches into");
+  EXPECT_FALSE(cpu->endCapture(graph, error));
+  EXPECT_FALSE(cpu->launchGraph(graph, error));
+  EXPECT_EQ(error, "backend 'cpu' has no graphs to capture launches into");
+  cpu->releaseGraph(graph);
+  EXPECT_TRUE(graph.empty());
+}
+
+// ---- the executor on the fake (graphs and plain launches)
+// --------------------
+
+constexpr int64_t kRows = 10, kWidth = 4, kMaxTokens = 5;
+
+/// A GPU plan on the fake: x = rows(table, tokens), y = 2 x + 1, as two
+/// launches of fake code (FakeGpuDriver.h), and the GGUF of its table.
+class FakePlan {
+public:
+  FakePlan(const std::string &target, const TempDir &dir) {
+    for (int64_t i = 0; i < kRows * kWidth; ++i)
+      table.push_back(0.5f * static_cast<float>(i) - 7);
+    format::ModelInfo info;
+    info.addMeta("general.architecture", format::MetaValue::makeString("tiny"));
+    format::GgufTensorData t;
+    t.info.name = "token_embd.weight";
+    t.info.type = format::GgmlType::F32;
+    t.info.dims = {kWidth, kRows};
+    t.bytes.resize(table.size() * 4);
+    std::memcpy(t.bytes.data(), table.data(), t.bytes.size());
+    gguf = dir.path + "/tiny.gguf";
+    std::string error;
+    EXPECT_TRUE(format::writeGguf(gguf, info, {t}, error)) << error;
+
+    planDir = dir.path + "/plan";
+    fs::create_directories(planDir);
+    std::ofstream(planDir + "/k.fake") << fmt::format(
+        "FAKE\nrows 4 rows {}\nscale 3 scale {}\n", kWidth, kWidth);
+    plan.model = plan.arch = "tiny";
+    plan.target = target;
+    plan.maxTokens = kMaxTokens;
+    plan.weights = {{"token_embd.weight",
+                     format::GgmlType::F32,
+                     {uint64_t(kWidth), uint64_t(kRows)}}};
+    auto buffer = [&](const char *name, format::PlanDType type,
+                      std::vector<format::PlanDim> shape) {
+      format::PlanBuffer b;
+      b.name = name;
+      b.dtype = type;
+      b.shape = std::move(shape);
+      b.bytes = b.numElements(kMaxTokens) * 4;
+      b.offset = plan.arenaBytes;
+      plan.arenaBytes += (b.bytes + 255) / 256 * 256;
+      plan.buffers.push_back(b);
+    };
+    constexpr format::PlanDim T = {1, 0};
+    constexpr format::PlanDim W = {0, kWidth};
+    buffer("tokens", format::PlanDType::I32, {T});
+    buffer("x", format::PlanDType::F32, {T, W});
+    buffer("y", format::PlanDType::F32, {T, W});
+    plan.arenaLowerBound = plan.arenaBytes;
+    auto kernel = [&](format::Recipe r, std::vector<format::PlanOperand> in,
+                      uint32_t out, const char *symbol,
+                      std::vector<std::string> args) {
+      format::PlanKernel k;
+      k.recipe = r;
+      k.inputs = std::move(in);
+      k.outputs = {out};
+      format::PlanCode c;
+      c.module = "k.fake";
+      c.symbol = symbol;
+      c.grid = {T, {0, 1}, {0, 1}};
+      c.block = {32, 1, 1};
+      c.args = std::move(args);
+      k.code = c;
+      plan.kernels.push_back(std::move(k));
+    };
+    kernel(format::Recipe::GetRows, {{true, 0}, {false, 0}}, 1, "rows",
+           {"weight:0", "buffer:0", "buffer:1", "T"});
+    kernel(format::Recipe::Silu, {{false, 1}}, 2, "scale",
+           {"buffer:1", "buffer:2", "T"});
+    plan.inputs = {0};
+    plan.outputs = {2};
+  }
+
+  /// What the plan computes for \p tokens.
+  std::vector<float> expected(const std::vector<int32_t> &tokens) const {
+    std::vector<float> y;
+    for (int32_t id : tokens)
+      for (int64_t c = 0; c < kWidth; ++c)
+        y.push_back(2 * table[id * kWidth + c] + 1);
+    return y;
+  }
+
+  std::vector<float> table;
+  std::string gguf, planDir;
+  format::Plan plan;
+};
+
+TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::string error;
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  RunOutput out;
+
+  // The first run at a length launches one at a time, the second captures
+  // and replays, later ones replay; each run fills the arena with poison
+  // and uploads its tokens before the graph.
+  std::vector<int32_t> a = {3, 1, 4}, b = {9, 0, 2};
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(a));
+  std::vector<float> plain = out.data;
+  EXPECT_FALSE(ex->graphUse().used);
+  EXPECT_EQ(ex->graphUse().off, kGraphFirstRun);
+  EXPECT_EQ(fake->captures, 0);
+  ASSERT_TRUE(ex->run(b, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(b));
+  EXPECT_TRUE(ex->graphUse().used);
+  EXPECT_TRUE(ex->graphUse().captured);
+  EXPECT_EQ(ex->graphUse().launches, 2u);
+  EXPECT_EQ(ex->graphUse().off, "");
+  EXPECT_EQ(fake->captures, 1);
+  EXPECT_EQ(fake->graphLaunches, 1);
+  int fills = fake->fills;
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  // The fake runs each call as it comes: a fill after the graph would have
+  // left NaN in the output, stale tokens the rows of `b`.
+  EXPECT_EQ(out.data, plain);
+  EXPECT_EQ(fake->fills, fills + 1) << "the poison is laid before each run";
+  EXPECT_TRUE(ex->graphUse().used);
+  EXPECT_FALSE(ex->graphUse().captured);
+  EXPECT_EQ(fake->captures, 1);
+  EXPECT_EQ(fake->graphLaunches, 2);
+  EXPECT_EQ(fake->launches.size(), 6u);
+  // T = 3 in the replayed launches' arguments and grids.
+  EXPECT_EQ(fake->launches.back().args.back(), 3u);
+  EXPECT_EQ(fake->launches.back().grid[0], 3u);
+
+  // Another length: its first run plain (the old graph released), then a
+  // capture of its own.
+  std::vector<int32_t> c = {7, 5};
+  ASSERT_TRUE(ex->run(c, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(c));
+  EXPECT_FALSE(ex->graphUse().used);
+  EXPECT_EQ(fake->liveGraphExecs, 0) << "the graph of T = 3 is released";
+  ASSERT_TRUE(ex->run(c, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(c));
+  EXPECT_TRUE(ex->graphUse().captured);
+  EXPECT_EQ(fake->captures, 2);
+  EXPECT_EQ(fake->liveGraphExecs, 1);
+  EXPECT_EQ(fake->launches.back().args.back(), 2u);
+
+  // Plain launches give the same bytes.
+  std::vector<float> graphed = out.data;
+  ex->setGraphs(false);
+  EXPECT_EQ(fake->liveGraphExecs, 0);
+  ASSERT_TRUE(ex->run(c, out, error)) << error;
+  EXPECT_EQ(out.data, graphed);
+  EXPECT_FALSE(ex->graphUse().used);
+  EXPECT_EQ(ex->graphUse().off, "turned off");
+  EXPECT_EQ(fake->graphLaunches, 3);
+  EXPECT_EQ(fake->launches.size(), 12u);
+
+  // A per-kernel mode launches one at a time.
+  ex->setGraphs(true);
+  ex->setNanCheck(true);
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(a));
+  EXPECT_EQ(ex->graphUse().off, "checking each kernel for NaN");
+  ex->setNanCheck(false);
+  ex->setProfile(true);
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(ex->graphUse().off, "profiling each kernel");
+  EXPECT_EQ(ex->kernelSeconds().size(), 2u);
+  ex->setProfile(false);
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(a));
+  EXPECT_TRUE(ex->graphUse().used);
+  EXPECT_TRUE(ex->graphUse().captured);
+  EXPECT_EQ(fake->graphLaunches, 4);
+  ex.reset();
+  EXPECT_EQ(fake->liveGraphExecs, 0);
+  EXPECT_TRUE(fake->allocations.empty());
+}
+
+TEST_P(GpuBackend, ExecutorFallsBackWhenCaptureFails) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::string error;
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  RunOutput out;
+  std::vector<int32_t> a = {3, 1, 4};
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  fake->failCall = GetParam().beginCaptureCall;
+  fake->failCode = 1;
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(a));
+  EXPECT_FALSE(ex->graphUse().used);
+  EXPECT_EQ(
+      ex->graphUse().off,
+      "capture failed: " + tag(GetParam().name) +
+          ": beginning to capture a graph: " + GetParam().beginCaptureCall +
+          " failed: invalid argument (" +
+          (GetParam().name == std::string("cuda") ? "CUDA_ERROR_INVALID_VALUE"
+                                                  : "hipErrorInvalidValue") +
+          " = 1)");
+  // Not tried again.
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(a));
+  EXPECT_EQ(fake->captures, 0);
+  EXPECT_EQ(fake->launches.size(), 6u);
+}
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// strata-run on the fake: the graph line, --no-graphs, --repeat, and the
+/// same logits either way.
+TEST_P(GpuBackend, StrataRunSaysWhetherAGraphRan) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::string error;
+  ASSERT_TRUE(format::writePlanDir(p.planDir, p.plan, error)) << error;
+  auto run = [&](const std::string &args, std::string &out) {
+    std::string cmd =
+        fmt::format("{}={} {} {} --gguf {} --tokens 3,1,4 {} >{}/out 2>{}/err",
+                    GetParam().env, STRATA_FAKE_GPU_DRIVER, STRATA_RUN_PATH,
+                    p.planDir, p.gguf, args, dir.path, dir.path);
+    int status = std::system(cmd.c_str());
+    out = slurp(dir.path + "/out");
+    EXPECT_EQ(slurp(dir.path + "/err"), "") << cmd;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  ASSERT_EQ(run("--repeat 3 --dump-logits " + dir.path + "/g.f32", out), 0);
+  EXPECT_TRUE(contains(out, "graph: 2 launches in one graph (captured in "
+                            "run 2 in "))
+      << out;
+  EXPECT_TRUE(contains(out, "repeat: 3 runs: first ")) << out;
+  ASSERT_EQ(run("", out), 0);
+  EXPECT_TRUE(contains(out, "graph: off (first run at this prompt length; "
+                            "with --repeat 2 or more, run 2 captures one)\n"))
+      << out;
+  ASSERT_EQ(run("--no-graphs --dump-logits " + dir.path + "/p.f32", out), 0);
+  EXPECT_TRUE(contains(out, "graph: off (--no-graphs)\n")) << out;
+  EXPECT_FALSE(contains(out, "repeat:")) << out;
+  ASSERT_EQ(run("--profile", out), 0);
+  EXPECT_TRUE(contains(out, "graph: off (profiling each kernel)\n")) << out;
+  std::string graphed = slurp(dir.path + "/g.f32");
+  EXPECT_EQ(graphed.size(), 3 * kWidth * 4u);
+  EXPECT_EQ(graphed, slurp(dir.path + "/p.f32"));
 }
 
 TEST(GpuRegistry, ListsEveryBackend) {
@@ -672,6 +1173,51 @@ TEST(GpuRealCuda, RunsHandWrittenPtx) {
   EXPECT_FALSE(dev->loadFunction(path, "nope", missing, error));
   EXPECT_TRUE(contains(error, "cuModuleGetFunction failed")) << error;
   std::printf("%s\n", error.c_str());
+}
+
+/// The graph path on the real driver: axpy captured once, replayed twice,
+/// with a fill on the same stream before each replay.
+TEST(GpuRealCuda, GraphReplaysHandWrittenPtx) {
+  ::unsetenv("STRATA_CUDA_LIBRARY");
+  std::string error;
+  std::unique_ptr<Device> dev = createDevice("cuda", error);
+  if (!dev)
+    GTEST_SKIP() << error;
+  TempDir dir;
+  std::string path = dir.write("test.ptx", kPtx);
+  DeviceFunction axpy;
+  ASSERT_TRUE(dev->loadFunction(path, "strata_test_axpy", axpy, error))
+      << error;
+  constexpr size_t n = 100000;
+  std::vector<float> x(n), back(n);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(i % 1000) * 0.5f;
+  void *dx = dev->alloc(n * 4, error);
+  void *dy = dev->alloc(n * 4, error);
+  ASSERT_TRUE(dx && dy) << error;
+  ASSERT_TRUE(dev->upload(dx, x.data(), n * 4, error)) << error;
+  CodeLaunch l;
+  l.function = &axpy;
+  l.grid[0] = (n + 255) / 256;
+  l.block[0] = 256;
+  l.args = {reinterpret_cast<uintptr_t>(dx), reinterpret_cast<uintptr_t>(dy),
+            n};
+  l.name = "axpy";
+  DeviceGraph graph;
+  ASSERT_TRUE(dev->beginCapture(error)) << error;
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_TRUE(dev->endCapture(graph, error)) << error;
+  EXPECT_EQ(graph.launches, 3u);
+  for (int replay = 0; replay < 2; ++replay) {
+    ASSERT_TRUE(dev->fill32(dy, 0x3f800000, n * 4, error)) << error; // 1.0f
+    ASSERT_TRUE(dev->launchGraph(graph, error)) << error;
+    ASSERT_TRUE(dev->download(back.data(), dy, n * 4, error)) << error;
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(back[i], 6.0f * x[i] + 1.0f) << i;
+  }
+  dev->releaseGraph(graph);
+  EXPECT_TRUE(dev->synchronize(error)) << error;
 }
 
 } // namespace
