@@ -38,7 +38,9 @@ struct EmittedKernel {
   std::string body;   ///< the kernel's own device code
   std::vector<format::PlanDim> grid; ///< x, y, z as functions of T
   std::vector<int64_t> block;        ///< x, y, z
-  uint64_t sharedBytes = 0;          ///< static LDS/shared use
+  /// Dynamic LDS/shared bytes of a launch (static use is read back from
+  /// the code object).
+  uint64_t sharedBytes = 0;
   /// Argument order: "buffer:N", "weight:N" per pointer, then "T".
   std::vector<std::string> args;
 };

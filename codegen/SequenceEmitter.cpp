@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "ir/Target.h"
 
 #include <map>
 
@@ -138,42 +139,55 @@ void emitAttentionKernel(Emitter &e) {
   // Words of the per-row block bitmap: every block a row may select.
   int64_t nbw = block > 0 ? (e.plan.maxTokens / block + 32) / 32 : 1;
   std::string params = e.params();
-  // bf16 activations (the GPU policy): the matrix-unit kernel, with one or
-  // two waves of 16 query rows as LDS allows. f32 activations keep f32
-  // arithmetic (the f32 policy's bar is NMSE 1e-5): the FMA kernel.
-  int64_t bq = kBQ;
+  // bf16 activations (the GPU policy): the matrix-unit kernel over the
+  // query heads of one KV head (attention_gqa), staged 16 bytes at a time.
+  // f32 activations keep f32 arithmetic (the f32 policy's bar is NMSE
+  // 1e-5): the FMA kernel.
+  int64_t bq = kBQ, hpb = 1; // query tokens and heads per block
   bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" &&
              v.t.ctype == "bf16" && d % 16 == 0 && dv % 16 == 0;
+  for (const Access *a : {&q, &k, &v})
+    mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
+          a->stride[1] % 8 == 0;
   int64_t threads = kThreads;
   if (mma) {
-    // Value dim split over NSP waves of a row group (at most 128 columns of
-    // accumulators per wave); one or two row groups per block as LDS
+    // NSP waves split a row group's value columns (at most 128 each: no
+    // spills at DV = 256) and its keys; as many heads of the KV group per
+    // block (NRG, up to 12 waves) and keys per chunk (KC) as shared memory
     // allows.
-    int64_t dvw = std::min<int64_t>(dv, 128);
-    int64_t nsp = dv / dvw;
-    if (dv % dvw != 0)
-      mma = false;
-    int groups = 2;
-    for (; mma && groups >= 1; --groups) {
-      int64_t rows = 16 * groups, waves = groups * nsp;
-      int64_t need = rows * (d + 8) * 2 + 16 * (d + 8) * 2 + dv * 24 * 2 +
-                     waves * 16 * (16 * 4 + 24 * 2 + 4) + rows * nbw * 4;
-      if (need <= 44 * 1024)
-        break;
+    const ir::Target *target = ir::lookupTarget(e.target);
+    int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
+    int64_t nsp = (dv + 127) / 128;
+    int64_t hg = h / hkv;
+    int64_t nrg = 0, kc = 0, shared = 0;
+    for (int64_t g = hg; g >= 1 && !nrg; --g) {
+      if (hg % g || g * nsp > 12)
+        continue;
+      for (int64_t c : {64, 32, 16}) {
+        if (c % (16 * nsp) || dv % (16 * nsp))
+          continue;
+        int64_t rows = 16 * g;
+        int64_t need = 2 * (rows * (d + 8) + c * (d + 8) + dv * (c + 8) +
+                            rows * (c + 8)) +
+                       8 * nsp * rows + (block > 0 ? 16 * nbw * 4 : 0);
+        if (need <= limit) {
+          nrg = g, kc = c, shared = need;
+          break;
+        }
+      }
     }
-    if (groups == 0)
-      mma = false;
+    mma = nrg > 0;
     if (mma) {
-      int64_t nw = groups * nsp;
-      bq = 16 * groups;
-      threads = 32 * nw;
+      hpb = nrg;
+      threads = 32 * nrg * nsp;
+      e.out.sharedBytes = static_cast<uint64_t>(shared);
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
-      e.line("  attention_mma<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
-             "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
-             nw, dvw, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block,
-             nb, nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-             v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+      e.line("  attention_gqa<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+             "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+             nrg, nsp, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated,
+             block, nb, nbw, q.stride[0], q.stride[1], k.stride[0],
+             k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
     }
   }
   if (!mma) {
@@ -203,7 +217,7 @@ void emitAttentionKernel(Emitter &e) {
   format::PlanDim tiles{rows.coef, rows.constant / bq + 1, rows.div * bq};
   if (rows.coef == 0)
     tiles = {0, (rows.constant + bq - 1) / bq, 1};
-  e.out.grid = {tiles, {0, h, 1}, {0, 1, 1}};
+  e.out.grid = {tiles, {0, h / hpb, 1}, {0, 1, 1}};
   e.out.block = {threads, 1, 1};
 }
 

@@ -654,132 +654,223 @@ STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
   }
 }
 
-/// Flash-style attention on the matrix units: NW waves; the block holds
-/// BQ = 16 NW / NSP query rows of head h = block y, and the NSP = DV / DVW
-/// waves of a row group split the value dim (each recomputes the group's
-/// S, so its softmax state is its own and its O accumulators stay DVW / 16
-/// tiles: no spills at DV = 256). Keys and values are staged KC = 16 at a
-/// time (K as [key][d], V transposed as [dv][key], both in the matrix
-/// type), S = Q K^T and O += P V by mma_16x16x16; the online softmax runs
-/// per row from an LDS copy of S (lane r of a wave owns row r's max and
-/// sum). Masks as in attention_tile; key chunks no row of the block selects
-/// are skipped.
-template <int NW, int DVW, int H, int D, int DV, int HG, bool CAUSAL,
+/// Sixteen zero bytes (eight matrix-unit elements) at a 16-byte aligned
+/// address.
+STRATA_FN void zero8(mma_t *dst) {
+  strata_u4 z = {0, 0, 0, 0};
+  *(strata_u4 *)dst = z;
+}
+
+/// Flash attention on the matrix units for query heads that share one KV
+/// head (GQA). Block (x, y) takes the 16 query tokens from t0 = 16 x and the
+/// NRG heads from h0 = NRG y (NRG divides HG: one KV head), so every staged
+/// chunk of KC keys and values serves 16 NRG query rows instead of 16.
+/// Wave w is row group rg = w / NSP (head h0 + rg, the 16 tokens) and part
+/// cp = w % NSP: it computes S for keys [cp KCP, (cp + 1) KCP) of the chunk
+/// and O for value columns [cp DVW, (cp + 1) DVW), so no wave holds more
+/// than DVW / 16 accumulator tiles (no spills at DV = 256) and no S is
+/// computed twice. The online softmax keeps each row's max and sum in
+/// registers per accumulator (mma_row_max / mma_row_sum of the prelude);
+/// the NSP parts of a row exchange partial maxima and sums through LDS; P
+/// goes through LDS as the A operand of O += P V. Q, K and V are staged 16
+/// bytes at a time (inputs bf16, rows and strides multiples of 8 elements).
+/// Masks as in attention_tile (causal, QSA per-row block bitmaps); key
+/// chunks that none of the 16 tokens selects are skipped. Dynamic shared
+/// memory, in this order: Q [16 NRG][D + 8], K [KC][D + 8], V^T [DV][KC +
+/// 8], P [16 NRG][KC + 8] (matrix type), partial max and sum [NSP][16 NRG]
+/// (f32), the QSA bitmap [16][NBW].
+template <int NRG, int NSP, int KC, int H, int D, int DV, int HG, bool CAUSAL,
           bool GATED, int BLOCK, int NB, int NBW, long QT, long QH, long KT,
-          long KH, long VT, long VH, long GT, long GH, class Q, class K,
-          class V, class G, class Y>
-STRATA_FN void attention_mma(const Q *q, const K *k, const V *v, const G *gate,
-                             const int32_t *index, Y *y, long T, long TK,
-                             float scale) {
-  constexpr int NSP = DV / DVW, NT = 32 * NW, BQ = 16 * NW / NSP, KC = 16;
+          long KH, long VT, long VH, long GT, long GH, class G, class Y>
+STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
+                             const G *gate, const int32_t *index, Y *y, long T,
+                             long TK, float scale) {
+  constexpr int NT = 32 * NRG * NSP, R = 16 * NRG;
+  constexpr int KCP = KC / NSP, DVW = DV / NSP;
   constexpr int LQ = D + 8, LK = D + 8, LV = KC + 8, LP = KC + 8;
-  STRATA_SHARED mma_t Qs[BQ * LQ];
-  STRATA_SHARED mma_t Ks[KC * LK];
-  STRATA_SHARED mma_t Vt[DV * LV];
-  STRATA_SHARED float Ss[NW * 16 * KC];
-  STRATA_SHARED mma_t Ps[NW * 16 * LP];
-  STRATA_SHARED float Cs[NW * 16];
-  STRATA_SHARED uint32_t sel[BLOCK > 0 ? BQ * NBW : 1];
+  static_assert(KCP % 16 == 0 && DVW % 16 == 0 && D % 16 == 0, "tiles");
+  extern STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_dyn[];
+  mma_t *Qs = (mma_t *)strata_dyn;
+  mma_t *Ks = Qs + R * LQ;
+  mma_t *Vt = Ks + KC * LK;
+  mma_t *Ps = Vt + DV * LV;
+  float *Mx = (float *)(Ps + R * LP);
+  float *Sm = Mx + NSP * R;
+  uint32_t *sel = (uint32_t *)(Sm + NSP * R);
   STRATA_SHARED int any[1];
-  const long t0 = (long)bid_x() * BQ;
-  const int h = bid_y(), kh = h / HG;
-  const int w = tid_x() >> 5, lane = lane_id();
-  const int rg = w / NSP, cp = w % NSP; // row group, value-dim part
-  for (int i = tid_x(); i < BQ * D; i += NT) {
-    long tt = t0 + i / D;
-    Qs[(i / D) * LQ + i % D] =
-        to_mma(tt < T ? ld(q, tt * QT + h * QH + i % D) : 0.0f);
+  const long t0 = (long)bid_x() * 16;
+  const int h0 = bid_y() * NRG, kh = h0 / HG;
+  const int w = tid_x() >> 5, rg = w / NSP, cp = w % NSP;
+  const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k,
+                 *vb = (const uint16_t *)v;
+  for (int i = tid_x(); i < R * (D / 8); i += NT) {
+    int row = i / (D / 8), c8 = (i % (D / 8)) * 8;
+    long tt = t0 + row % 16;
+    mma_t *dst = Qs + row * LQ + c8;
+    if (tt < T)
+      stage8_bf16(dst, qb + tt * QT + (h0 + row / 16) * QH + c8);
+    else
+      zero8(dst);
   }
   if constexpr (BLOCK > 0)
-    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
+    qsa_bitmap<16, NB, NBW, NT>(index, t0, T, sel);
   float o[DVW / 16][8];
+  float mrow[8], lrow[8];
 #pragma unroll
-  for (int c = 0; c < DVW / 16; ++c)
+  for (int i = 0; i < 8; ++i) {
+    mrow[i] = -__builtin_inff();
+    lrow[i] = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
+    for (int c = 0; c < DVW / 16; ++c)
       o[c][i] = 0;
-  float mrow = -__builtin_inff(), lrow = 0; // lane r < 16: row rg*16 + r
-  long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
+  }
+  const long last = CAUSAL ? (t0 + 15 < T ? t0 + 15 : T - 1) : TK - 1;
   for (long j0 = 0; j0 <= last; j0 += KC) {
     sync_block();
     if constexpr (BLOCK > 0)
-      if (!qsa_chunk_selected<BQ, KC, BLOCK, NBW, NT>(sel, j0, any))
+      if (!qsa_chunk_selected<16, KC, BLOCK, NBW, NT>(sel, j0, any))
         continue;
-    for (int i = tid_x(); i < KC * D; i += NT) {
-      long j = j0 + i / D;
-      Ks[(i / D) * LK + i % D] =
-          to_mma(j < TK ? ld(k, j * KT + kh * KH + i % D) : 0.0f);
+    for (int i = tid_x(); i < KC * (D / 8); i += NT) {
+      int jj = i / (D / 8), c8 = (i % (D / 8)) * 8;
+      long j = j0 + jj;
+      mma_t *dst = Ks + jj * LK + c8;
+      if (j < TK)
+        stage8_bf16(dst, kb + j * KT + kh * KH + c8);
+      else
+        zero8(dst);
     }
-    for (int i = tid_x(); i < KC * DV; i += NT) {
-      long j = j0 + i / DV;
-      Vt[(i % DV) * LV + i / DV] =
-          to_mma(j < TK ? ld(v, j * VT + kh * VH + i % DV) : 0.0f);
+    // V transposed: consecutive threads take consecutive keys, so each
+    // element store of a wave fills consecutive halves of one V^T row.
+    for (int i = tid_x(); i < KC * (DV / 8); i += NT) {
+      int jj = i % KC, c8 = (i / KC) * 8;
+      long j = j0 + jj;
+      __attribute__((aligned(16))) mma_t e8[8];
+      if (j < TK)
+        stage8_bf16(e8, vb + j * VT + kh * VH + c8);
+      else
+        zero8(e8);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        Vt[(c8 + u) * LV + jj] = e8[u];
     }
     sync_block();
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float s[KCP / 16][8];
+#pragma unroll
+    for (int n = 0; n < KCP / 16; ++n)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        s[n][i] = 0;
+    // Not unrolled: fully unrolled, the fragment loads of every step are
+    // hoisted and the gfx1151 build spills.
+#pragma unroll 1
     for (int dk = 0; dk < D; dk += 16)
-      mma_16x16x16(s, Qs + (rg * 16) * LQ + dk, LQ, Ks + dk, LK);
+#pragma unroll
+      for (int n = 0; n < KCP / 16; ++n)
+        mma_16x16x16(s[n], Qs + rg * 16 * LQ + dk, LQ,
+                     Ks + (cp * KCP + n * 16) * LK + dk, LK);
+    float mx[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int r, c;
       mma_acc_coord(i, &r, &c);
-      long t = t0 + rg * 16 + r, j = j0 + c;
-      bool ok = t < T && j < TK && (!CAUSAL || j <= t);
-      if (BLOCK > 0 && ok) {
-        long b = j / BLOCK;
-        ok = b < NBW * 32 &&
-             (sel[(rg * 16 + r) * NBW + b / 32] >> (b % 32) & 1u);
-      }
-      Ss[(w * 16 + r) * KC + c] = ok ? s[i] * scale : -__builtin_inff();
-    }
-    sync_block();
-    if (lane < 16) {
-      int r = w * 16 + lane;
-      float cm = -__builtin_inff();
-      for (int c = 0; c < KC; ++c)
-        cm = Ss[r * KC + c] > cm ? Ss[r * KC + c] : cm;
-      float mnew = cm > mrow ? cm : mrow;
-      float corr = mnew == -__builtin_inff() ? 1.0f : strata_exp(mrow - mnew);
-      float sum = 0;
-      for (int c = 0; c < KC; ++c) {
-        float sv = Ss[r * KC + c];
-        float p = sv == -__builtin_inff() ? 0.0f : strata_exp(sv - mnew);
-        sum += p;
-        Ps[r * LP + c] = to_mma(p);
-      }
-      lrow = lrow * corr + sum;
-      mrow = mnew;
-      Cs[r] = corr;
-    }
-    sync_block();
+      mx[i] = -__builtin_inff();
+      const long t = t0 + r;
 #pragma unroll
-    for (int c = 0; c < DVW / 16; ++c) {
+      for (int n = 0; n < KCP / 16; ++n) {
+        long j = j0 + cp * KCP + n * 16 + c;
+        bool ok = t < T && j < TK && (!CAUSAL || j <= t);
+        if (BLOCK > 0 && ok) {
+          long b = j / BLOCK;
+          ok = b < NBW * 32 && (sel[r * NBW + b / 32] >> (b % 32) & 1u);
+        }
+        s[n][i] = ok ? s[n][i] * scale : -__builtin_inff();
+        mx[i] = __builtin_fmaxf(mx[i], s[n][i]);
+      }
+    }
+    mma_row_max(mx);
+    if constexpr (NSP > 1) {
+      // Column 0's holders publish their rows (every row exactly once).
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        int r, cc;
-        mma_acc_coord(i, &r, &cc);
-        o[c][i] *= Cs[w * 16 + r];
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        if (c == 0)
+          Mx[cp * R + rg * 16 + r] = mx[i];
       }
-      mma_16x16x16(o[c], Ps + (w * 16) * LP, LP, Vt + (cp * DVW + c * 16) * LV,
-                   LV);
+      sync_block();
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        float m = Mx[rg * 16 + r];
+#pragma unroll
+        for (int p = 1; p < NSP; ++p)
+          m = __builtin_fmaxf(m, Mx[p * R + rg * 16 + r]);
+        mx[i] = m;
+      }
     }
+    float corr[8], sum[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      int r, c;
+      mma_acc_coord(i, &r, &c);
+      float mnew = __builtin_fmaxf(mrow[i], mx[i]);
+      corr[i] = mnew == -__builtin_inff() ? 1.0f : strata_exp(mrow[i] - mnew);
+      mrow[i] = mnew;
+      sum[i] = 0;
+#pragma unroll
+      for (int n = 0; n < KCP / 16; ++n) {
+        float p = s[n][i] == -__builtin_inff() ? 0.0f
+                                                : strata_exp(s[n][i] - mnew);
+        sum[i] += p;
+        Ps[(rg * 16 + r) * LP + cp * KCP + n * 16 + c] = to_mma(p);
+      }
+    }
+    mma_row_sum(sum);
+    if constexpr (NSP > 1) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        if (c == 0)
+          Sm[cp * R + rg * 16 + r] = sum[i];
+      }
+    }
+    sync_block();
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (NSP > 1) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        sum[i] = 0;
+#pragma unroll
+        for (int p = 0; p < NSP; ++p)
+          sum[i] += Sm[p * R + rg * 16 + r];
+      }
+      lrow[i] = lrow[i] * corr[i] + sum[i];
+#pragma unroll
+      for (int c = 0; c < DVW / 16; ++c)
+        o[c][i] *= corr[i];
+    }
+#pragma unroll 1
+    for (int kk = 0; kk < KC; kk += 16)
+#pragma unroll
+      for (int c = 0; c < DVW / 16; ++c)
+        mma_16x16x16(o[c], Ps + rg * 16 * LP + kk, LP,
+                     Vt + (cp * DVW + c * 16) * LV + kk, LV);
   }
-  sync_block();
-  if (lane < 16)
-    Cs[w * 16 + lane] = lrow;
-  sync_block();
+  const int h = h0 + rg;
 #pragma unroll
   for (int c = 0; c < DVW / 16; ++c)
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       int r, cc;
       mma_acc_coord(i, &r, &cc);
-      long t = t0 + rg * 16 + r;
+      long t = t0 + r;
       if (t >= T)
         continue;
       int col = cp * DVW + c * 16 + cc;
-      float l = Cs[w * 16 + r];
-      float val = l > 0 ? o[c][i] / l : 0.0f;
+      float val = lrow[i] > 0 ? o[c][i] / lrow[i] : 0.0f;
       if (GATED)
         val *= sm_sigmoid(ld(gate, t * GT + h * GH + col));
       st(y, (t * H + h) * DV + col, val);

@@ -103,3 +103,34 @@ STRATA_FN void mma_acc_coord(int i, int *row, int *col) {
   *row = 2 * i + (lane_id() >> 4);
   *col = lane_id() & 15;
 }
+/// Each of this lane's 8 accumulators of a 16x16 tile becomes the max (or
+/// sum) over its row of the tile: value i is row 2 i + lane / 16, and the
+/// 16 lanes of a half-wave hold that row's 16 columns.
+STRATA_FN void mma_row_max(float *v) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int m = 1; m < 16; m <<= 1)
+      v[i] = __builtin_fmaxf(v[i], shfl_xor_f(v[i], m));
+}
+STRATA_FN void mma_row_sum(float *v) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int m = 1; m < 16; m <<= 1)
+      v[i] += shfl_xor_f(v[i], m);
+}
+/// Eight bf16 activations (16 bytes at a 16-byte aligned address) into
+/// eight matrix-unit elements (f16 here: converted through f32).
+typedef uint32_t strata_u4 __attribute__((ext_vector_type(4)));
+STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
+  strata_u4 w = *(const strata_u4 *)src;
+  typedef _Float16 v8h __attribute__((ext_vector_type(8)));
+  v8h o;
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    o[2 * u] = (_Float16)__builtin_bit_cast(float, w[u] << 16);
+    o[2 * u + 1] = (_Float16)__builtin_bit_cast(float, w[u] & 0xffff0000u);
+  }
+  *(v8h *)dst = o;
+}

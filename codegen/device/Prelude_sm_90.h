@@ -101,3 +101,33 @@ STRATA_FN void mma_acc_coord(int i, int *row, int *col) {
   *row = g + 8 * (j >> 1);
   *col = 8 * (i >> 2) + 2 * t + (j & 1);
 }
+/// Each of this lane's 8 accumulators of a 16x16 tile becomes the max (or
+/// sum) over its row of the tile: values 0, 1, 4, 5 hold row g and 2, 3, 6,
+/// 7 row g + 8; the 4 lanes of a quad hold the rest of those rows.
+STRATA_FN void mma_row_max(float *v) {
+  float a =
+      __builtin_fmaxf(__builtin_fmaxf(v[0], v[1]), __builtin_fmaxf(v[4], v[5]));
+  float b =
+      __builtin_fmaxf(__builtin_fmaxf(v[2], v[3]), __builtin_fmaxf(v[6], v[7]));
+  a = __builtin_fmaxf(a, shfl_xor_f(a, 1));
+  a = __builtin_fmaxf(a, shfl_xor_f(a, 2));
+  b = __builtin_fmaxf(b, shfl_xor_f(b, 1));
+  b = __builtin_fmaxf(b, shfl_xor_f(b, 2));
+  v[0] = v[1] = v[4] = v[5] = a;
+  v[2] = v[3] = v[6] = v[7] = b;
+}
+STRATA_FN void mma_row_sum(float *v) {
+  float a = (v[0] + v[1]) + (v[4] + v[5]), b = (v[2] + v[3]) + (v[6] + v[7]);
+  a += shfl_xor_f(a, 1);
+  a += shfl_xor_f(a, 2);
+  b += shfl_xor_f(b, 1);
+  b += shfl_xor_f(b, 2);
+  v[0] = v[1] = v[4] = v[5] = a;
+  v[2] = v[3] = v[6] = v[7] = b;
+}
+/// Eight bf16 activations (16 bytes at a 16-byte aligned address) into
+/// eight matrix-unit elements (bf16 here: a copy).
+typedef uint32_t strata_u4 __attribute__((ext_vector_type(4)));
+STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
+  *(strata_u4 *)dst = *(const strata_u4 *)src;
+}

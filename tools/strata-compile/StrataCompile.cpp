@@ -467,6 +467,7 @@ bool loadKernelUses(const format::Plan &plan, const std::string &dir,
     }
     KernelUse u;
     u.res = it->second;
+    u.res.sharedBytes += code->sharedBytes; // static + dynamic per block
     int threads =
         static_cast<int>(code->block[0] * code->block[1] * code->block[2]);
     u.occupancy = gfx ? codegen::occupancyGfx1151(u.res, threads)
