@@ -820,8 +820,8 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
       sum[i] = 0;
 #pragma unroll
       for (int n = 0; n < KCP / 16; ++n) {
-        float p = s[n][i] == -__builtin_inff() ? 0.0f
-                                                : strata_exp(s[n][i] - mnew);
+        float p =
+            s[n][i] == -__builtin_inff() ? 0.0f : strata_exp(s[n][i] - mnew);
         sum[i] += p;
         Ps[(rg * 16 + r) * LP + cp * KCP + n * 16 + c] = to_mma(p);
       }
