@@ -167,9 +167,9 @@ void emitAttentionKernel(Emitter &e) {
         if (c % (16 * nsp) || dv % (16 * nsp))
           continue;
         int64_t rows = 16 * g;
-        int64_t need = 2 * (rows * (d + 8) + c * (d + 8) + dv * (c + 8) +
-                            rows * (c + 8)) +
-                       8 * nsp * rows + (block > 0 ? 16 * nbw * 4 : 0);
+        int64_t need =
+            2 * (rows * (d + 8) + c * (d + 8) + dv * (c + 8) + rows * (c + 8)) +
+            8 * nsp * rows + (block > 0 ? 16 * nbw * 4 : 0);
         if (need <= limit) {
           nrg = g, kc = c, shared = need;
           break;
@@ -186,8 +186,8 @@ void emitAttentionKernel(Emitter &e) {
       e.line("  attention_gqa<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
              "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
              nrg, nsp, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated,
-             block, nb, nbw, q.stride[0], q.stride[1], k.stride[0],
-             k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+             block, nb, nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+             v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
     }
   }
   if (!mma) {
