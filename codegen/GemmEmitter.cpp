@@ -79,6 +79,12 @@ public:
 
 private:
   Emitter &e;
+  /// Two LDS buffers per staged tile (one barrier per K step), where every
+  /// chain's doubled tiles fit the static LDS budget.
+  bool doubleBuffer_ = false;
+  /// Decides doubleBuffer_ for the kernel's GEMMs (\p extra: other static
+  /// LDS bytes).
+  void planBuffers(const std::vector<const Gemm *> &gemms, int64_t extra);
 
   void pickTile(Gemm &g, const std::string &variant);
   /// The staged K loop and the accumulators, then \p epi per element with
@@ -115,6 +121,19 @@ void GemmEmitter::stageW8(const Gemm &g, const std::vector<std::string> &wRow,
            b, ld, conv);
   }
   e.line("    }}");
+}
+
+void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
+                              int64_t extra) {
+  int64_t single = extra, tiles = 0;
+  for (const Gemm *g : gemms) {
+    int64_t elem = g->mma ? 2 : 4, ld = g->mma ? kBK + 8 : kBK + 1;
+    int64_t t = (g->bm + static_cast<int64_t>(g->w.size()) * g->bn) * ld * elem;
+    single += t;
+    if (g->mma)
+      tiles += t;
+  }
+  doubleBuffer_ = single + tiles <= 44 * 1024;
 }
 
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
@@ -165,31 +184,88 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
       throw Unsupported("tile does not split over the waves");
     int fm = g.bm / 16 / wm, fn = g.bn / 16 / wn;
     const int ld = kBK + 8;
-    e.line("  STRATA_SHARED mma_t As[{}];", g.bm * ld);
+    // Software pipeline: the next K step's A and W pieces are loaded (and
+    // W decoded) into registers while the matrix units work on this one;
+    // with room for two LDS buffers one barrier per step suffices.
+    const int nbuf = doubleBuffer_ ? 2 : 1;
+    const int ca = (g.bm * 4 + g.nt - 1) / g.nt,
+              cw = (g.bn * 4 + g.nt - 1) / g.nt;
+    // bf16 A rows of whole 8-element pieces: one 16-byte load per piece.
+    const bool vecA = g.a.ctype == "bf16" && !partialK && g.k % 8 == 0;
+    e.line("  STRATA_SHARED __attribute__((aligned(16))) mma_t As[{}];",
+           nbuf * g.bm * ld);
     for (size_t b = 0; b < nb; ++b)
-      e.line("  STRATA_SHARED mma_t Bs{}[{}];", b, g.bn * ld);
+      e.line("  STRATA_SHARED __attribute__((aligned(16))) mma_t Bs{}[{}];", b,
+             nbuf * g.bn * ld);
     e.line("  const int wave = tid_x() >> 5, wm = wave % {}, wn = wave / {};",
            wm, wm);
     for (size_t b = 0; b < nb; ++b)
       e.line("  float acc{}[{}][{}][8] = {{}};", b, fm, fn);
+    e.line("  strata_u4 pa[{}], pw[{}][{}];", ca, nb, cw);
+    auto load = [&](const std::string &kStep) {
+      // The step's own k0 (k0 + 32 inside the loop), named apart first:
+      // `const long k0 = k0 + 32` would read itself.
+      e.line("    {{ const long kload = {}; {{ const long k0 = kload;", kStep);
+      for (int ci = 0; ci < ca; ++ci) {
+        e.line("    {{ int c = tid_x() + {}; if (c < {}) {{", ci * g.nt,
+               g.bm * 4);
+        e.line("      int r = c >> 2, kc = (c & 3) * 8; long m = m0 + r;");
+        if (vecA) {
+          e.line("      pa[{}] = strata_u4{{0, 0, 0, 0}};", ci);
+          e.line("      if (m < M) {{ {} pa[{}] = *(const strata_u4 *)(arow + "
+                 "k0 + kc); }}",
+                 aRow, ci);
+        } else {
+          e.line("      float v[8];");
+          e.line("      if (m < M) {{ {} for (int j = 0; j < 8; ++j) v[j] = "
+                 "{}; }}",
+                 aRow,
+                 partialK ? "(k0 + kc + j < " + std::to_string(g.k) +
+                                "L ? ld(arow, k0 + kc + j) : 0.0f)"
+                          : "ld(arow, k0 + kc + j)");
+          e.line("      else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+          e.line("      pa[{}] = pack8_mma(v);", ci);
+        }
+        e.line("    }} }}");
+      }
+      for (int ci = 0; ci < cw; ++ci) {
+        e.line("    {{ int c = tid_x() + {}; if (c < {}) {{", ci * g.nt,
+               g.bn * 4);
+        e.line("      int r = c >> 2, kc = (c & 3) * 8;");
+        e.line("      long n = {};", g.colOf("r"));
+        for (size_t b = 0; b < nb; ++b) {
+          e.line("      {{ float v[8];");
+          e.line("      if (n < {}L) {{", g.n);
+          e.line("        {}", wRow[b]);
+          if (partialK)
+            e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < "
+                   "{}L ? ld(wrow, k0 + kc + j) : 0.0f;",
+                   g.k);
+          else
+            decodeW(g.w[b], "wrow", "k0 + kc", "v");
+          e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+          e.line("      pw[{}][{}] = pack8_mma(v); }}", b, ci);
+        }
+        e.line("    }} }}");
+      }
+      e.line("    }} }}");
+    };
+    load("0");
+    e.line("  int buf = 0;");
     e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
-    // Stage A: 8 consecutive k per thread.
-    e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bm * 4, g.nt);
-    e.line("      int r = c >> 2, kc = (c & 3) * 8;");
-    e.line("      long m = m0 + r;");
-    e.line("      float v[8];");
-    e.line("      if (m < M) {{ {} for (int j = 0; j < 8; ++j) v[j] = {}; }}",
-           aRow,
-           partialK ? "(k0 + kc + j < " + std::to_string(g.k) +
-                          "L ? ld(arow, k0 + kc + j) : 0.0f)"
-                    : "ld(arow, k0 + kc + j)");
-    e.line("      else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
-    e.line("      for (int j = 0; j < 8; ++j) As[r * {} + kc + j] = "
-           "to_mma(v[j]);",
-           ld);
-    e.line("    }}");
-    stageW8(g, wRow, ld, "to_mma", partialK);
+    for (int ci = 0; ci < ca; ++ci)
+      e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)(As + "
+             "buf * {} + (c >> 2) * {} + (c & 3) * 8) = {}(pa[{}]); }}",
+             ci * g.nt, g.bm * 4, g.bm * ld, ld, vecA ? "mma_from_bf16x8" : "",
+             ci);
+    for (int ci = 0; ci < cw; ++ci)
+      for (size_t b = 0; b < nb; ++b)
+        e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)(Bs{} + "
+               "buf * {} + (c >> 2) * {} + (c & 3) * 8) = pw[{}][{}]; }}",
+               ci * g.nt, g.bn * 4, b, g.bn * ld, ld, b, ci);
     e.line("    sync_block();");
+    e.line("    if (k0 + {} < {}L)", kBK, g.k);
+    load("k0 + " + std::to_string(kBK));
     e.line("#pragma unroll");
     e.line("    for (int kk = 0; kk < {}; kk += 16)", kBK);
     e.line("#pragma unroll");
@@ -197,11 +273,15 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("#pragma unroll");
     e.line("        for (int j = 0; j < {}; ++j) {{", fn);
     for (size_t b = 0; b < nb; ++b)
-      e.line("          mma_16x16x16(acc{}[i][j], As + ((wm * {} + i) * 16) * "
-             "{} + kk, {}, Bs{} + ((wn * {} + j) * 16) * {} + kk, {});",
-             b, fm, ld, ld, b, fn, ld, ld);
+      e.line("          mma_16x16x16(acc{}[i][j], As + buf * {} + ((wm * {} + "
+             "i) * 16) * {} + kk, {}, Bs{} + buf * {} + ((wn * {} + j) * 16) "
+             "* {} + kk, {});",
+             b, g.bm * ld, fm, ld, ld, b, g.bn * ld, fn, ld, ld);
     e.line("        }}");
-    e.line("    sync_block();");
+    if (nbuf == 2)
+      e.line("    buf ^= 1;");
+    else
+      e.line("    sync_block();");
     e.line("  }}");
     e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i)", fm);
@@ -451,10 +531,16 @@ void GemmEmitter::runChains() {
   int bmAll = INT32_MAX;
   for (Gemm &g : gemms)
     bmAll = std::min(bmAll, g.bm);
+  std::vector<const Gemm *> all;
+  int64_t extra = 0;
   for (Gemm &g : gemms) {
     g.nt = nt;
     g.bm = bmAll;
+    all.push_back(&g);
+    if (chains[&g - gemms.data()].streamMean)
+      extra += int64_t(g.bm) * g.bn * 4; // its Cs tile
   }
+  planBuffers(all, extra);
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
   e.prologue();
   int64_t ybase = 0, bmMin = INT64_MAX;
@@ -544,6 +630,7 @@ void GemmEmitter::runGrouped() {
                                    swiglu ? "sm_silu(v) * v2" : "v"));
   std::string params = e.params();
   const int nt = g.nt;
+  planBuffers({&g}, int64_t(nt) * 4 + 8); // + the tile scan
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
   e.prologue();
   // Which expert and which of its row tiles this block takes: a block scan

@@ -654,6 +654,17 @@ STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
   }
 }
 
+/// Eight values as matrix-unit elements, packed two per 32-bit word (one
+/// 16-byte LDS store for a staged piece).
+STRATA_FN strata_u4 pack8_mma(const float *v) {
+  strata_u4 r;
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    r[u] = (uint32_t)__builtin_bit_cast(uint16_t, to_mma(v[2 * u])) |
+           (uint32_t)__builtin_bit_cast(uint16_t, to_mma(v[2 * u + 1])) << 16;
+  return r;
+}
+
 /// Sixteen zero bytes (eight matrix-unit elements) at a 16-byte aligned
 /// address.
 STRATA_FN void zero8(mma_t *dst) {
@@ -896,6 +907,7 @@ template <int H, int HK, int DK, int DV, bool TILED, int C, int NCOL, int SPLIT,
 STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
                              const B *beta, Y *y, long T, float scale) {
   constexpr int R = DK / SPLIT, NT = NCOL * SPLIT;
+  static_assert(C <= 32, "the decay scan runs over one wave");
   STRATA_SHARED K Ks[C * DK];
   STRATA_SHARED Q Qs[C * DK];
   STRATA_SHARED float Gs[C];
@@ -904,6 +916,7 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
   STRATA_SHARED float QK[C * C];
   STRATA_SHARED float U[C * NCOL];
   STRATA_SHARED float W[C * NCOL];
+  STRATA_SHARED float Vs[C * NCOL];
   const int h = bid_x(), c = tid_x() / SPLIT, col = bid_y() * NCOL + c;
   const int part = tid_x() % SPLIT;
   const int kh = TILED ? h % HK : h / (H / HK);
@@ -919,12 +932,25 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
       st(Ks, i, t < T ? ld(k, t * KT + kh * KH + i % DK) : 0.0f);
       st(Qs, i, t < T ? ld(q, t * QT + kh * QH + i % DK) : 0.0f);
     }
-    if (tid_x() == 0) {
-      // Past T: decay 1, beta 0, so those tokens change nothing.
-      float run = 0;
-      for (int t = 0; t < C; ++t) {
-        bool in = t0 + t < T;
-        run += in ? ld(g, (t0 + t) * H + h) : 0.0f;
+    // The chunk's values of this block's columns, and its decays (an
+    // inclusive scan over one wave) and betas: loaded in parallel, not one
+    // dependent global load per token. Past T: decay 1, beta 0, v 0, so
+    // those tokens change nothing.
+    for (int i = tid_x(); i < C * NCOL; i += NT) {
+      long t = t0 + i / NCOL;
+      int cc = bid_y() * NCOL + i % NCOL;
+      Vs[i] = t < T && cc < DV ? ld(v, t * VT + h * VH + cc) : 0.0f;
+    }
+    if (tid_x() < 32) {
+      const int t = tid_x();
+      const bool in = t < C && t0 + t < T;
+      float run = in ? ld(g, (t0 + t) * H + h) : 0.0f;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        float o = shfl_f(run, t >= d ? t - d : 0);
+        run += t >= d ? o : 0.0f;
+      }
+      if (t < C) {
         Gs[t] = run;
         Bs[t] = in ? ld(beta, (t0 + t) * H + h) : 0.0f;
       }
@@ -959,8 +985,7 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
         wq += shfl_xor_f(wq, m);
       }
       if (part == 0) {
-        float vt =
-            live && t0 + t < T ? ld(v, (t0 + t) * VT + h * VH + col) : 0.0f;
+        float vt = Vs[t * NCOL + c];
         float gam = strata_exp(Gs[t]);
         U[t * NCOL + c] = Bs[t] * (vt - gam * wk);
         W[t * NCOL + c] = gam * wq;

@@ -120,11 +120,9 @@ STRATA_FN void mma_row_sum(float *v) {
     for (int m = 1; m < 16; m <<= 1)
       v[i] += shfl_xor_f(v[i], m);
 }
-/// Eight bf16 activations (16 bytes at a 16-byte aligned address) into
-/// eight matrix-unit elements (f16 here: converted through f32).
 typedef uint32_t strata_u4 __attribute__((ext_vector_type(4)));
-STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
-  strata_u4 w = *(const strata_u4 *)src;
+/// Eight bf16 values (packed bits) as eight matrix-unit elements (f16).
+STRATA_FN strata_u4 mma_from_bf16x8(strata_u4 w) {
   typedef _Float16 v8h __attribute__((ext_vector_type(8)));
   v8h o;
 #pragma unroll
@@ -132,5 +130,10 @@ STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
     o[2 * u] = (_Float16)__builtin_bit_cast(float, w[u] << 16);
     o[2 * u + 1] = (_Float16)__builtin_bit_cast(float, w[u] & 0xffff0000u);
   }
-  *(v8h *)dst = o;
+  return __builtin_bit_cast(strata_u4, o);
+}
+/// Eight bf16 activations (16 bytes at a 16-byte aligned address) into
+/// eight matrix-unit elements.
+STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
+  *(strata_u4 *)dst = mma_from_bf16x8(*(const strata_u4 *)src);
 }

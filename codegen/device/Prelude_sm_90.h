@@ -131,3 +131,5 @@ typedef uint32_t strata_u4 __attribute__((ext_vector_type(4)));
 STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
   *(strata_u4 *)dst = *(const strata_u4 *)src;
 }
+/// Eight bf16 values (packed bits) as eight matrix-unit elements.
+STRATA_FN strata_u4 mma_from_bf16x8(strata_u4 bits) { return bits; }
