@@ -250,8 +250,8 @@ void emitDeltaKernel(Emitter &e) {
   auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
   int chunk = 32;
   for (; chunk > 8; chunk /= 2) {
-    int64_t need = chunk * dk * (bytesOf(k.t) + bytesOf(q.t)) +
-                   2 * chunk * chunk * 4 +
+    int64_t need = chunk * (dk * (bytesOf(k.t) + bytesOf(q.t)) + 8) +
+                   2 * chunk * (chunk + 1) * 4 +
                    3 * chunk * std::min<int64_t>(32, dv) * 4 + 2 * chunk * 4;
     if (need <= 44 * 1024)
       break;

@@ -3,6 +3,7 @@
 
 #include "runtime/format/Quants.h"
 
+#include <algorithm>
 #include <set>
 
 namespace strata::ir {
@@ -99,6 +100,19 @@ PlanPoly costAttention(const Operation &op) {
     keys.pieces.push_back({static_cast<int64_t>(k), {-k * (k - 1) / 2, k, 0}});
   }
   return keys * perKey;
+}
+
+/// QSA block selection: query t scores its (t + 1) / block visible blocks,
+/// 2 * Hi * Di each (the indexer's dot products; the top-k sort moves data).
+PlanPoly costQsaSelect(const Operation &op) {
+  Type q = operandType(op, 0);
+  int64_t block = 1;
+  for (const Attr &a : op.attrs)
+    if (a.name == "block" && a.value->kind == ExprKind::Int)
+      block = std::max<int64_t>(1, a.value->i);
+  double b = static_cast<double>(block);
+  return PlanPoly::of({0, 0.5 / b, 0.5 / b}) *
+         (2 * constDim(q, 1) * constDim(q, 2));
 }
 
 /// Grouped expert GEMMs: 2*K*N per row for every weight stack [E, N, K].

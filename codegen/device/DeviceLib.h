@@ -908,12 +908,17 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
                              const B *beta, Y *y, long T, float scale) {
   constexpr int R = DK / SPLIT, NT = NCOL * SPLIT;
   static_assert(C <= 32, "the decay scan runs over one wave");
-  STRATA_SHARED K Ks[C * DK];
-  STRATA_SHARED Q Qs[C * DK];
+  // Rows padded by one 32-bit word: the A and QK products read key j's row
+  // in lane j, which unpadded (DK a multiple of 64 halves) puts all 32
+  // lanes in one bank; likewise the C x C tiles, read by rows of t.
+  constexpr int LK = DK + 4 / (int)sizeof(K), LQ = DK + 4 / (int)sizeof(Q);
+  constexpr int LC = C + 1;
+  STRATA_SHARED K Ks[C * LK];
+  STRATA_SHARED Q Qs[C * LQ];
   STRATA_SHARED float Gs[C];
   STRATA_SHARED float Bs[C];
-  STRATA_SHARED float A[C * C];
-  STRATA_SHARED float QK[C * C];
+  STRATA_SHARED float A[C * LC];
+  STRATA_SHARED float QK[C * LC];
   STRATA_SHARED float U[C * NCOL];
   STRATA_SHARED float W[C * NCOL];
   STRATA_SHARED float Vs[C * NCOL];
@@ -929,8 +934,10 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
     sync_block();
     for (int i = tid_x(); i < C * DK; i += NT) {
       long t = t0 + i / DK;
-      st(Ks, i, t < T ? ld(k, t * KT + kh * KH + i % DK) : 0.0f);
-      st(Qs, i, t < T ? ld(q, t * QT + kh * QH + i % DK) : 0.0f);
+      st(Ks, (i / DK) * LK + i % DK,
+         t < T ? ld(k, t * KT + kh * KH + i % DK) : 0.0f);
+      st(Qs, (i / DK) * LQ + i % DK,
+         t < T ? ld(q, t * QT + kh * QH + i % DK) : 0.0f);
     }
     // The chunk's values of this block's columns, and its decays (an
     // inclusive scan over one wave) and betas: loaded in parallel, not one
@@ -961,13 +968,13 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
       float kk = 0, qk = 0;
       if (j <= t)
         for (int i = 0; i < DK; ++i) {
-          float kj = ld(Ks, j * DK + i);
-          kk += ld(Ks, t * DK + i) * kj;
-          qk += ld(Qs, t * DK + i) * kj;
+          float kj = ld(Ks, j * LK + i);
+          kk += ld(Ks, t * LK + i) * kj;
+          qk += ld(Qs, t * LQ + i) * kj;
         }
       float decay = j <= t ? strata_exp(Gs[t] - Gs[j]) : 0.0f;
-      A[e] = j < t ? Bs[t] * decay * kk : 0.0f;
-      QK[e] = decay * qk;
+      A[t * LC + j] = j < t ? Bs[t] * decay * kk : 0.0f;
+      QK[t * LC + j] = decay * qk;
     }
     // S0^T k_t and S0^T q_t for this column, every t of the chunk (state
     // rows in registers; the per-t values go to LDS, so no register array
@@ -976,8 +983,8 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
       float wk = 0, wq = 0;
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        wk += s[i] * ld(Ks, t * DK + part * R + i);
-        wq += s[i] * ld(Qs, t * DK + part * R + i);
+        wk += s[i] * ld(Ks, t * LK + part * R + i);
+        wq += s[i] * ld(Qs, t * LQ + part * R + i);
       }
 #pragma unroll
       for (int m = 1; m < SPLIT; m <<= 1) {
@@ -997,14 +1004,14 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
       for (int t = 1; t < C; ++t) {
         float ut = U[t * NCOL + c];
         for (int j = 0; j < t; ++j)
-          ut -= A[t * C + j] * U[j * NCOL + c];
+          ut -= A[t * LC + j] * U[j * NCOL + c];
         U[t * NCOL + c] = ut;
       }
     sync_block();
     for (int t = part; t < C; t += SPLIT) {
       float o = W[t * NCOL + c];
       for (int j = 0; j <= t; ++j)
-        o += QK[t * C + j] * U[j * NCOL + c];
+        o += QK[t * LC + j] * U[j * NCOL + c];
       if (live && t0 + t < T)
         st(y, ((t0 + t) * H + h) * DV + col, scale * o);
     }
@@ -1017,7 +1024,7 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
       float ew = strata_exp(gl - Gs[t]) * U[t * NCOL + c];
 #pragma unroll
       for (int i = 0; i < R; ++i)
-        s[i] += ld(Ks, t * DK + part * R + i) * ew;
+        s[i] += ld(Ks, t * LK + part * R + i) * ew;
     }
   }
 }
