@@ -27,6 +27,8 @@ fi
 if [ ! -f "$OUT/plan-last/plan.json" ]; then
   "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 16384 --target sm_90 \
     --logits last -o "$OUT/plan-last" > /dev/null
+  # The commit the plan was compiled at, for the results files.
+  (git describe --always --dirty 2>/dev/null || echo unknown) > "$OUT/plan-last/COMMIT"
   if ls "$OUT"/plan-last/kernels/*.cubin > /dev/null 2>&1; then
     find "$OUT/plan-last" \( -name '*.ptx' -o -name '*.cu' -o -name '*.ptxas.txt' \) -delete
   fi

@@ -57,8 +57,14 @@ if [ $DRY -eq 0 ] && ! nvidia-smi > /dev/null 2>&1; then
   echo "SKIPPED: no NVIDIA GPU here (bench/run.sh runs on the lent GPU machine; --dry-run checks the scripts on the CPU)"
   return 77
 fi
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ "$COMMIT" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then COMMIT="$COMMIT+changes"; fi
+# The commit the plans were compiled at (bench/prepare.sh writes it): a copy
+# of the tree on the GPU machine may carry stale git metadata.
+if [ -f build-full/plan-last/COMMIT ]; then
+  COMMIT="$(cat build-full/plan-last/COMMIT) (plan)"
+else
+  COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [ "$COMMIT" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then COMMIT="$COMMIT+changes"; fi
+fi
 GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 echo "# bench/run.sh $STAMP: date $(date -u +%Y-%m-%dT%H:%M:%SZ), GPU ${GPU:-none}, commit $COMMIT, only $ONLY, dry run $DRY"
 
