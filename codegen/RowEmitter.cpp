@@ -35,6 +35,8 @@ private:
   Shape rowShape; ///< the outputs' shape: dim 0 is the row
   /// qsa_select's sort size: a power of two >= the most visible blocks.
   int64_t qsaBlocks = 0;
+  /// qsa_select's query row (indexer heads x dims), staged in LDS.
+  int64_t qsaQuery = 0;
 
   /// Pointer to the current row of \p t (which must be row-aligned).
   std::string rowPtr(const Tensor &t) {
@@ -497,7 +499,7 @@ void RowEmitter::op(const BodyOp &op) {
     int64_t block = e.intAttr(op, "block"), top = e.intAttr(op, "top");
     float inv = 1.0f / std::sqrt(static_cast<float>(di));
     e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, {}, "
-           "qsa_score, qsa_id);",
+           "qsa_score, qsa_id, qsa_q);",
            hi, di, block, top, kThreads, qsaBlocks, rowPtr(q), kb.ptr,
            rowPtr(y), floatLit(inv));
     break;
@@ -541,11 +543,13 @@ void RowEmitter::run() {
       qsaBlocks = 1;
       while (qsaBlocks < most)
         qsaBlocks *= 2;
+      Tensor q = e.tensor(op.inputs[0]);
+      qsaQuery = q.shape[1].constant * q.shape[2].constant;
     }
   // LDS/shared: reductions, routing, the QSA sort, then the temporaries'
   // rows if they fit the static limit (48 KiB on sm_90, with headroom);
   // else the temporaries live in the kernel's workspace, one row per block.
-  uint64_t fixed = 256 + 8 * qsaBlocks, temps = 0;
+  uint64_t fixed = 256 + 8 * qsaBlocks + 4 * qsaQuery, temps = 0;
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::MoeRoute)
       fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
@@ -590,6 +594,7 @@ void RowEmitter::run() {
   if (qsaBlocks) {
     e.line("  STRATA_SHARED float qsa_score[{}];", qsaBlocks);
     e.line("  STRATA_SHARED int qsa_id[{}];", qsaBlocks);
+    e.line("  STRATA_SHARED float qsa_q[{}];", qsaQuery);
   }
   for (const BodyOp &op : e.body) {
     this->op(op);

@@ -364,18 +364,44 @@ STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
 template <int HI, int DI, int BLOCK, int TOP, int NT, int P, class Q, class K,
           class Y>
 STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
-                              float inv, float *score, int *id) {
+                              float inv, float *score, int *id, float *qs) {
   int nc = (int)((t + 1) / BLOCK);
+  // The query row once into LDS (every thread reads all of it), then each
+  // thread's blocks with 4-element vector loads of kb, every head's dot
+  // product from one pass over the key (kb is read once, not once a head).
+  for (int i = tid_x(); i < HI * DI; i += NT)
+    qs[i] = ld(q, i);
+  sync_block();
   for (int b = tid_x(); b < P; b += NT) {
     float s = -__builtin_inff();
     if (b < nc) {
-      s = 0;
-      for (int h = 0; h < HI; ++h) {
-        float d = 0;
-        for (int c = 0; c < DI; ++c)
-          d += ld(q, h * DI + c) * ld(kb, (long)b * DI + c);
-        s += d < 0 ? 0.0f : d;
+      float d[HI];
+#pragma unroll
+      for (int h = 0; h < HI; ++h)
+        d[h] = 0;
+      if constexpr (DI % 4 == 0) {
+        // Unrolled 8 steps, not fully: fully unrolled, ptxas spills.
+#pragma unroll 8
+        for (int c = 0; c < DI; c += 4) {
+          float kv[4];
+          ld4(kb, (long)b * DI + c, kv);
+#pragma unroll
+          for (int h = 0; h < HI; ++h)
+            d[h] += qs[h * DI + c] * kv[0] + qs[h * DI + c + 1] * kv[1] +
+                    qs[h * DI + c + 2] * kv[2] + qs[h * DI + c + 3] * kv[3];
+        }
+      } else {
+        for (int c = 0; c < DI; ++c) {
+          float kv = ld(kb, (long)b * DI + c);
+#pragma unroll
+          for (int h = 0; h < HI; ++h)
+            d[h] += qs[h * DI + c] * kv;
+        }
       }
+      s = 0;
+#pragma unroll
+      for (int h = 0; h < HI; ++h)
+        s += d[h] < 0 ? 0.0f : d[h];
       s *= inv;
       if (sm_isnan(s))
         s = -__builtin_inff();

@@ -88,10 +88,12 @@ STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
     const mma_t *bh = b + (8 * h + g) * ldb;
     uint32_t b0 = ld_pair(bh + 2 * t), b1 = ld_pair(bh + 2 * t + 8);
     float *c = acc + 4 * h;
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    // Not volatile: a pure function of its operands, so the compiler may
+    // schedule the fragment loads of the next tiles around it.
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 }
 /// The (row, col) of the 16x16 tile that accumulator \p i of this lane
