@@ -93,6 +93,10 @@ private:
                 const std::vector<std::string> &wRow);
   void decodeW(const Tensor &w, const std::string &rowPtr, const std::string &k,
                const std::string &dst);
+  /// Opens a block `{ float v[8];` holding the 8 elements of weight \p w
+  /// at row n, k0 + kc (zeros past N or K); the caller closes it.
+  void wPiece(const Gemm &g, const Tensor &w, const std::string &wRow,
+              bool partialK);
   /// Stages the W tile (BN rows x 32 k) into Bs<b>, 8 adjacent elements per
   /// thread, each piece decoded once; \p conv converts a value for the tile
   /// ("to_mma" for the matrix units, "" for f32).
@@ -106,16 +110,7 @@ void GemmEmitter::stageW8(const Gemm &g, const std::vector<std::string> &wRow,
   e.line("      int r = c >> 2, kc = (c & 3) * 8;");
   e.line("      long n = {};", g.colOf("r"));
   for (size_t b = 0; b < g.w.size(); ++b) {
-    e.line("      {{ float v[8];");
-    e.line("      if (n < {}L) {{", g.n);
-    e.line("        {}", wRow[b]);
-    if (partialK)
-      e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
-             "ld(wrow, k0 + kc + j) : 0.0f;",
-             g.k);
-    else
-      decodeW(g.w[b], "wrow", "k0 + kc", "v");
-    e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+    wPiece(g, g.w[b], wRow[b], partialK);
     e.line("      for (int j = 0; j < 8; ++j) Bs{}[r * {} + kc + j] = "
            "{}(v[j]); }}",
            b, ld, conv);
@@ -166,6 +161,20 @@ void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
     e.line("        for (int j = 0; j < 8; ++j) {}[j] = ld({}, ({}) + j);", dst,
            rowPtr, k);
   }
+}
+
+void GemmEmitter::wPiece(const Gemm &g, const Tensor &w,
+                         const std::string &wRow, bool partialK) {
+  e.line("      {{ float v[8];");
+  e.line("      if (n < {}L) {{", g.n);
+  e.line("        {}", wRow);
+  if (partialK)
+    e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
+           "ld(wrow, k0 + kc + j) : 0.0f;",
+           g.k);
+  else
+    decodeW(w, "wrow", "k0 + kc", "v");
+  e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
 }
 
 void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
@@ -234,16 +243,7 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
         e.line("      int r = c >> 2, kc = (c & 3) * 8;");
         e.line("      long n = {};", g.colOf("r"));
         for (size_t b = 0; b < nb; ++b) {
-          e.line("      {{ float v[8];");
-          e.line("      if (n < {}L) {{", g.n);
-          e.line("        {}", wRow[b]);
-          if (partialK)
-            e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < "
-                   "{}L ? ld(wrow, k0 + kc + j) : 0.0f;",
-                   g.k);
-          else
-            decodeW(g.w[b], "wrow", "k0 + kc", "v");
-          e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+          wPiece(g, g.w[b], wRow[b], partialK);
           e.line("      pw[{}][{}] = pack8_mma(v); }}", b, ci);
         }
         e.line("    }} }}");

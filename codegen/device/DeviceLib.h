@@ -691,6 +691,19 @@ STRATA_FN strata_u4 pack8_mma(const float *v) {
   return r;
 }
 
+/// Stores a per-row statistic of a 16x16 accumulator tile (\p v: one value
+/// per accumulator, equal along each row, as mma_row_max leaves it) to
+/// dst[row]: the holders of column 0 write, so every row exactly once.
+STRATA_FN void mma_rows_store(float *dst, const float *v) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int r, c;
+    mma_acc_coord(i, &r, &c);
+    if (c == 0)
+      dst[r] = v[i];
+  }
+}
+
 /// Sixteen zero bytes (eight matrix-unit elements) at a 16-byte aligned
 /// address.
 STRATA_FN void zero8(mma_t *dst) {
@@ -826,14 +839,7 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
     }
     mma_row_max(mx);
     if constexpr (NSP > 1) {
-      // Column 0's holders publish their rows (every row exactly once).
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int r, c;
-        mma_acc_coord(i, &r, &c);
-        if (c == 0)
-          Mx[cp * R + rg * 16 + r] = mx[i];
-      }
+      mma_rows_store(Mx + cp * R + rg * 16, mx);
       sync_block();
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -864,15 +870,8 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
       }
     }
     mma_row_sum(sum);
-    if constexpr (NSP > 1) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int r, c;
-        mma_acc_coord(i, &r, &c);
-        if (c == 0)
-          Sm[cp * R + rg * 16 + r] = sum[i];
-      }
-    }
+    if constexpr (NSP > 1)
+      mma_rows_store(Sm + cp * R + rg * 16, sum);
     sync_block();
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
