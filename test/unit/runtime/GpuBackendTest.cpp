@@ -14,6 +14,7 @@
 #include "runtime/Executor.h"
 #include "runtime/format/Gguf.h"
 #include "runtime/format/OpTable.h"
+#include "runtime/gpu/Driver.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -722,11 +723,19 @@ TEST_P(GpuBackend, CaptureFailuresAreMessages) {
   // back (another library, say), invalidates it: the graph is refused.
   ASSERT_TRUE(dev->beginCapture(error)) << error;
   ASSERT_TRUE(dev->launchCode(l, error)) << error;
-  auto *allocate = reinterpret_cast<int (*)(void *, size_t)>(
-      ::dlsym(lib, GetParam().allocSymbol));
+  // Called through its own type (UBSan checks the function type of an
+  // indirect call): cuMemAlloc_v2(CUdeviceptr *, size_t), hipMalloc(void **,
+  // size_t).
+  void *allocate = ::dlsym(lib, GetParam().allocSymbol);
   ASSERT_NE(allocate, nullptr);
-  uint64_t ignored = 0;
-  EXPECT_EQ(allocate(&ignored, 64), 900);
+  gpu::CUdeviceptr ignoredCuda = 0;
+  void *ignoredHip = nullptr;
+  int allocRc =
+      cuda ? reinterpret_cast<gpu::CUresult (*)(gpu::CUdeviceptr *, size_t)>(
+                 allocate)(&ignoredCuda, 64)
+           : reinterpret_cast<gpu::hipError_t (*)(void **, size_t)>(allocate)(
+                 &ignoredHip, 64);
+  EXPECT_EQ(allocRc, 900);
   EXPECT_FALSE(dev->endCapture(graph, error));
   EXPECT_TRUE(graph.empty());
   EXPECT_TRUE(contains(error, tag(GetParam().name) +
