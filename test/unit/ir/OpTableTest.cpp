@@ -80,3 +80,28 @@ TEST(OpTable, EveryOpHasALitRoundTripAndACostRule) {
     EXPECT_TRUE(seen.count(r.name))
         << "op '" << r.name << "' has no lit round trip";
 }
+
+// qsa_select's FLOPs are the indexer's dot products: query t scores its
+// (t + 1) / block visible blocks, 2 * Hi * Di each (here Hi = 4, Di = 32,
+// block = 4), not one operation per result element.
+TEST(OpTable, QsaSelectCountsTheIndexerDotProducts) {
+  std::string path = kRoundTrips[1];
+  std::string text = readFile(path);
+  ir::SourceMgr sm;
+  std::ostringstream diags;
+  ir::DiagnosticEngine diag(sm, diags);
+  auto m = ir::parseModule(sm, sm.addBuffer(path, text), diag);
+  ASSERT_TRUE(m && ir::verifyModule(*m, diag)) << diags.str();
+  const ir::Operation *select = nullptr;
+  for (const auto &f : m->funcs)
+    for (const auto &op : f->body.ops)
+      if (ir::opInfo(op->kind) &&
+          std::string(ir::opInfo(op->kind)->mnemonic) == "qsa_select")
+        select = op.get();
+  ASSERT_NE(select, nullptr);
+  ir::KernelCost c = ir::kernelCost(*select);
+  for (int64_t t : {4, 64, 4096}) {
+    double expected = t * (t + 1) / 2.0 / 4 * (2 * 4 * 32);
+    EXPECT_NEAR(c.flops.at(t), expected, 1e-9 * expected) << "T = " << t;
+  }
+}
