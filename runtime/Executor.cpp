@@ -519,19 +519,8 @@ bool Executor::loadWeights(Bound &b, std::string &error) {
       for (uint64_t first = 0; first < blocks; first += per) {
         uint64_t n = std::min(per, blocks - first);
         chunk.resize(n * info.typeSize);
-        uint64_t each = (n + threads - 1) / threads;
-        std::vector<std::thread> pool;
-        for (unsigned th = 0; th < threads; ++th) {
-          uint64_t a = th * each, e = std::min(n, a + each);
-          if (a >= e)
-            break;
-          pool.emplace_back([&, a, e] {
-            syntheticBlocks(*synthetic_, i, w.type, w.dims, first + a, e - a,
-                            chunk.data() + a * info.typeSize);
-          });
-        }
-        for (std::thread &th : pool)
-          th.join();
+        syntheticBlocksParallel(*synthetic_, i, w.type, w.dims, first, n,
+                                chunk.data(), static_cast<int>(threads));
         if (!b.device->upload(static_cast<uint8_t *>(data) +
                                   first * info.typeSize,
                               chunk.data(), chunk.size(), error))

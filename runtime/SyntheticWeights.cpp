@@ -111,28 +111,36 @@ void syntheticBlocks(uint64_t seed, uint64_t index, format::GgmlType type,
   }
 }
 
-void syntheticWeight(uint64_t seed, uint64_t index, format::GgmlType type,
-                     const std::vector<uint64_t> &dims, uint8_t *out,
-                     int threads) {
+void syntheticBlocksParallel(uint64_t seed, uint64_t index,
+                             format::GgmlType type,
+                             const std::vector<uint64_t> &dims, uint64_t first,
+                             uint64_t count, uint8_t *out, int threads) {
   format::GgmlTypeInfo info = format::ggmlTypeInfo(type);
-  uint64_t n = 1;
-  for (uint64_t d : dims)
-    n *= d;
-  uint64_t blocks = n / info.blockSize;
   threads = std::max(1, threads);
-  uint64_t per = (blocks + threads - 1) / threads;
+  uint64_t per = (count + threads - 1) / threads;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    uint64_t a = t * per, e = std::min(blocks, a + per);
+    uint64_t a = t * per, e = std::min(count, a + per);
     if (a >= e)
       break;
     pool.emplace_back([=] {
-      syntheticBlocks(seed, index, type, dims, a, e - a,
+      syntheticBlocks(seed, index, type, dims, first + a, e - a,
                       out + a * info.typeSize);
     });
   }
   for (std::thread &t : pool)
     t.join();
+}
+
+void syntheticWeight(uint64_t seed, uint64_t index, format::GgmlType type,
+                     const std::vector<uint64_t> &dims, uint8_t *out,
+                     int threads) {
+  uint64_t n = 1;
+  for (uint64_t d : dims)
+    n *= d;
+  syntheticBlocksParallel(seed, index, type, dims, 0,
+                          n / format::ggmlTypeInfo(type).blockSize, out,
+                          threads);
 }
 
 } // namespace strata::runtime

@@ -29,6 +29,13 @@ void syntheticBlocks(uint64_t seed, uint64_t index, format::GgmlType type,
                      const std::vector<uint64_t> &dims, uint64_t first,
                      uint64_t count, uint8_t *out);
 
+/// syntheticBlocks split over \p threads workers (the same bytes for any
+/// split: every block depends only on its own index).
+void syntheticBlocksParallel(uint64_t seed, uint64_t index,
+                             format::GgmlType type,
+                             const std::vector<uint64_t> &dims, uint64_t first,
+                             uint64_t count, uint8_t *out, int threads);
+
 /// Fills a whole weight into \p out (its bytes) with \p threads workers.
 void syntheticWeight(uint64_t seed, uint64_t index, format::GgmlType type,
                      const std::vector<uint64_t> &dims, uint8_t *out,
