@@ -54,6 +54,9 @@ STRATA_FN int shfl_xor_i(int v, int m) { return shfl_i(v, lane_id() ^ m); }
 #define strata_exp(x) __builtin_expf(x)
 #define strata_log(x) __builtin_logf(x)
 #define strata_sqrt(x) __builtin_sqrtf(x)
+/// f16 bits -> f32 by the hardware conversion (exact), for BlockDecode.h.
+#define STRATA_HW_F16_TO_F32(h)                                                \
+  ((float)__builtin_bit_cast(_Float16, (uint16_t)(h)))
 STRATA_FN float strata_log1p(float x) { return __builtin_logf(1.0f + x); }
 STRATA_FN float strata_tanh(float x) {
   float e = __builtin_expf(-2.0f * __builtin_fabsf(x));

@@ -54,6 +54,13 @@ STRATA_FN float strata_log(float x) {
 }
 STRATA_FN float strata_log1p(float x) { return strata_log(1.0f + x); }
 #define strata_sqrt(x) __builtin_sqrtf(x)
+/// f16 bits -> f32 by cvt.f32.f16 (exact), for BlockDecode.h.
+STRATA_FN float strata_hw_f16_to_f32(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+#define STRATA_HW_F16_TO_F32(h) strata_hw_f16_to_f32(h)
 STRATA_FN float strata_tanh(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));

@@ -79,6 +79,15 @@
 // Scalars
 //===----------------------------------------------------------------------===//
 
+#ifdef STRATA_HW_F16_TO_F32
+/// Converts IEEE binary16 bits to float32 by the target's conversion
+/// instruction (exact: every f16 value, subnormals included, is an f32
+/// value); the includer defines STRATA_HW_F16_TO_F32(bits). Branch-free,
+/// where the bit manipulation below loops for subnormals.
+STRATA_FN float strata_f16_to_f32(uint16_t h) {
+  return STRATA_HW_F16_TO_F32(h);
+}
+#else
 /// Converts IEEE binary16 bits to float32 exactly, by bit manipulation only
 /// (no float arithmetic, so no target's denormal or NaN handling can differ).
 /// Subnormals become normal floats; Inf keeps its sign; NaN keeps its sign and
@@ -108,6 +117,7 @@ STRATA_FN float strata_f16_to_f32(uint16_t h) {
   }
   return __builtin_bit_cast(float, bits);
 }
+#endif
 
 /// Converts float32 to IEEE binary16 bits, round to nearest even, by integer
 /// arithmetic only (the CPU's f16 stores and the GPU's are this one
