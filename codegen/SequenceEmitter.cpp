@@ -235,6 +235,45 @@ void emitDeltaKernel(Emitter &e) {
   int64_t h = v.shape[1].constant, dv = v.shape[2].constant;
   if (dk > 128 || dk % 2)
     throw Unsupported("key dim above 128 or odd");
+  float scale = e.hasAttr(op, "scale")
+                    ? static_cast<float>(e.floatAttr(op, "scale"))
+                    : 1.0f / std::sqrt(static_cast<float>(dk));
+  std::string params = e.params();
+  bool tiled = e.strAttr(op, "heads") == "tiled";
+  // bf16 q and k (the GPU policy): the matrix-unit form (delta_mma), 32-token
+  // chunks where its tiles fit the target's shared memory, else 16. f32
+  // inputs (the f32 policy's bar is NMSE 1e-5) keep the FMA form below.
+  bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" && dk % 32 == 0;
+  for (const Access *a : {&q, &k})
+    mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
+          a->stride[1] % 8 == 0;
+  if (mma) {
+    const ir::Target *target = ir::lookupTarget(e.target);
+    int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
+    auto need = [&](int64_t c) {
+      int64_t lk = dk + 8, lc = c + 8, ncol = 32;
+      return 2 * (2 * c * lk + dk * lc + 2 * ncol * lk + 4 * c * lc +
+                  6 * ncol * lc) +
+             4 * (2 * c * (c + 1) + 16 * 17 + 2 * c);
+    };
+    int64_t chunk = need(32) <= limit ? 32 : 16;
+    if (need(chunk) <= limit) {
+      e.out.sharedBytes = static_cast<uint64_t>(need(chunk));
+      e.line("STRATA_KERNEL(128) void @SYMBOL@({}) {{", params);
+      e.prologue();
+      e.line("  delta_mma<{}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
+             "{}L>(",
+             h, hk, dk, dv, tiled, chunk, q.stride[0], q.stride[1],
+             k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+      e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr,
+             q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
+             floatLit(scale));
+      e.line("}}");
+      e.out.grid = {{0, h, 1}, {0, (dv + 31) / 32, 1}, {0, 1, 1}};
+      e.out.block = {128, 1, 1};
+      return;
+    }
+  }
   // Chunked form: blocks of NCOL state columns per head (columns evolve
   // independently), SPLIT threads per column holding R = DK / SPLIT rows
   // each, chunks of C tokens.
@@ -259,15 +298,11 @@ void emitDeltaKernel(Emitter &e) {
   int64_t threads = ncol * split;
   if (threads > 1024 || threads % 32)
     throw Unsupported("state column blocks do not fill whole waves");
-  float scale = e.hasAttr(op, "scale")
-                    ? static_cast<float>(e.floatAttr(op, "scale"))
-                    : 1.0f / std::sqrt(static_cast<float>(dk));
-  std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
   e.prologue();
   e.line("  delta_chunked<{}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, "
          "{}L, {}L>(",
-         h, hk, dk, dv, e.strAttr(op, "heads") == "tiled", chunk, ncol, split,
+         h, hk, dk, dv, tiled, chunk, ncol, split,
          q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
          v.stride[1]);
   e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,

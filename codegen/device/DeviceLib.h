@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #ifdef STRATA_TARGET_SM90
 STRATA_FN mma_t to_mma(float x) { return sm_f32_to_bf16(x); }
+STRATA_FN float from_mma(mma_t x) { return sm_bf16_to_f32(x); }
 #endif
 
 /// A bf16 activation element (stored bits).
@@ -1050,6 +1051,289 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
 #pragma unroll
       for (int i = 0; i < R; ++i)
         s[i] += ld(Ks, t * LK + part * R + i) * ew;
+    }
+  }
+}
+
+/// \p x as two matrix-unit values, hi = x rounded and lo = the rest rounded:
+/// a product over split operands (hi hi + hi lo + lo hi) keeps ~16 bits of
+/// each f32 operand instead of the matrix type's 8 (bf16) or 11 (f16).
+STRATA_FN void mma_split(float x, mma_t *hi, mma_t *lo) {
+  mma_t h = to_mma(x);
+  *hi = h;
+  *lo = to_mma(x - from_mma(h));
+}
+
+/// The gated delta rule in chunked form on the matrix units (bf16 q and k,
+/// the GPU policy). Same algebra as delta_chunked, as matrix products per
+/// chunk of C tokens (C = 16 or 32) and block (head h, NCOL = 32 state
+/// columns), four waves:
+///   B  = beta (V - gamma K S0)             K S0, Q S0: mma, S0 split hi/lo
+///   A  = strictly lower (beta decay K K^T) K K^T, Q K^T: mma (exact inputs)
+///   T  = (I + A)^-1                        16x16 diagonal blocks by
+///                                          substitution, T10 = -T11 A10 T00
+///   U  = T B                               mma, both operands split
+///   O  = gamma Q S0 + (decay Q K^T) U      mma, both split
+///   S  = gamma_C S0 + K^T (exp(G_C - G) U) mma, U split
+/// The state lives in registers as accumulator tiles of S^T (NCOL x DK:
+/// DK / 32 tiles per wave) and, split, in LDS as the B operand of the next
+/// chunk. Every f32 operand is split, so the products carry ~16 bits where
+/// the matrix type has 8; K and Q are exact (bf16). Wave w owns output tile
+/// (w / 2, w % 2) of the chunk's C x NCOL outputs and the lower-triangular
+/// tile w of K K^T / Q K^T. Dynamic shared memory, in this order (matrix
+/// type, rows padded by 8): K, Q [C][DK + 8], K^T [DK][C + 8], S^T hi/lo
+/// [NCOL][DK + 8], T hi/lo and P hi/lo [C][C + 8], B^T, U^T, W^T hi/lo
+/// [NCOL][C + 8]; then f32: A, T [C][C + 1], X [16][17], G, beta [C].
+template <int H, int HK, int DK, int DV, bool TILED, int C, long QT, long QH,
+          long KT, long KH, long VT, long VH, class V, class G, class B,
+          class Y>
+STRATA_FN void delta_mma(const bf16 *q, const bf16 *k, const V *v, const G *g,
+                         const B *beta, Y *y, long T, float scale) {
+  constexpr int NCOL = 32, NT = 128, CT = C / 16, NST = DK / 32;
+  constexpr int LK = DK + 8, LC = C + 8, LF = C + 1;
+  static_assert((C == 16 || C == 32) && DK % 32 == 0 && DK <= 128, "tiles");
+  extern STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_dyn[];
+  mma_t *Ks = (mma_t *)strata_dyn;
+  mma_t *Qs = Ks + C * LK;
+  mma_t *Kt = Qs + C * LK;
+  mma_t *Sh = Kt + DK * LC, *Sl = Sh + NCOL * LK;
+  mma_t *Th = Sl + NCOL * LK, *Tl = Th + C * LC;
+  mma_t *Ph = Tl + C * LC, *Pl = Ph + C * LC;
+  mma_t *Bh = Pl + C * LC, *Bl = Bh + NCOL * LC;
+  mma_t *Uh = Bl + NCOL * LC, *Ul = Uh + NCOL * LC;
+  mma_t *Wh = Ul + NCOL * LC, *Wl = Wh + NCOL * LC;
+  float *Af = (float *)(Wl + NCOL * LC);
+  float *Tf = Af + C * LF;
+  float *Xf = Tf + C * LF;
+  float *Gs = Xf + 16 * 17;
+  float *Bs = Gs + C;
+  const int h = bid_x(), kh = TILED ? h % HK : h / (H / HK);
+  const int w = tid_x() >> 5, c0 = bid_y() * NCOL;
+  const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k;
+  // This wave's output tile (rows rt, columns ct of the chunk's C x NCOL)
+  // and its lower-triangular tile (ta, tb) of the C x C products.
+  const bool out = w < CT * (NCOL / 16);
+  const int rt = w / (NCOL / 16), ct = w % (NCOL / 16);
+  const bool tri = w < CT * (CT + 1) / 2;
+  const int ta = w == 0 ? 0 : (CT == 2 && w < 3 ? 1 : 0);
+  const int tb = w == 2 ? 1 : 0;
+  float s[NST][8];
+#pragma unroll
+  for (int m = 0; m < NST; ++m)
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      s[m][i] = 0;
+  for (int i = tid_x(); i < NCOL * LK; i += NT)
+    Sh[i] = Sl[i] = to_mma(0.0f);
+  for (long t0 = 0; t0 < T; t0 += C) {
+    sync_block();
+    // Stage K and Q (16 bytes at a time), K^T (consecutive threads take
+    // consecutive tokens, so a wave's element stores fill one K^T row), the
+    // decays (an inclusive scan over one wave) and betas. Past T: zero
+    // keys, decay 1, beta 0, so those tokens change nothing.
+    for (int i = tid_x(); i < C * (DK / 8); i += NT) {
+      int tt = i / (DK / 8), c8 = (i % (DK / 8)) * 8;
+      long t = t0 + tt;
+      if (t < T) {
+        stage8_bf16(Ks + tt * LK + c8, kb + t * KT + kh * KH + c8);
+        stage8_bf16(Qs + tt * LK + c8, qb + t * QT + kh * QH + c8);
+      } else {
+        zero8(Ks + tt * LK + c8);
+        zero8(Qs + tt * LK + c8);
+      }
+    }
+    for (int i = tid_x(); i < C * (DK / 8); i += NT) {
+      int tt = i % C, c8 = (i / C) * 8;
+      long t = t0 + tt;
+      __attribute__((aligned(16))) mma_t e8[8];
+      if (t < T)
+        stage8_bf16(e8, kb + t * KT + kh * KH + c8);
+      else
+        zero8(e8);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        Kt[(c8 + u) * LC + tt] = e8[u];
+    }
+    if (w == 0) {
+      const int t = lane_id();
+      const bool in = t < C && t0 + t < T;
+      float run = in ? ld(g, (t0 + t) * H + h) : 0.0f;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        float o = shfl_f(run, t >= d ? t - d : 0);
+        run += t >= d ? o : 0.0f;
+      }
+      if (t < C) {
+        Gs[t] = run;
+        Bs[t] = in ? ld(beta, (t0 + t) * H + h) : 0.0f;
+      }
+    }
+    sync_block();
+    // K S0 and Q S0 of this wave's output tile (S0 split), K K^T and Q K^T
+    // of its triangular tile.
+    float o[8];
+    if (out) {
+      float ks[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        o[i] = 0;
+#pragma unroll 2
+      for (int kk = 0; kk < DK; kk += 16) {
+        const mma_t *ka = Ks + rt * 16 * LK + kk, *qa = Qs + rt * 16 * LK + kk;
+        const mma_t *sh = Sh + ct * 16 * LK + kk, *sl = Sl + ct * 16 * LK + kk;
+        mma_16x16x16(ks, ka, LK, sh, LK);
+        mma_16x16x16(ks, ka, LK, sl, LK);
+        mma_16x16x16(o, qa, LK, sh, LK);
+        mma_16x16x16(o, qa, LK, sl, LK);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        int t = rt * 16 + r, cc = ct * 16 + c;
+        float gam = strata_exp(Gs[t]);
+        float vt = t0 + t < T && c0 + cc < DV
+                       ? ld(v, (t0 + t) * VT + h * VH + c0 + cc)
+                       : 0.0f;
+        mma_split(Bs[t] * (vt - gam * ks[i]), Bh + cc * LC + t,
+                  Bl + cc * LC + t);
+        o[i] *= gam;
+      }
+    }
+    if (tri) {
+      float kk2[8] = {0, 0, 0, 0, 0, 0, 0, 0}, qk[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 2
+      for (int kk = 0; kk < DK; kk += 16) {
+        const mma_t *kb2 = Ks + tb * 16 * LK + kk;
+        mma_16x16x16(kk2, Ks + ta * 16 * LK + kk, LK, kb2, LK);
+        mma_16x16x16(qk, Qs + ta * 16 * LK + kk, LK, kb2, LK);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        int t = ta * 16 + r, j = tb * 16 + c;
+        float decay = j <= t ? strata_exp(Gs[t] - Gs[j]) : 0.0f;
+        Af[t * LF + j] = j < t ? Bs[t] * decay * kk2[i] : 0.0f;
+        mma_split(decay * qk[i], Ph + t * LC + j, Pl + t * LC + j);
+      }
+    }
+    sync_block();
+    // T's diagonal 16x16 blocks: thread (block, column j) solves column j
+    // of (I + A_bb)^-1 by substitution, in registers.
+    if (tid_x() < C) {
+      const int bb = tid_x() / 16, j = tid_x() % 16;
+      const float *Ab = Af + bb * 16 * LF + bb * 16;
+      float x[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        float acc = r == j ? 1.0f : 0.0f;
+#pragma unroll
+        for (int m = 0; m < r; ++m)
+          acc -= Ab[r * LF + m] * x[m];
+        x[r] = acc;
+      }
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        int t = bb * 16 + r, jj = bb * 16 + j;
+        Tf[t * LF + jj] = x[r];
+        mma_split(x[r], Th + t * LC + jj, Tl + t * LC + jj);
+      }
+    }
+    if constexpr (CT == 2) {
+      // T10 = -T11 (A10 T00), through X = A10 T00.
+      sync_block();
+      for (int e = tid_x(); e < 256; e += NT) {
+        int r = e / 16, j = e % 16;
+        float acc = 0;
+#pragma unroll
+        for (int m = 0; m < 16; ++m)
+          acc += Af[(16 + r) * LF + m] * Tf[m * LF + j];
+        Xf[r * 17 + j] = acc;
+      }
+      sync_block();
+      for (int e = tid_x(); e < 256; e += NT) {
+        int r = e / 16, j = e % 16;
+        float acc = 0;
+#pragma unroll
+        for (int m = 0; m < 16; ++m)
+          acc -= Tf[(16 + r) * LF + 16 + m] * Xf[m * 17 + j];
+        mma_split(acc, Th + (16 + r) * LC + j, Tl + (16 + r) * LC + j);
+      }
+    }
+    sync_block();
+    // U = T B (T lower block-triangular: k tiles up to the row tile); U^T
+    // and the decayed W^T = (exp(G_C - G_t) u_t)^T for the state update.
+    const float gl = Gs[C - 1];
+    if (out) {
+      float u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+      for (int kt = 0; kt < CT; ++kt) {
+        if (kt > rt)
+          break;
+        const mma_t *th = Th + rt * 16 * LC + kt * 16,
+                    *tl = Tl + rt * 16 * LC + kt * 16;
+        const mma_t *bh = Bh + ct * 16 * LC + kt * 16,
+                    *bl = Bl + ct * 16 * LC + kt * 16;
+        mma_16x16x16(u, th, LC, bh, LC);
+        mma_16x16x16(u, th, LC, bl, LC);
+        mma_16x16x16(u, tl, LC, bh, LC);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        int t = rt * 16 + r, cc = ct * 16 + c;
+        mma_split(u[i], Uh + cc * LC + t, Ul + cc * LC + t);
+        mma_split(strata_exp(gl - Gs[t]) * u[i], Wh + cc * LC + t,
+                  Wl + cc * LC + t);
+      }
+    }
+    sync_block();
+    // O = gamma Q S0 + P U, stored; then the state at the chunk's end.
+    if (out) {
+#pragma unroll
+      for (int kt = 0; kt < CT; ++kt) {
+        if (kt > rt)
+          break;
+        const mma_t *ph = Ph + rt * 16 * LC + kt * 16,
+                    *pl = Pl + rt * 16 * LC + kt * 16;
+        const mma_t *uh = Uh + ct * 16 * LC + kt * 16,
+                    *ul = Ul + ct * 16 * LC + kt * 16;
+        mma_16x16x16(o, ph, LC, uh, LC);
+        mma_16x16x16(o, ph, LC, ul, LC);
+        mma_16x16x16(o, pl, LC, uh, LC);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        long t = t0 + rt * 16 + r;
+        int col = c0 + ct * 16 + c;
+        if (t < T && col < DV)
+          st(y, (t * H + h) * DV + col, scale * o[i]);
+      }
+    }
+    const float gall = strata_exp(gl);
+#pragma unroll
+    for (int m = 0; m < NST; ++m) {
+      const int st_ = w + 4 * m, a = st_ / (DK / 16), b = st_ % (DK / 16);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        s[m][i] *= gall;
+#pragma unroll
+      for (int kt = 0; kt < CT; ++kt) {
+        const mma_t *kt_ = Kt + b * 16 * LC + kt * 16;
+        mma_16x16x16(s[m], Wh + a * 16 * LC + kt * 16, LC, kt_, LC);
+        mma_16x16x16(s[m], Wl + a * 16 * LC + kt * 16, LC, kt_, LC);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int r, c;
+        mma_acc_coord(i, &r, &c);
+        int idx = (a * 16 + r) * LK + b * 16 + c;
+        mma_split(s[m][i], Sh + idx, Sl + idx);
+      }
     }
   }
 }

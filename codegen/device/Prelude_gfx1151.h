@@ -79,6 +79,7 @@ typedef _Float16 mma_t;
 typedef _Float16 v16h __attribute__((ext_vector_type(16)));
 typedef float v8f __attribute__((ext_vector_type(8)));
 STRATA_FN mma_t to_mma(float x) { return (mma_t)x; }
+STRATA_FN float from_mma(mma_t x) { return (float)x; }
 /// acc += A[16x16] * B^T where \p a points at A's row 0 (stride lda) and \p b
 /// at B's column 0 stored as rows of k (stride ldb). Lane l holds A row
 /// l%16 and B column l%16, all 16 k (both half-waves hold the same).

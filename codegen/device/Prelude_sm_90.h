@@ -78,6 +78,7 @@ STRATA_FN void strata_sincos(float x, float *s, float *c) {
 // Matrix unit: mma.sync.m16n8k16 bf16 -> f32, twice for a 16x16x16 tile.
 typedef uint16_t mma_t; // bf16 bits
 STRATA_FN mma_t to_mma(float x);
+STRATA_FN float from_mma(mma_t x);
 STRATA_FN uint32_t ld_pair(const mma_t *p) {
   return *reinterpret_cast<const uint32_t *>(p);
 }

@@ -27,7 +27,7 @@ case output_reshape_view).
     must run there to be a GPU test. A compilation the compiler or code
     generator rejects is printed with its message and left out (the case
     keeps a policy that compiled; "rejected" in cases.json). Also writes
-    OUT/tokens-T.txt (T = 1, 37, 100; ids below 32) and OUT/cases.json
+    OUT/tokens-T.txt (T = 1, 37, 100 and 700 for the delta rule; ids below 32) and OUT/cases.json
     (cases, their kernels and GEMM variants, variants per weight type,
     recipes that no kernel runs).
     Weights: f32 and f16 as numpy arrays; bf16, q8_0 and q4_0 through
@@ -481,6 +481,11 @@ def attention_cases() -> list[Case]:
     return cases
 
 
+# The delta rule carries its state across chunks of 16-32 tokens: one prompt
+# of many chunks too.
+DELTA_PROMPTS = {"max_tokens": 1024, "prompts": PROMPTS + (700,)}
+
+
 def conv_delta_cases() -> list[Case]:
     """conv1d_causal (channels of heads of 64 and 128) and gated_delta_rule
     (grouped and tiled heads, key/value dims 64 and 128)."""
@@ -537,7 +542,8 @@ def conv_delta_cases() -> list[Case]:
         cases.append(b.case(f"delta_{heads}_hk{hk}_h{h}_dk{dk}_dv{dv}",
                             "delta",
                             f"gated_delta_rule: {hk} key heads of {dk}, {h} "
-                            f"value heads of {dv}, {heads}"))
+                            f"value heads of {dv}, {heads}",
+                            **DELTA_PROMPTS))
     # The qwen3next block: conv over q|k|v + silu, the slices read by the
     # norms, the output normalised per head and gated by silu(z).
     hk, h, dk, dv, kc = 2, 4, 64, 64, 4
@@ -573,7 +579,8 @@ def conv_delta_cases() -> list[Case]:
     b.output("%o1", h * dv)
     cases.append(b.case("delta_block_qwen3next", "fused",
                         "qwen3next's delta-net block: conv + silu, slices, "
-                        "l2 norms, alpha/beta split, gated per-head norm"))
+                        "l2 norms, alpha/beta split, gated per-head norm",
+                        **DELTA_PROMPTS))
     return cases
 
 
@@ -1285,7 +1292,7 @@ def cmd_prepare(args) -> int:
         if os.path.exists(d):
             shutil.rmtree(d)
         os.makedirs(d)
-    for t in PROMPTS:
+    for t in sorted(set(PROMPTS).union(*(c.prompts for c in cases))):
         rng = np.random.default_rng(t)
         ids = rng.integers(0, VOCAB, t)
         with open(os.path.join(out, f"tokens-{t}.txt"), "w") as f:
