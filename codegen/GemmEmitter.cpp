@@ -47,6 +47,9 @@ struct Gemm {
   int64_t mPer = 1;      ///< A rows per leading-dim row of the result
   bool mma = true;       ///< matrix units (else f32 FMA)
   int bm = 64, bn = 64, nt = 128;
+  /// The epilogue stages an f32 [bm][bn] tile (Cs) in the LDS region after
+  /// the K loop (hc_read's stream mean).
+  bool csTile = false;
   /// Column c of the tile -> global column (default n0 + c).
   std::function<std::string(const std::string &)> colOf;
   std::vector<std::string> epilogue; ///< lines; `v` is the accumulator(s)
@@ -82,9 +85,14 @@ private:
   /// Two LDS buffers per staged tile (one barrier per K step), where every
   /// chain's doubled tiles fit the static LDS budget.
   bool doubleBuffer_ = false;
-  /// Decides doubleBuffer_ for the kernel's GEMMs (\p extra: other static
-  /// LDS bytes).
+  /// Bytes of the kernel's one LDS region (strata_lds): the chains run in
+  /// different blocks, so each carves its tiles (and Cs) from the start.
+  int64_t region_ = 0;
+  /// Decides doubleBuffer_ and region_ for the kernel's GEMMs (\p extra:
+  /// other static LDS bytes) and declares the region.
   void planBuffers(const std::vector<const Gemm *> &gemms, int64_t extra);
+  /// Staged tile bytes of \p g with \p nbuf buffers.
+  static int64_t tileBytes(const Gemm &g, int nbuf);
 
   void pickTile(Gemm &g, const std::string &variant);
   /// The staged K loop and the accumulators, then \p epi per element with
@@ -118,17 +126,24 @@ void GemmEmitter::stageW8(const Gemm &g, const std::vector<std::string> &wRow,
   e.line("    }}");
 }
 
+int64_t GemmEmitter::tileBytes(const Gemm &g, int nbuf) {
+  int64_t elem = g.mma ? 2 : 4, ld = g.mma ? kBK + 8 : kBK + 1;
+  if (!g.mma)
+    nbuf = 1;
+  return nbuf * (g.bm + static_cast<int64_t>(g.w.size()) * g.bn) * ld * elem;
+}
+
 void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
                               int64_t extra) {
-  int64_t single = extra, tiles = 0;
-  for (const Gemm *g : gemms) {
-    int64_t elem = g->mma ? 2 : 4, ld = g->mma ? kBK + 8 : kBK + 1;
-    int64_t t = (g->bm + static_cast<int64_t>(g->w.size()) * g->bn) * ld * elem;
-    single += t;
-    if (g->mma)
-      tiles += t;
-  }
-  doubleBuffer_ = single + tiles <= 44 * 1024;
+  auto regionOf = [&](int nbuf) {
+    int64_t r = 0;
+    for (const Gemm *g : gemms)
+      r = std::max(
+          {r, tileBytes(*g, nbuf), g->csTile ? int64_t(g->bm) * g->bn * 4 : 0});
+    return r;
+  };
+  doubleBuffer_ = regionOf(2) + extra <= 44 * 1024;
+  region_ = regionOf(doubleBuffer_ ? 2 : 1);
 }
 
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
@@ -138,7 +153,10 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
           variant.find("valu_f32") == std::string::npos &&
           variant.find("ffma_f32") == std::string::npos;
   if (!g.mma) {
-    g.bm = 32, g.bn = 64, g.nt = 256;
+    // Columns rounded to 16, at most 64: a 4-column projection (the
+    // hyper-connection injection logits) does not pay for 64.
+    g.bm = 32, g.nt = 256;
+    g.bn = static_cast<int>(std::min<int64_t>(64, (g.n + 15) / 16 * 16));
     return;
   }
   int tm = 64, tn = 64;
@@ -158,8 +176,8 @@ void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
            format::ggmlTypeInfo(w.ggml).irName, rowPtr, k, w.blockSize,
            w.blockBytes, k, w.blockSize, dst);
   } else {
-    e.line("        for (int j = 0; j < 8; ++j) {}[j] = ld({}, ({}) + j);", dst,
-           rowPtr, k);
+    // Whole rows of K % 32 == 0 elements: 16-bit pieces are 16-byte aligned.
+    e.line("        ld8({}, {}, {});", rowPtr, k, dst);
   }
 }
 
@@ -201,11 +219,10 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
               cw = (g.bn * 4 + g.nt - 1) / g.nt;
     // bf16 A rows of whole 8-element pieces: one 16-byte load per piece.
     const bool vecA = g.a.ctype == "bf16" && !partialK && g.k % 8 == 0;
-    e.line("  STRATA_SHARED __attribute__((aligned(16))) mma_t As[{}];",
-           nbuf * g.bm * ld);
+    e.line("  mma_t *As = (mma_t *)strata_lds;");
     for (size_t b = 0; b < nb; ++b)
-      e.line("  STRATA_SHARED __attribute__((aligned(16))) mma_t Bs{}[{}];", b,
-             nbuf * g.bn * ld);
+      e.line("  mma_t *Bs{} = As + {};", b,
+             nbuf * (g.bm + static_cast<int>(b) * g.bn) * ld);
     e.line("  const int wave = tid_x() >> 5, wm = wave % {}, wn = wave / {};",
            wm, wm);
     for (size_t b = 0; b < nb; ++b)
@@ -283,6 +300,10 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     else
       e.line("    sync_block();");
     e.line("  }}");
+    if (g.csTile && nbuf == 2) // Cs overwrites the tiles other waves read
+      e.line("  sync_block();");
+    if (g.csTile)
+      e.line("  float *Cs = (float *)strata_lds;");
     e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i)", fm);
     e.line("#pragma unroll");
@@ -303,9 +324,10 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
       throw Unsupported("f32 tile shape");
     const int rm = g.bm / 16, rn = g.bn / 16;
     const int ld = kBK + 1;
-    e.line("  STRATA_SHARED float As[{}];", g.bm * ld);
+    e.line("  float *As = (float *)strata_lds;");
     for (size_t b = 0; b < nb; ++b)
-      e.line("  STRATA_SHARED float Bs{}[{}];", b, g.bn * ld);
+      e.line("  float *Bs{} = As + {};", b,
+             (g.bm + static_cast<int>(b) * g.bn) * ld);
     e.line("  const int ty = tid_x() >> 4, tx = tid_x() & 15;");
     for (size_t b = 0; b < nb; ++b)
       e.line("  float acc{}[{}][{}] = {{}};", b, rm, rn);
@@ -349,6 +371,8 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("        }}");
     e.line("    sync_block();");
     e.line("  }}");
+    if (g.csTile)
+      e.line("  float *Cs = (float *)strata_lds;");
     e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i)", rm);
     e.line("#pragma unroll");
@@ -503,9 +527,9 @@ void GemmEmitter::runChains() {
       // n streams, so the block holds every stream of its d range.
       Tensor xn = e.tensor(c.streamMean->inputs[0]);
       int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
-      // A 32 x 128 tile: its f32 gate tile (16 KiB) fits in LDS beside the
-      // staged operands on both targets.
-      g.bm = 32, g.bn = 128, g.nt = 256;
+      // A 64 x 128 tile: its f32 gate tile (32 KiB) reuses the LDS region
+      // of the staged operands once the K loop is done.
+      g.bm = 64, g.bn = 128, g.nt = 256, g.csTile = true;
       if (g.bn % ns != 0)
         throw Unsupported("stream count does not divide the tile");
       int64_t bd = g.bn / ns;
@@ -527,22 +551,18 @@ void GemmEmitter::runChains() {
     nt = std::max(nt, g.nt);
     gemms.push_back(std::move(g));
   }
-  // One launch: one block size and one row tile (the smallest) for all.
-  int bmAll = INT32_MAX;
-  for (Gemm &g : gemms)
-    bmAll = std::min(bmAll, g.bm);
+  // One launch, one block size; each chain keeps its row tile (grid x
+  // covers the smallest; blocks past a chain's rows exit at once).
   std::vector<const Gemm *> all;
-  int64_t extra = 0;
   for (Gemm &g : gemms) {
     g.nt = nt;
-    g.bm = bmAll;
     all.push_back(&g);
-    if (chains[&g - gemms.data()].streamMean)
-      extra += int64_t(g.bm) * g.bn * 4; // its Cs tile
   }
-  planBuffers(all, extra);
+  planBuffers(all, 0);
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
   e.prologue();
+  e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
+         region_);
   int64_t ybase = 0, bmMin = INT64_MAX;
   format::PlanDim mDim;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
@@ -558,8 +578,6 @@ void GemmEmitter::runChains() {
              g.bn / e.tensor(c.streamMean->inputs[0]).shape[1].constant);
     else
       e.line("  const long n0 = (long)(bid_y() - {}) * {};", ybase, g.bn);
-    if (c.streamMean)
-      e.line("  STRATA_SHARED float Cs[{}];", g.bm * g.bn);
     std::string aRow =
         fmt::format("const {} *arow = {} + m * {}L;", g.a.ctype, g.a.ptr, g.k);
     std::string wRow =
@@ -594,9 +612,6 @@ void GemmEmitter::runChains() {
   e.line("}}");
   int64_t mPer = gemms[0].mPer;
   e.out.grid = {tilesOf(mDim, mPer, bmMin), {0, ybase, 1}, {0, 1, 1}};
-  for (const Gemm &g : gemms)
-    if (g.bm != bmMin)
-      throw Unsupported("chains with different row tiles");
   e.out.block = {nt, 1, 1};
   e.out.sharedBytes = 0; // static: read back from the code object
 }
@@ -633,6 +648,8 @@ void GemmEmitter::runGrouped() {
   planBuffers({&g}, int64_t(nt) * 4 + 8); // + the tile scan
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
   e.prologue();
+  e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
+         region_);
   // Which expert and which of its row tiles this block takes: a block scan
   // of the experts' tile counts.
   constexpr int kPer = 8;

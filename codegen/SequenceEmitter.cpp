@@ -263,8 +263,8 @@ void emitDeltaKernel(Emitter &e) {
       e.prologue();
       e.line("  delta_mma<{}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
              "{}L>(",
-             h, hk, dk, dv, tiled, chunk, q.stride[0], q.stride[1],
-             k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+             h, hk, dk, dv, tiled, chunk, q.stride[0], q.stride[1], k.stride[0],
+             k.stride[1], v.stride[0], v.stride[1]);
       e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr,
              q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
              floatLit(scale));
@@ -302,9 +302,8 @@ void emitDeltaKernel(Emitter &e) {
   e.prologue();
   e.line("  delta_chunked<{}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, "
          "{}L, {}L>(",
-         h, hk, dk, dv, tiled, chunk, ncol, split,
-         q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
-         v.stride[1]);
+         h, hk, dk, dv, tiled, chunk, ncol, split, q.stride[0], q.stride[1],
+         k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
   e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,
          k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
          floatLit(scale));

@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #define STRATA_TARGET_SM90 1
+/// Weight blocks sit at the alignment GGUF gives them (BlockDecode.h).
+#define STRATA_ALIGNED_LOADS 1
 typedef unsigned char uint8_t;
 typedef signed char int8_t;
 typedef unsigned short uint16_t;

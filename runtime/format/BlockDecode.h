@@ -182,6 +182,53 @@ STRATA_FN float strata_load_f16(const uint8_t *p) {
   return strata_f16_to_f32(strata_load_u16(p));
 }
 
+// Loads at addresses whose alignment the block format guarantees: GGUF data
+// starts 32-byte aligned (GPU copies 256), rows are whole blocks and every
+// block size is even, so block starts are 2-byte aligned; super-blocks of
+// 136, 144 and 176 bytes start 8-byte aligned. Where the includer defines
+// STRATA_ALIGNED_LOADS (the device preludes) these are single wide loads
+// (one memory instruction for 8 quants instead of 8); elsewhere byte loads.
+// The values are the same either way (little-endian on every target).
+
+/// The u16 at \p p, 2-byte aligned.
+STRATA_FN uint16_t strata_load_u16_a2(const uint8_t *p) {
+#ifdef STRATA_ALIGNED_LOADS
+  return *reinterpret_cast<const uint16_t *>(p);
+#else
+  return strata_load_u16(p);
+#endif
+}
+
+/// The u32 at \p p, 4-byte aligned.
+STRATA_FN uint32_t strata_load_u32_a4(const uint8_t *p) {
+#ifdef STRATA_ALIGNED_LOADS
+  return *reinterpret_cast<const uint32_t *>(p);
+#else
+  return strata_load_u32(p);
+#endif
+}
+
+/// The eight bytes at \p p (2-byte aligned, or 8-byte aligned when \p A8)
+/// into q[0..7].
+template <bool A8> STRATA_FN void strata_load8(const uint8_t *p, uint8_t *q) {
+#ifdef STRATA_ALIGNED_LOADS
+  if (A8) {
+    uint64_t w = *reinterpret_cast<const uint64_t *>(p);
+    for (int k = 0; k < 8; ++k)
+      q[k] = static_cast<uint8_t>(w >> (8 * k));
+    return;
+  }
+  for (int k = 0; k < 4; ++k) {
+    uint16_t w = reinterpret_cast<const uint16_t *>(p)[k];
+    q[2 * k] = static_cast<uint8_t>(w);
+    q[2 * k + 1] = static_cast<uint8_t>(w >> 8);
+  }
+#else
+  for (int k = 0; k < 8; ++k)
+    q[k] = p[k];
+#endif
+}
+
 /// +1 or -1 for a sign bit: the oracle multiplies by the sign rather than
 /// negating (identical for finite values, kept literal for NaN).
 STRATA_FN float strata_sign(uint32_t bit) { return bit ? -1.0f : 1.0f; }
@@ -232,8 +279,9 @@ STRATA_FN void strata_dq8_bf16(const uint8_t *p, int i0, float *out) {
 /// Q8_0, 32 elements in 34 bytes: d (f16) @0, qs[32] (int8) @2.
 /// y[e] = qs[e] * d.
 STRATA_FN void strata_dq8_q8_0(const uint8_t *block, int i0, float *out) {
-  float d = strata_load_f16(block);
-  const uint8_t *qs = block + 2 + i0;
+  float d = strata_f16_to_f32(strata_load_u16_a2(block));
+  uint8_t qs[8];
+  strata_load8<false>(block + 2 + i0, qs);
   for (int k = 0; k < 8; ++k)
     out[k] = static_cast<float>(static_cast<int8_t>(qs[k])) * d;
 }
@@ -242,8 +290,9 @@ STRATA_FN void strata_dq8_q8_0(const uint8_t *block, int i0, float *out) {
 /// the low nibble of qs[e], e >= 16 the high nibble of qs[e - 16].
 /// y = d * (nibble - 8).
 STRATA_FN void strata_dq8_q4_0(const uint8_t *block, int i0, float *out) {
-  float d = strata_load_f16(block);
-  const uint8_t *qs = block + 2 + (i0 & 15);
+  float d = strata_f16_to_f32(strata_load_u16_a2(block));
+  uint8_t qs[8];
+  strata_load8<false>(block + 2 + (i0 & 15), qs);
   int shift = i0 & 16 ? 4 : 0;
   for (int k = 0; k < 8; ++k)
     out[k] = d * static_cast<float>(((qs[k] >> shift) & 0xf) - 8);
@@ -256,9 +305,13 @@ STRATA_FN void strata_dq8_q4_k(const uint8_t *block, int i0, float *out) {
   int j = i0 >> 5;
   int sc, m;
   strata_scale_min_k4(j, block + 4, &sc, &m);
-  float d = strata_load_f16(block) * static_cast<float>(sc);
-  float mf = strata_load_f16(block + 2) * static_cast<float>(m);
-  const uint8_t *qs = block + 16 + 32 * (j >> 1) + (i0 & 31);
+  uint32_t dm = strata_load_u32_a4(block);
+  float d =
+      strata_f16_to_f32(static_cast<uint16_t>(dm)) * static_cast<float>(sc);
+  float mf = strata_f16_to_f32(static_cast<uint16_t>(dm >> 16)) *
+             static_cast<float>(m);
+  uint8_t qs[8];
+  strata_load8<true>(block + 16 + 32 * (j >> 1) + (i0 & 31), qs);
   int shift = 4 * (j & 1);
   for (int k = 0; k < 8; ++k)
     out[k] = d * static_cast<float>((qs[k] >> shift) & 0xf) - mf;
@@ -271,10 +324,14 @@ STRATA_FN void strata_dq8_q5_k(const uint8_t *block, int i0, float *out) {
   int j = i0 >> 5;
   int sc, m;
   strata_scale_min_k4(j, block + 4, &sc, &m);
-  float d = strata_load_f16(block) * static_cast<float>(sc);
-  float mf = strata_load_f16(block + 2) * static_cast<float>(m);
-  const uint8_t *qh = block + 16 + (i0 & 31);
-  const uint8_t *qs = block + 48 + 32 * (j >> 1) + (i0 & 31);
+  uint32_t dm = strata_load_u32_a4(block);
+  float d =
+      strata_f16_to_f32(static_cast<uint16_t>(dm)) * static_cast<float>(sc);
+  float mf = strata_f16_to_f32(static_cast<uint16_t>(dm >> 16)) *
+             static_cast<float>(m);
+  uint8_t qh[8], qs[8];
+  strata_load8<true>(block + 16 + (i0 & 31), qh);
+  strata_load8<true>(block + 48 + 32 * (j >> 1) + (i0 & 31), qs);
   int shift = 4 * (j & 1);
   for (int k = 0; k < 8; ++k) {
     int q = ((qs[k] >> shift) & 0xf) | (((qh[k] >> j) & 1) << 4);
@@ -289,10 +346,11 @@ STRATA_FN void strata_dq8_q5_k(const uint8_t *block, int i0, float *out) {
 /// y = (d * scales[e/16]) * (q - 32).
 STRATA_FN void strata_dq8_q6_k(const uint8_t *block, int i0, float *out) {
   int h = i0 >> 7, r = (i0 >> 5) & 3, l = i0 & 31;
-  float d = strata_load_f16(block + 208);
+  float d = strata_f16_to_f32(strata_load_u16_a2(block + 208));
   float sc = static_cast<float>(static_cast<int8_t>(block[192 + (i0 >> 4)]));
-  const uint8_t *ql = block + 64 * h + 32 * (r & 1) + l;
-  const uint8_t *qh = block + 128 + 32 * h + l;
+  uint8_t ql[8], qh[8];
+  strata_load8<false>(block + 64 * h + 32 * (r & 1) + l, ql);
+  strata_load8<false>(block + 128 + 32 * h + l, qh);
   int shift = 4 * (r >> 1);
   for (int k = 0; k < 8; ++k) {
     int q = ((ql[k] >> shift) & 0xf) | (((qh[k] >> (2 * r)) & 3) << 4);
@@ -303,8 +361,9 @@ STRATA_FN void strata_dq8_q6_k(const uint8_t *block, int i0, float *out) {
 /// IQ4_NL, 32 elements in 18 bytes: d (f16) @0, qs[16] @2, nibbles laid out
 /// as Q4_0's. y = d * kvalues_iq4nl[nibble].
 STRATA_FN void strata_dq8_iq4_nl(const uint8_t *block, int i0, float *out) {
-  float d = strata_load_f16(block);
-  const uint8_t *qs = block + 2 + (i0 & 15);
+  float d = strata_f16_to_f32(strata_load_u16_a2(block));
+  uint8_t qs[8];
+  strata_load8<false>(block + 2 + (i0 & 15), qs);
   int shift = i0 & 16 ? 4 : 0;
   for (int k = 0; k < 8; ++k)
     out[k] =
@@ -318,11 +377,13 @@ STRATA_FN void strata_dq8_iq4_nl(const uint8_t *block, int i0, float *out) {
 /// y = (d * (ls - 32)) * kvalues_iq4nl[nibble].
 STRATA_FN void strata_dq8_iq4_xs(const uint8_t *block, int i0, float *out) {
   int ib = i0 >> 5;
-  uint16_t scalesH = strata_load_u16(block + 2);
+  uint16_t scalesH = strata_load_u16_a2(block + 2);
   int ls = ((block[4 + (ib >> 1)] >> (4 * (ib & 1))) & 0xf) |
            (((scalesH >> (2 * ib)) & 3) << 4);
-  float dl = strata_load_f16(block) * static_cast<float>(ls - 32);
-  const uint8_t *qs = block + 8 + 16 * ib + (i0 & 15);
+  float dl = strata_f16_to_f32(strata_load_u16_a2(block)) *
+             static_cast<float>(ls - 32);
+  uint8_t qs[8];
+  strata_load8<true>(block + 8 + 16 * ib + (i0 & 15), qs);
   int shift = i0 & 16 ? 4 : 0;
   for (int k = 0; k < 8; ++k)
     out[k] =
@@ -337,10 +398,12 @@ STRATA_FN void strata_dq8_iq4_xs(const uint8_t *block, int i0, float *out) {
 STRATA_FN void strata_dq8_iq3_s(const uint8_t *block, int i0, float *out) {
   int g = i0 >> 3, ib = i0 >> 5;
   int s = (block[106 + (ib >> 1)] >> (4 * (ib & 1))) & 0xf;
-  float db = strata_load_f16(block) * static_cast<float>(1 + 2 * s);
+  float db = strata_f16_to_f32(strata_load_u16_a2(block)) *
+             static_cast<float>(1 + 2 * s);
   int qh = block[66 + ib] >> (2 * (g & 3));
-  uint32_t lo = strata_iq3s_grid[block[2 + 2 * g] | ((qh & 1) << 8)];
-  uint32_t hi = strata_iq3s_grid[block[3 + 2 * g] | ((qh & 2) << 7)];
+  uint16_t idx = strata_load_u16_a2(block + 2 + 2 * g);
+  uint32_t lo = strata_iq3s_grid[(idx & 0xff) | ((qh & 1) << 8)];
+  uint32_t hi = strata_iq3s_grid[(idx >> 8) | ((qh & 2) << 7)];
   uint32_t signs = block[74 + g];
   for (int k = 0; k < 8; ++k) {
     uint32_t grid = k < 4 ? lo : hi;
