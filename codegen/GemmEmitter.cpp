@@ -172,9 +172,11 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
 void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
                           const std::string &k, const std::string &dst) {
   if (w.quant()) {
-    e.line("        strata_dq8_{}({} + ({}) / {} * {}, (int)(({}) % {}), {});",
-           format::ggmlTypeInfo(w.ggml).irName, rowPtr, k, w.blockSize,
-           w.blockBytes, k, w.blockSize, dst);
+    bool lds = w.ggml == format::GgmlType::IQ3_S;
+    e.line("        strata_dq8_{}{}({} + ({}) / {} * {}, (int)(({}) % {}), {}{});",
+           format::ggmlTypeInfo(w.ggml).irName, lds ? "_grid" : "", rowPtr, k,
+           w.blockSize, w.blockBytes, k, w.blockSize, dst,
+           lds ? ", iq3s_lds" : "");
   } else {
     // Whole rows of K % 32 == 0 elements: 16-bit pieces are 16-byte aligned.
     e.line("        ld8({}, {}, {});", rowPtr, k, dst);
@@ -202,6 +204,16 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
   bool partialK = g.k % kBK != 0;
   if (partialK && g.w[0].quant())
     throw Unsupported("K is not a multiple of the weight's block");
+  // IQ3_S's grid (2 KiB) in LDS: its lookups are random per lane.
+  if (std::any_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
+        return w.ggml == format::GgmlType::IQ3_S;
+      })) {
+    e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
+    e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
+           "strata_iq3s_grid[i];",
+           g.nt);
+    e.line("  sync_block();");
+  }
   if (g.mma) {
     int wm = 1;
     while (wm * wm < nw && (g.bm / 16) % (wm * 2) == 0)

@@ -359,6 +359,30 @@ void RowEmitter::op(const BodyOp &op) {
     checkReadable(w);
     int64_t c = x.shape[1].constant, kw = w.shape[1].constant;
     int64_t dil = e.intAttr(op, "dilation");
+    if (c % 4 == 0 && constProduct(y.shape, 1) == c) {
+      // Four adjacent channels per thread: one vector load of each tap's
+      // input row piece (and of the four taps' weights when there are four).
+      e.line("  for (long i0 = tid_x() * 4L; i0 < {}L; i0 += {} * 4L) {{", c,
+             kThreads);
+      e.line("    float s[4] = {{0, 0, 0, 0}}, wv[4][{}];", kw);
+      // The four channels' taps: 16-byte loads when there are four taps.
+      e.line("    for (int u = 0; u < 4; ++u) {}", kw == 4
+             ? fmt::format("ld4({}, (i0 + u) * 4, wv[u]);", w.ptr)
+             : fmt::format("for (int j = 0; j < {}; ++j) wv[u][j] = ld({}, "
+                           "(i0 + u) * {} + j);", kw, w.ptr, kw));
+      e.line("#pragma unroll");
+      e.line("    for (int j = 0; j < {}; ++j) {{", kw);
+      e.line("      long src = row - ({} - j) * {}L;", kw - 1, dil);
+      e.line("      if (src < 0) continue;");
+      e.line("      float xv[4];");
+      e.line("      ld4({}, src * {}L + i0, xv);", x.ptr, c);
+      e.line("#pragma unroll");
+      e.line("      for (int u = 0; u < 4; ++u) s[u] += wv[u][j] * xv[u];");
+      e.line("    }}");
+      e.line("    st4({}, i0, s);", rowPtr(y));
+      e.line("  }}");
+      break;
+    }
     loop(y.shape, [&] {
       e.line("    float s = 0;");
       e.line("    for (int j = 0; j < {}; ++j) {{", kw);

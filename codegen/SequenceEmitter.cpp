@@ -318,8 +318,12 @@ void emitSortKernel(Emitter &e) {
   const BodyOp &op = e.body[0];
   Tensor ids = e.tensor(op.inputs[0]);
   int64_t experts = e.intAttr(op, "experts");
-  constexpr int kThreads = 256;
-  if (experts * (kThreads / 32 + 2) * 4 > 48 * 1024)
+  // 512 threads (half the rounds of 256) where the per-wave counts fit.
+  auto fits = [&](int threads) {
+    return experts * (threads / 32 + 2) * 4 <= 44 * 1024;
+  };
+  const int kThreads = fits(512) ? 512 : 256;
+  if (!fits(kThreads))
     throw Unsupported("too many experts for one block's counts");
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);

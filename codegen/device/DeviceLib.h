@@ -626,8 +626,8 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
 }
 
 /// moe_sort in one block: expert histogram (shared atomics), offsets, then
-/// the stable permutation in rounds of NT slots (rank inside a wave by
-/// shuffles, across waves by per-wave counts), and each slot's row.
+/// the stable permutation in rounds of NT slots (rank inside a wave by the
+/// wave's match mask, across waves by per-wave counts), and each slot's row.
 template <int E, int NT, int KS>
 STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
                               int32_t *rows, long S) {
@@ -658,15 +658,10 @@ STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
   for (long r0 = 0; r0 < S; r0 += NT) {
     long s = r0 + tid_x();
     int e = s < S ? ids[s] : -1;
-    int rank = 0, total = 0, first = 1;
-    for (int l = 0; l < 32; ++l) {
-      int o = shfl_i(e, l);
-      if (o == e) {
-        total += 1;
-        if (l < lane)
-          rank += 1, first = 0;
-      }
-    }
+    const uint32_t same = wave_match(e);
+    const int total = __builtin_popcount(same);
+    const int rank = __builtin_popcount(same & ((1u << lane) - 1u));
+    const bool first = rank == 0;
     if (e >= 0 && first)
       wc[w * E + e] = total;
     sync_block();

@@ -50,6 +50,14 @@ STRATA_FN float shfl_f(float v, int src) {
 }
 STRATA_FN float shfl_xor_f(float v, int m) { return shfl_f(v, lane_id() ^ m); }
 STRATA_FN int shfl_xor_i(int v, int m) { return shfl_i(v, lane_id() ^ m); }
+/// The lanes of the wave whose \p v equals this lane's (bit l = lane l):
+/// no match instruction on RDNA, so one shuffle per lane.
+STRATA_FN uint32_t wave_match(int v) {
+  uint32_t m = 0;
+  for (int l = 0; l < 32; ++l)
+    m |= (uint32_t)(shfl_i(v, l) == v) << l;
+  return m;
+}
 
 // Math primitives (no ocml): these lower to v_exp_f32/v_log_f32/v_sqrt_f32
 // with range handling; tanh has no libcall, so it is built from exp.

@@ -42,6 +42,12 @@ STRATA_FN float shfl_f(float v, int src) {
 STRATA_FN float shfl_xor_f(float v, int m) {
   return __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, m, 0x1f);
 }
+/// The lanes of the wave whose \p v equals this lane's (bit l = lane l).
+STRATA_FN uint32_t wave_match(int v) {
+  uint32_t m;
+  asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(m) : "r"(v));
+  return m;
+}
 STRATA_FN int shfl_xor_i(int v, int m) {
   return __nvvm_shfl_sync_bfly_i32(0xffffffffu, v, m, 0x1f);
 }

@@ -395,21 +395,28 @@ STRATA_FN void strata_dq8_iq4_xs(const uint8_t *block, int i0, float *out) {
 /// 9-bit grid indices qs[2g + t] | bit (2g + t) % 8 of qh[ib] << 8 (t = 0, 1;
 /// 4 magnitudes each) and the sign byte signs[g].
 /// y = (d * (1 + 2 * scale nibble ib)) * magnitude * sign.
-STRATA_FN void strata_dq8_iq3_s(const uint8_t *block, int i0, float *out) {
+/// strata_dq8_iq3_s with the grid at \p grid: strata_iq3s_grid or a copy
+/// of it (GPU GEMMs stage one in LDS: a wave's 32 lookups hit up to 16
+/// cache lines of the global table).
+STRATA_FN void strata_dq8_iq3_s_grid(const uint8_t *block, int i0, float *out,
+                                     const uint32_t *grid) {
   int g = i0 >> 3, ib = i0 >> 5;
   int s = (block[106 + (ib >> 1)] >> (4 * (ib & 1))) & 0xf;
   float db = strata_f16_to_f32(strata_load_u16_a2(block)) *
              static_cast<float>(1 + 2 * s);
   int qh = block[66 + ib] >> (2 * (g & 3));
   uint16_t idx = strata_load_u16_a2(block + 2 + 2 * g);
-  uint32_t lo = strata_iq3s_grid[(idx & 0xff) | ((qh & 1) << 8)];
-  uint32_t hi = strata_iq3s_grid[(idx >> 8) | ((qh & 2) << 7)];
+  uint32_t lo = grid[(idx & 0xff) | ((qh & 1) << 8)];
+  uint32_t hi = grid[(idx >> 8) | ((qh & 2) << 7)];
   uint32_t signs = block[74 + g];
   for (int k = 0; k < 8; ++k) {
     uint32_t grid = k < 4 ? lo : hi;
     float mag = static_cast<float>((grid >> (8 * (k & 3))) & 0xff);
     out[k] = db * mag * strata_sign((signs >> k) & 1);
   }
+}
+STRATA_FN void strata_dq8_iq3_s(const uint8_t *block, int i0, float *out) {
+  strata_dq8_iq3_s_grid(block, i0, out, strata_iq3s_grid);
 }
 
 /// IQ3_XXS, 256 elements in 98 bytes: d (f16) @0, qs[64] @2 (8-bit grid
