@@ -164,6 +164,10 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
     tm = 16;
   else if (variant.find("m128") != std::string::npos)
     tm = 128, tn = 128;
+  // 64 columns where 128 would leave a ragged last tile (N = 320: 5 tiles
+  // of 64, not 3 of 128 with 64 columns of zeros).
+  if (tn == 128 && g.n % 128 != 0 && g.n % 64 == 0)
+    tn = 64;
   g.bm = tm;
   g.bn = tn;
   g.nt = tm * tn >= 128 * 64 ? 256 : 128;

@@ -386,13 +386,18 @@ template <int HI, int DI, int BLOCK, int TOP, int NT, int P, class Q, class K,
 STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
                               float inv, float *score, int *id, float *qs) {
   int nc = (int)((t + 1) / BLOCK);
+  // This row's sort size: the smallest power of two holding its visible
+  // blocks (early rows sort a few, not P).
+  int p = 1;
+  while (p < nc)
+    p <<= 1;
   // The query row once into LDS (every thread reads all of it), then each
   // thread's blocks with 4-element vector loads of kb, every head's dot
   // product from one pass over the key (kb is read once, not once a head).
   for (int i = tid_x(); i < HI * DI; i += NT)
     qs[i] = ld(q, i);
   sync_block();
-  for (int b = tid_x(); b < P; b += NT) {
+  for (int b = tid_x(); b < p; b += NT) {
     float s = -__builtin_inff();
     if (b < nc) {
       float d[HI];
@@ -431,9 +436,9 @@ STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
   }
   sync_block();
   // Bitonic sort: "before" = larger score, then lower id.
-  for (int size = 2; size <= P; size <<= 1)
+  for (int size = 2; size <= p; size <<= 1)
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = tid_x(); i < P / 2; i += NT) {
+      for (int i = tid_x(); i < p / 2; i += NT) {
         int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
         bool down = (lo & size) != 0;
         bool before = score[hi] > score[lo] ||
