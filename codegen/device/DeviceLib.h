@@ -332,6 +332,12 @@ STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
   // would go to scratch).
   STRATA_SHARED float chosen[K];
   STRATA_SHARED int chosenId[K];
+  // One barrier per round: the wave bests go to red/redi by the round's
+  // parity (so a slow wave still reading last round's never sees them
+  // overwritten), every thread reduces them to the block best itself, and
+  // the thread that holds the winner marks it (no other thread reads it).
+  STRATA_SHARED float redv[2][NT / 32];
+  STRATA_SHARED int redn[2][NT / 32];
   for (int s = 0; s < K; ++s) {
     // Best (number before NaN, larger value, lower id) per thread, wave,
     // block; taken experts hold the bit pattern 0xffffffff and are skipped.
@@ -348,24 +354,23 @@ STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
       if (route_better(ov, oi, bv, bi))
         bv = ov, bi = oi;
     }
-    sync_block();
     if (lane_id() == 0) {
-      red[tid_x() >> 5] = bv;
-      redi[tid_x() >> 5] = bi;
+      redv[s & 1][tid_x() >> 5] = bv;
+      redn[s & 1][tid_x() >> 5] = bi;
     }
     sync_block();
-    bv = red[0], bi = redi[0];
+    bv = redv[s & 1][0], bi = redn[s & 1][0];
     for (int j = 1; j < NT / 32; ++j)
-      if (route_better(red[j], redi[j], bv, bi))
-        bv = red[j], bi = redi[j];
-    sync_block();
-    if (tid_x() == 0) {
+      if (route_better(redv[s & 1][j], redn[s & 1][j], bv, bi))
+        bv = redv[s & 1][j], bi = redn[s & 1][j];
+    if (bi % NT == tid_x())
       p[bi] = sm_from_bits(0xffffffffu);
+    if (tid_x() == 0) {
       chosen[s] = bv;
       chosenId[s] = bi;
     }
-    sync_block();
   }
+  sync_block();
   if (tid_x() == 0)
     for (int s = 0; s < K; ++s)
       sum += chosen[s];
