@@ -177,10 +177,11 @@ void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
                           const std::string &k, const std::string &dst) {
   if (w.quant()) {
     bool lds = w.ggml == format::GgmlType::IQ3_S;
-    e.line("        strata_dq8_{}{}({} + ({}) / {} * {}, (int)(({}) % {}), {}{});",
-           format::ggmlTypeInfo(w.ggml).irName, lds ? "_grid" : "", rowPtr, k,
-           w.blockSize, w.blockBytes, k, w.blockSize, dst,
-           lds ? ", iq3s_lds" : "");
+    e.line(
+        "        strata_dq8_{}{}({} + ({}) / {} * {}, (int)(({}) % {}), {}{});",
+        format::ggmlTypeInfo(w.ggml).irName, lds ? "_grid" : "", rowPtr, k,
+        w.blockSize, w.blockBytes, k, w.blockSize, dst,
+        lds ? ", iq3s_lds" : "");
   } else {
     // Whole rows of K % 32 == 0 elements: 16-bit pieces are 16-byte aligned.
     e.line("        ld8({}, {}, {});", rowPtr, k, dst);

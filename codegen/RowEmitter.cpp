@@ -366,10 +366,12 @@ void RowEmitter::op(const BodyOp &op) {
              kThreads);
       e.line("    float s[4] = {{0, 0, 0, 0}}, wv[4][{}];", kw);
       // The four channels' taps: 16-byte loads when there are four taps.
-      e.line("    for (int u = 0; u < 4; ++u) {}", kw == 4
-             ? fmt::format("ld4({}, (i0 + u) * 4, wv[u]);", w.ptr)
-             : fmt::format("for (int j = 0; j < {}; ++j) wv[u][j] = ld({}, "
-                           "(i0 + u) * {} + j);", kw, w.ptr, kw));
+      e.line("    for (int u = 0; u < 4; ++u) {}",
+             kw == 4
+                 ? fmt::format("ld4({}, (i0 + u) * 4, wv[u]);", w.ptr)
+                 : fmt::format("for (int j = 0; j < {}; ++j) wv[u][j] = ld({}, "
+                               "(i0 + u) * {} + j);",
+                               kw, w.ptr, kw));
       e.line("#pragma unroll");
       e.line("    for (int j = 0; j < {}; ++j) {{", kw);
       e.line("      long src = row - ({} - j) * {}L;", kw - 1, dil);

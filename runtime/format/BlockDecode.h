@@ -47,8 +47,11 @@
 // here is a plain global prefixed `strata_`, so C-style generated kernel
 // sources can include it next to their own names without a namespace.
 //
-// Blocks are unaligned little-endian byte streams (as stored in GGUF files),
-// so every multi-byte field is assembled from bytes.
+// Blocks are little-endian byte streams (as stored in GGUF files), so every
+// multi-byte field is assembled from bytes, except where the includer
+// defines STRATA_ALIGNED_LOADS (the device preludes): then the fields whose
+// alignment GGUF's layout guarantees are read by wide loads (see "Loads at
+// addresses ..." below; BlockDecodeAlignedTest checks both ways agree).
 //
 // Floating point: values are computed in float32 in the oracle's order, e.g.
 // (d * scale) * q. With finite f16 scales every product here is exact: d's
