@@ -1088,6 +1088,22 @@ STRATA_FN void mma_split(float x, mma_t *hi, mma_t *lo) {
   *lo = to_mma(x - from_mma(h));
 }
 
+/// acc += A B^T over the k tiles 0..rt (A lower block-triangular), both
+/// operands split (hi hi + hi lo + lo hi): A's rows at \p ah / \p al, B's
+/// (B^T stored as rows of k) at \p bh / \p bl, stride LD, 16-wide tiles.
+template <int CT, int LD>
+STRATA_FN void mma_lower_split(float *acc, const mma_t *ah, const mma_t *al,
+                               const mma_t *bh, const mma_t *bl, int rt) {
+#pragma unroll
+  for (int kt = 0; kt < CT; ++kt) {
+    if (kt > rt)
+      break;
+    mma_16x16x16(acc, ah + kt * 16, LD, bh + kt * 16, LD);
+    mma_16x16x16(acc, ah + kt * 16, LD, bl + kt * 16, LD);
+    mma_16x16x16(acc, al + kt * 16, LD, bh + kt * 16, LD);
+  }
+}
+
 /// The gated delta rule in chunked form on the matrix units (bf16 q and k,
 /// the GPU policy). Same algebra as delta_chunked, as matrix products per
 /// chunk of C tokens (C = 16 or 32) and block (head h, NCOL = 32 state
@@ -1291,18 +1307,8 @@ STRATA_FN void delta_mma(const bf16 *q, const bf16 *k, const V *v, const G *g,
     const float gl = Gs[C - 1];
     if (out) {
       float u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-      for (int kt = 0; kt < CT; ++kt) {
-        if (kt > rt)
-          break;
-        const mma_t *th = Th + rt * 16 * LC + kt * 16,
-                    *tl = Tl + rt * 16 * LC + kt * 16;
-        const mma_t *bh = Bh + ct * 16 * LC + kt * 16,
-                    *bl = Bl + ct * 16 * LC + kt * 16;
-        mma_16x16x16(u, th, LC, bh, LC);
-        mma_16x16x16(u, th, LC, bl, LC);
-        mma_16x16x16(u, tl, LC, bh, LC);
-      }
+      mma_lower_split<CT, LC>(u, Th + rt * 16 * LC, Tl + rt * 16 * LC,
+                              Bh + ct * 16 * LC, Bl + ct * 16 * LC, rt);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int r, c;
@@ -1316,18 +1322,8 @@ STRATA_FN void delta_mma(const bf16 *q, const bf16 *k, const V *v, const G *g,
     sync_block();
     // O = gamma Q S0 + P U, stored; then the state at the chunk's end.
     if (out) {
-#pragma unroll
-      for (int kt = 0; kt < CT; ++kt) {
-        if (kt > rt)
-          break;
-        const mma_t *ph = Ph + rt * 16 * LC + kt * 16,
-                    *pl = Pl + rt * 16 * LC + kt * 16;
-        const mma_t *uh = Uh + ct * 16 * LC + kt * 16,
-                    *ul = Ul + ct * 16 * LC + kt * 16;
-        mma_16x16x16(o, ph, LC, uh, LC);
-        mma_16x16x16(o, ph, LC, ul, LC);
-        mma_16x16x16(o, pl, LC, uh, LC);
-      }
+      mma_lower_split<CT, LC>(o, Ph + rt * 16 * LC, Pl + rt * 16 * LC,
+                              Uh + ct * 16 * LC, Ul + ct * 16 * LC, rt);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int r, c;
