@@ -27,7 +27,7 @@ case output_reshape_view).
     must run there to be a GPU test. A compilation the compiler or code
     generator rejects is printed with its message and left out (the case
     keeps a policy that compiled; "rejected" in cases.json). Also writes
-    OUT/tokens-T.txt (T = 1, 37, 100 and 700 for the delta rule; ids below 32) and OUT/cases.json
+    OUT/tokens-T.txt (T = 1, 37, 100, and 700 for the delta rule and QSA; ids below 32) and OUT/cases.json
     (cases, their kernels and GEMM variants, variants per weight type,
     recipes that no kernel runs).
     Weights: f32 and f16 as numpy arrays; bf16, q8_0 and q4_0 through
@@ -393,6 +393,12 @@ def rope_cases() -> list[Case]:
     return cases
 
 
+# The delta rule carries its state across chunks of 16-32 tokens, and
+# qsa_select sorts each row's visible blocks (a power of two per row): one
+# prompt of many chunks and long rows too.
+LONG_PROMPTS = {"max_tokens": 1024, "prompts": PROMPTS + (700,)}
+
+
 def attention_cases() -> list[Case]:
     """Causal GQA at head dims 64/128/256, gated, value dim != key dim,
     non-causal, and QSA with its indexer (block_mean + qsa_select). q, k, v
@@ -477,13 +483,11 @@ def attention_cases() -> list[Case]:
         cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}", "attention",
                             f"QSA: gated attention over the top {top} blocks "
                             f"of {cr} tokens picked by block_mean + "
-                            f"qsa_select (indexer: {hi} heads of {di})"))
+                            f"qsa_select (indexer: {hi} heads of {di})",
+                            **LONG_PROMPTS))
     return cases
 
 
-# The delta rule carries its state across chunks of 16-32 tokens: one prompt
-# of many chunks too.
-DELTA_PROMPTS = {"max_tokens": 1024, "prompts": PROMPTS + (700,)}
 
 
 def conv_delta_cases() -> list[Case]:
@@ -543,7 +547,7 @@ def conv_delta_cases() -> list[Case]:
                             "delta",
                             f"gated_delta_rule: {hk} key heads of {dk}, {h} "
                             f"value heads of {dv}, {heads}",
-                            **DELTA_PROMPTS))
+                            **LONG_PROMPTS))
     # The qwen3next block: conv over q|k|v + silu, the slices read by the
     # norms, the output normalised per head and gated by silu(z).
     hk, h, dk, dv, kc = 2, 4, 64, 64, 4
@@ -580,7 +584,7 @@ def conv_delta_cases() -> list[Case]:
     cases.append(b.case("delta_block_qwen3next", "fused",
                         "qwen3next's delta-net block: conv + silu, slices, "
                         "l2 norms, alpha/beta split, gated per-head norm",
-                        **DELTA_PROMPTS))
+                        **LONG_PROMPTS))
     return cases
 
 
