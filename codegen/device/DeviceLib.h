@@ -938,6 +938,26 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
     }
 }
 
+/// One wave stages a delta-rule chunk's cumulative log decays (an inclusive
+/// scan over the wave) and betas of head \p h from token t0; past T: decay
+/// 0 (G stays), beta 0, so those tokens change nothing.
+template <int H, int C, class G, class B>
+STRATA_FN void delta_stage_decays(const G *g, const B *beta, long t0, long T,
+                                  int h, float *Gs, float *Bs) {
+  const int t = lane_id();
+  const bool in = t < C && t0 + t < T;
+  float run = in ? ld(g, (t0 + t) * H + h) : 0.0f;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    float o = shfl_f(run, t >= d ? t - d : 0);
+    run += t >= d ? o : 0.0f;
+  }
+  if (t < C) {
+    Gs[t] = run;
+    Bs[t] = in ? ld(beta, (t0 + t) * H + h) : 0.0f;
+  }
+}
+
 /// The gated delta rule in chunked form: block (x, y) = value head h and
 /// NCOL state columns (columns evolve independently, so a head splits over
 /// blocks). Per chunk of C tokens with cumulative log decay G (gamma_t =
@@ -998,20 +1018,8 @@ STRATA_FN void delta_chunked(const Q *q, const K *k, const V *v, const G *g,
       int cc = bid_y() * NCOL + i % NCOL;
       Vs[i] = t < T && cc < DV ? ld(v, t * VT + h * VH + cc) : 0.0f;
     }
-    if (tid_x() < 32) {
-      const int t = tid_x();
-      const bool in = t < C && t0 + t < T;
-      float run = in ? ld(g, (t0 + t) * H + h) : 0.0f;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        float o = shfl_f(run, t >= d ? t - d : 0);
-        run += t >= d ? o : 0.0f;
-      }
-      if (t < C) {
-        Gs[t] = run;
-        Bs[t] = in ? ld(beta, (t0 + t) * H + h) : 0.0f;
-      }
-    }
+    if (tid_x() < 32)
+      delta_stage_decays<H, C>(g, beta, t0, T, h, Gs, Bs);
     sync_block();
     for (int e = tid_x(); e < C * C; e += NT) {
       int t = e / C, j = e % C;
@@ -1194,20 +1202,8 @@ STRATA_FN void delta_mma(const bf16 *q, const bf16 *k, const V *v, const G *g,
       for (int u = 0; u < 8; ++u)
         Kt[(c8 + u) * LC + tt] = e8[u];
     }
-    if (w == 0) {
-      const int t = lane_id();
-      const bool in = t < C && t0 + t < T;
-      float run = in ? ld(g, (t0 + t) * H + h) : 0.0f;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        float o = shfl_f(run, t >= d ? t - d : 0);
-        run += t >= d ? o : 0.0f;
-      }
-      if (t < C) {
-        Gs[t] = run;
-        Bs[t] = in ? ld(beta, (t0 + t) * H + h) : 0.0f;
-      }
-    }
+    if (w == 0)
+      delta_stage_decays<H, C>(g, beta, t0, T, h, Gs, Bs);
     sync_block();
     // K S0 and Q S0 of this wave's output tile (S0 split), K K^T and Q K^T
     // of its triangular tile.
