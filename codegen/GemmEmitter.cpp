@@ -74,6 +74,15 @@ format::PlanDim tilesOf(const format::PlanDim &rows, int64_t mult,
   return d;
 }
 
+/// The waves' grid over a matrix-unit tile: wm waves down, wn across.
+void waveGrid(int bm, int nt, int &wm, int &wn) {
+  const int nw = nt / 32;
+  wm = 1;
+  while (wm * wm < nw && (bm / 16) % (wm * 2) == 0)
+    wm *= 2;
+  wn = nw / wm;
+}
+
 class GemmEmitter {
 public:
   explicit GemmEmitter(Emitter &e) : e(e) {}
@@ -95,6 +104,14 @@ private:
   static int64_t tileBytes(const Gemm &g, int nbuf);
 
   void pickTile(Gemm &g, const std::string &variant);
+  /// Blocks of the kernel's \p nt threads that must fit one SM (a register
+  /// cap: ptxas spends what launch_bounds allows): 85 registers a thread
+  /// where every tile holds at most 32 accumulators, else 128 (two
+  /// 256-thread tiles, four 128-thread ones), so one wave's loads and
+  /// decode overlap the others' matrix ops. Measured on the H200: the
+  /// dense Q4_K tile at 130 registers (one block per SM) ran 43 % slower
+  /// than at 128.
+  static int minBlocks(const std::vector<const Gemm *> &gemms, int nt);
   /// The staged K loop and the accumulators, then \p epi per element with
   /// `m`, `n`, `v` (and `v2` for two weights) defined.
   void tileLoop(const Gemm &g, const std::string &aRow,
@@ -146,6 +163,22 @@ void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
   region_ = regionOf(doubleBuffer_ ? 2 : 1);
 }
 
+int GemmEmitter::minBlocks(const std::vector<const Gemm *> &gemms, int nt) {
+  int acc = 0;
+  for (const Gemm *g : gemms) {
+    int per;
+    if (g->mma) {
+      int wm, wn;
+      waveGrid(g->bm, nt, wm, wn);
+      per = (g->bm / 16 / wm) * (g->bn / 16 / wn) * 8;
+    } else {
+      per = (g->bm / 16) * (g->bn / 16);
+    }
+    acc = std::max(acc, per * static_cast<int>(g->w.size()));
+  }
+  return 65536 / (nt * (acc <= 32 ? 85 : 128));
+}
+
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   // The variant's path: f32 weights, and the f32 precision policy's
   // valu_f32 / ffma_f32 variants, take the f32 FMA tile.
@@ -167,6 +200,10 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   // 64 columns where 128 would leave a ragged last tile (N = 320: 5 tiles
   // of 64, not 3 of 128 with 64 columns of zeros).
   if (tn == 128 && g.n % 128 != 0 && g.n % 64 == 0)
+    tn = 64;
+  // Gate and up (swiglu) stage two W tiles: 64 columns each keep the
+  // accumulators of a 128-row tile within the register cap.
+  if (tn == 128 && g.w.size() == 2)
     tn = 64;
   g.bm = tm;
   g.bn = tn;
@@ -190,8 +227,17 @@ void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
 
 void GemmEmitter::wPiece(const Gemm &g, const Tensor &w,
                          const std::string &wRow, bool partialK) {
+  // Branch-free: a column past N reads row N - 1 and is zeroed after, so
+  // the step's loads are one basic block the scheduler can issue ahead of
+  // the matrix ops and consume after them.
+  // Where the tiles cover N exactly there is nothing to test.
+  const bool exact = g.n % g.bn == 0;
   e.line("      {{ float v[8];");
-  e.line("      if (n < {}L) {{", g.n);
+  if (exact)
+    e.line("      {{ {{");
+  else
+    e.line("      {{ const long nl = n < {}L ? n : {}L; {{ const long n = nl;",
+           g.n, g.n - 1);
   e.line("        {}", wRow);
   if (partialK)
     e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
@@ -199,12 +245,15 @@ void GemmEmitter::wPiece(const Gemm &g, const Tensor &w,
            g.k);
   else
     decodeW(w, "wrow", "k0 + kc", "v");
-  e.line("      }} else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+  e.line("      }} }}");
+  if (!exact)
+    e.line("      {{ const bool nok = n < {}L; for (int j = 0; j < 8; ++j) "
+           "v[j] = nok ? v[j] : 0.0f; }}",
+           g.n);
 }
 
 void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
                            const std::vector<std::string> &wRow) {
-  const int nw = g.nt / 32;
   size_t nb = g.w.size();
   bool partialK = g.k % kBK != 0;
   if (partialK && g.w[0].quant())
@@ -220,10 +269,8 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("  sync_block();");
   }
   if (g.mma) {
-    int wm = 1;
-    while (wm * wm < nw && (g.bm / 16) % (wm * 2) == 0)
-      wm *= 2;
-    int wn = nw / wm;
+    int wm, wn;
+    waveGrid(g.bm, g.nt, wm, wn);
     if ((g.bn / 16) % wn != 0)
       throw Unsupported("tile does not split over the waves");
     int fm = g.bm / 16 / wm, fn = g.bn / 16 / wn;
@@ -245,35 +292,41 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     for (size_t b = 0; b < nb; ++b)
       e.line("  float acc{}[{}][{}][8] = {{}};", b, fm, fn);
     e.line("  strata_u4 pa[{}], pw[{}][{}];", ca, nb, cw);
+    // A piece loop's bound test, only where the last round is partial.
+    auto guard = [&](int ci, int pieces) {
+      return (ci + 1) * g.nt > pieces ? fmt::format("if (c < {})", pieces)
+                                      : std::string();
+    };
     auto load = [&](const std::string &kStep) {
       // The step's own k0 (k0 + 32 inside the loop), named apart first:
       // `const long k0 = k0 + 32` would read itself.
       e.line("    {{ const long kload = {}; {{ const long k0 = kload;", kStep);
+      // Rows past M read row M - 1 (M > m0) and are zeroed: no branch.
       for (int ci = 0; ci < ca; ++ci) {
-        e.line("    {{ int c = tid_x() + {}; if (c < {}) {{", ci * g.nt,
-               g.bm * 4);
+        e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
+               guard(ci, g.bm * 4));
         e.line("      int r = c >> 2, kc = (c & 3) * 8; long m = m0 + r;");
+        e.line("      const bool mok = m < M; if (!mok) m = M - 1;");
         if (vecA) {
-          e.line("      pa[{}] = strata_u4{{0, 0, 0, 0}};", ci);
-          e.line("      if (m < M) {{ {} pa[{}] = *(const strata_u4 *)(arow + "
-                 "k0 + kc); }}",
+          e.line("      {{ {} pa[{}] = *(const strata_u4 *)(arow + k0 + kc); "
+                 "}}",
                  aRow, ci);
+          e.line("      pa[{}] = mok ? pa[{}] : strata_u4{{0, 0, 0, 0}};", ci,
+                 ci);
         } else {
           e.line("      float v[8];");
-          e.line("      if (m < M) {{ {} for (int j = 0; j < 8; ++j) v[j] = "
-                 "{}; }}",
-                 aRow,
+          e.line("      {{ {} for (int j = 0; j < 8; ++j) v[j] = {}; }}", aRow,
                  partialK ? "(k0 + kc + j < " + std::to_string(g.k) +
                                 "L ? ld(arow, k0 + kc + j) : 0.0f)"
                           : "ld(arow, k0 + kc + j)");
-          e.line("      else for (int j = 0; j < 8; ++j) v[j] = 0.0f;");
+          e.line("      for (int j = 0; j < 8; ++j) v[j] = mok ? v[j] : 0.0f;");
           e.line("      pa[{}] = pack8_mma(v);", ci);
         }
         e.line("    }} }}");
       }
       for (int ci = 0; ci < cw; ++ci) {
-        e.line("    {{ int c = tid_x() + {}; if (c < {}) {{", ci * g.nt,
-               g.bn * 4);
+        e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
+               guard(ci, g.bn * 4));
         e.line("      int r = c >> 2, kc = (c & 3) * 8;");
         e.line("      long n = {};", g.colOf("r"));
         for (size_t b = 0; b < nb; ++b) {
@@ -298,20 +351,33 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
                "buf * {} + (c >> 2) * {} + (c & 3) * 8) = pw[{}][{}]; }}",
                ci * g.nt, g.bn * 4, b, g.bn * ld, ld, b, ci);
     e.line("    sync_block();");
-    e.line("    if (k0 + {} < {}L)", kBK, g.k);
-    load("k0 + " + std::to_string(kBK));
+    // The last step reloads itself (valid addresses, no branch).
+    load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, g.k, kBK));
+    // Each wave's fragments once per 16 k (one ldmatrix.x4 per 16x16 on
+    // sm_90), then its fm x fn tiles from registers.
     e.line("#pragma unroll");
-    e.line("    for (int kk = 0; kk < {}; kk += 16)", kBK);
+    e.line("    for (int kk = 0; kk < {}; kk += 16) {{", kBK);
+    e.line("      mma_fa fa[{}];", fm);
     e.line("#pragma unroll");
     e.line("      for (int i = 0; i < {}; ++i)", fm);
-    e.line("#pragma unroll");
-    e.line("        for (int j = 0; j < {}; ++j) {{", fn);
-    for (size_t b = 0; b < nb; ++b)
-      e.line("          mma_16x16x16(acc{}[i][j], As + buf * {} + ((wm * {} + "
-             "i) * 16) * {} + kk, {}, Bs{} + buf * {} + ((wn * {} + j) * 16) "
-             "* {} + kk, {});",
-             b, g.bm * ld, fm, ld, ld, b, g.bn * ld, fn, ld, ld);
-    e.line("        }}");
+    e.line("        fa[i] = mma_load_a(As + buf * {} + ((wm * {} + i) * 16) * "
+           "{} + kk, {});",
+           g.bm * ld, fm, ld, ld);
+    for (size_t b = 0; b < nb; ++b) {
+      e.line("      {{ mma_fb fb[{}];", fn);
+      e.line("#pragma unroll");
+      e.line("      for (int j = 0; j < {}; ++j)", fn);
+      e.line(
+          "        fb[j] = mma_load_b(Bs{} + buf * {} + ((wn * {} + j) * 16) "
+          "* {} + kk, {});",
+          b, g.bn * ld, fn, ld, ld);
+      e.line("#pragma unroll");
+      e.line("      for (int i = 0; i < {}; ++i)", fm);
+      e.line("#pragma unroll");
+      e.line("        for (int j = 0; j < {}; ++j)", fn);
+      e.line("          mma_16x16x16_f(acc{}[i][j], fa[i], fb[j]); }}", b);
+    }
+    e.line("    }}");
     if (nbuf == 2)
       e.line("    buf ^= 1;");
     else
@@ -576,7 +642,8 @@ void GemmEmitter::runChains() {
     all.push_back(&g);
   }
   planBuffers(all, 0);
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
+  e.line("STRATA_KERNEL_MIN({}, {}) void @SYMBOL@({}) {{", nt,
+         minBlocks(all, nt), params);
   e.prologue();
   e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
          region_);
@@ -663,7 +730,8 @@ void GemmEmitter::runGrouped() {
   std::string params = e.params();
   const int nt = g.nt;
   planBuffers({&g}, int64_t(nt) * 4 + 8); // + the tile scan
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", nt, params);
+  e.line("STRATA_KERNEL_MIN({}, {}) void @SYMBOL@({}) {{", nt,
+         minBlocks({&g}, nt), params);
   e.prologue();
   e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
          region_);

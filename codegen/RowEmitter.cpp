@@ -29,6 +29,10 @@ class RowEmitter {
 public:
   explicit RowEmitter(Emitter &e) : e(e) {}
   void run();
+  /// hc_write followed by the per-stream norm of its result (K1), emitted
+  /// as one register-resident pass (row_hc_write_norm); false where the
+  /// shapes do not fit it (then each op is emitted on its own).
+  bool writeNorm(const BodyOp &write, const BodyOp &norm);
 
 private:
   Emitter &e;
@@ -418,12 +422,37 @@ void RowEmitter::op(const BodyOp &op) {
     bool shared = op.inputs.size() > first + 1;
     bool gate = op.inputs.size() > first + 2;
     std::string inv = scatter ? in(op, 1).ptr : "";
+    std::string rowOf = scatter ? fmt::format("{}[row * {} + j]", inv, k)
+                                : fmt::format("row * {} + j", k);
+    if (d % 4 == 0) {
+      // Four adjacent columns per thread: each of the k rows (and the
+      // shared expert's) by one vector load, the sum in the scalar order.
+      e.line("  for (long i0 = tid_x() * 4L; i0 < {}L; i0 += {} * 4L) {{", d,
+             kThreads);
+      e.line("    float a[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};");
+      e.line("#pragma unroll");
+      e.line("    for (int j = 0; j < {}; ++j) {{", k);
+      e.line("      long r = {};", rowOf);
+      e.line("      float wj = ld({}, row * {} + j), v[4];", w.ptr, k);
+      e.line("      ld4({}, r * {}L + i0, v);", yv.ptr, d);
+      e.line("      for (int u = 0; u < 4; ++u) a[u] += wj * v[u];");
+      e.line("    }}");
+      if (shared) {
+        e.line(
+            "    {{ float g = {}, v[4];",
+            gate ? fmt::format("sm_sigmoid(ld({}, row))", in(op, first + 2).ptr)
+                 : "1.0f");
+        e.line("    ld4({}, row * {}L + i0, v);", in(op, first + 1).ptr, d);
+        e.line("    for (int u = 0; u < 4; ++u) a[u] += g * v[u]; }}");
+      }
+      e.line("    st4({}, i0, a);", rowPtr(y));
+      e.line("  }}");
+      break;
+    }
     loop(y.shape, [&] {
       e.line("    float a = 0;");
       e.line("    for (int j = 0; j < {}; ++j) {{", k);
-      e.line("      long r = {};", scatter
-                                       ? fmt::format("{}[row * {} + j]", inv, k)
-                                       : fmt::format("row * {} + j", k));
+      e.line("      long r = {};", rowOf);
       e.line("      a += ld({}, row * {} + j) * ld({}, r * {}L + i);", w.ptr, k,
              yv.ptr, d);
       e.line("    }}");
@@ -557,6 +586,42 @@ void RowEmitter::op(const BodyOp &op) {
   }
 }
 
+bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
+  if (write.recipe != Recipe::HcWrite ||
+      (norm.recipe != Recipe::RmsNorm && norm.recipe != Recipe::HcNorm) ||
+      norm.inputs[0].kind != write.outputs[0].kind ||
+      norm.inputs[0].index != write.outputs[0].index ||
+      !norm.inputs[0].view.empty() || !write.outputs[0].view.empty())
+    return false;
+  Tensor r = in(write, 0), f = in(write, 1), lam = in(write, 2);
+  Tensor ro = res(write), y = res(norm);
+  int64_t s = r.shape[1].constant, d = r.shape[2].constant, n = s * d;
+  // Per-stream groups (an rms_norm of `groups` streams, or hc_norm's).
+  int64_t gs = norm.recipe == Recipe::RmsNorm
+                   ? constProduct(ro.shape, ro.shape.size() - 1) /
+                         e.intAttr(norm, "groups")
+                   : constProduct(ro.shape, ro.shape.size() - 1);
+  if (gs != d || constProduct(ro.shape, 1) != n || d % 4 != 0 ||
+      n % (kThreads * 4) != 0 || n / (kThreads * 4) > 16 ||
+      kThreads / 32 * s > 32)
+    return false;
+  int64_t wn = 0;
+  std::string w = "(const float *)0";
+  if (norm.inputs.size() > 1) {
+    Tensor wt = in(norm, 1);
+    checkReadable(wt);
+    wn = constProduct(wt.shape, 0);
+    w = wt.ptr;
+  }
+  if (wn % 4 != 0)
+    return false;
+  e.line(
+      "  row_hc_write_norm<{}, {}, {}, {}>({}, {}, {}, {}, {}, {}, {}, red);",
+      s, d, kThreads, wn, rowPtr(r), rowPtr(f), rowPtr(lam), w, rowPtr(ro),
+      rowPtr(y), floatLit(e.floatAttr(norm, "eps")));
+  return true;
+}
+
 void RowEmitter::run() {
   Tensor y0 = e.tensor({format::BodyRef::Kind::Out, 0, {}});
   rowShape = y0.shape;
@@ -622,8 +687,11 @@ void RowEmitter::run() {
     e.line("  STRATA_SHARED int qsa_id[{}];", qsaBlocks);
     e.line("  STRATA_SHARED float qsa_q[{}];", qsaQuery);
   }
-  for (const BodyOp &op : e.body) {
-    this->op(op);
+  for (size_t i = 0; i < e.body.size(); ++i) {
+    if (i + 1 < e.body.size() && writeNorm(e.body[i], e.body[i + 1]))
+      ++i;
+    else
+      this->op(e.body[i]);
     e.line("  sync_block();");
   }
   e.line("}}");

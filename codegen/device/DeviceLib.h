@@ -9,8 +9,27 @@
 //
 //===----------------------------------------------------------------------===//
 #ifdef STRATA_TARGET_SM90
-STRATA_FN mma_t to_mma(float x) { return sm_f32_to_bf16(x); }
+/// Matrix-unit operands by the hardware conversion (cvt.rn.bf16.f32):
+/// round to nearest even like sm_f32_to_bf16, in one instruction; a NaN
+/// stays a NaN (staged operands are never stored, so its payload is moot).
+STRATA_FN mma_t to_mma(float x) {
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
 STRATA_FN float from_mma(mma_t x) { return sm_bf16_to_f32(x); }
+/// Two values as one word of matrix-unit elements (lo in bits 0-15) by one
+/// cvt.rn.bf16x2.f32 (its first source goes to the high half).
+STRATA_FN uint32_t mma_pack2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#else
+STRATA_FN uint32_t mma_pack2(float lo, float hi) {
+  return (uint32_t)__builtin_bit_cast(uint16_t, to_mma(lo)) |
+         (uint32_t)__builtin_bit_cast(uint16_t, to_mma(hi)) << 16;
+}
 #endif
 
 /// A bf16 activation element (stored bits).
@@ -121,6 +140,79 @@ template <int NT> STRATA_FN float block_max(float v, float *red) {
   sync_block();
   v = lane_id() < NT / 32 ? red[lane_id()] : -__builtin_inff();
   return warp_max(v);
+}
+
+/// hc_write then the per-stream RMS norm of its result (hyper-connection
+/// K1), the row held in registers: R' = R + lam[s] F (stored to \p ro), then
+/// y = R' / sqrt(mean_s(R'^2) + eps) [* w[i % WN]] per stream s of D
+/// elements. R is read once and R' never re-read (row_rms_norm after
+/// hc_write reads it twice more); every thread's P loads are in flight at
+/// once. \p red holds NT / 32 * S floats.
+template <int S, int D, int NT, int WN, class R, class F, class L, class W,
+          class RO, class Y>
+STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
+                                 const W *w, RO *ro, Y *y, float eps,
+                                 float *red) {
+  constexpr int N = S * D, P = N / (NT * 4);
+  static_assert(N % (NT * 4) == 0 && D % 4 == 0 && NT / 32 * S <= 32,
+                "row_hc_write_norm: row shape");
+  float v[P][4], ss[S];
+#pragma unroll
+  for (int t = 0; t < S; ++t)
+    ss[t] = 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = tid_x() * 4 + p * NT * 4, s = i0 / D;
+    float fv[4];
+    ld4(r, i0, v[p]);
+    ld4(f, i0 % D, fv);
+    float l = ld(lam, s);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      v[p][u] = v[p][u] + l * fv[u];
+    st4(ro, i0, v[p]);
+    float q = 0.0f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      q += v[p][u] * v[p][u];
+    // Selects, not ss[s]: a lane-dependent index would put ss in memory.
+#pragma unroll
+    for (int t = 0; t < S; ++t)
+      ss[t] += t == s ? q : 0.0f;
+  }
+#pragma unroll
+  for (int t = 0; t < S; ++t) {
+    float a = warp_sum(ss[t]);
+    if (lane_id() == 0)
+      red[(tid_x() >> 5) * S + t] = a;
+  }
+  sync_block();
+  float scale[S];
+#pragma unroll
+  for (int t = 0; t < S; ++t) {
+    float a = 0.0f;
+    for (int q = 0; q < NT / 32; ++q)
+      a += red[q * S + t];
+    scale[t] = 1.0f / strata_sqrt(a / D + eps);
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = tid_x() * 4 + p * NT * 4, s = i0 / D;
+    float sc = scale[0];
+#pragma unroll
+    for (int t = 1; t < S; ++t)
+      sc = t == s ? scale[t] : sc;
+    float wv[4];
+    if constexpr (WN > 0)
+      ld4(w, i0 % WN, wv);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      v[p][u] *= sc;
+      if constexpr (WN > 0)
+        v[p][u] *= wv[u];
+    }
+    st4(y, i0, v[p]);
+  }
 }
 
 /// RMS normalisation of one row of N elements in groups of GS (rms_norm,
@@ -711,8 +803,7 @@ STRATA_FN strata_u4 pack8_mma(const float *v) {
   strata_u4 r;
 #pragma unroll
   for (int u = 0; u < 4; ++u)
-    r[u] = (uint32_t)__builtin_bit_cast(uint16_t, to_mma(v[2 * u])) |
-           (uint32_t)__builtin_bit_cast(uint16_t, to_mma(v[2 * u + 1])) << 16;
+    r[u] = mma_pack2(v[2 * u], v[2 * u + 1]);
   return r;
 }
 

@@ -28,6 +28,9 @@ typedef long int64_t;
 #define STRATA_KERNEL(N)                                                       \
   extern "C" __attribute__((global))                                           \
   __attribute__((amdgpu_flat_work_group_size(1, N)))
+/// STRATA_KERNEL with a wish of B resident blocks: not passed on here (the
+/// gfx1151 VGPR budget per wave is not what limits these tiles).
+#define STRATA_KERNEL_MIN(N, B) STRATA_KERNEL(N)
 #define STRATA_WAVE 32
 
 STRATA_FN int tid_x() { return __builtin_amdgcn_workitem_id_x(); }
@@ -107,6 +110,43 @@ STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
   for (int i = 0; i < 8; ++i)
     c[i] = acc[i];
   c = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(va, vb, c);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    acc[i] = c[i];
+}
+/// Register fragments of a 16x16 A tile and of a 16x16 B tile (B stored as
+/// rows of k): lane l holds row (column) l % 16, all 16 k.
+typedef v16h mma_fa;
+typedef v16h mma_fb;
+/// 16 f16 values at a 16-byte aligned address: two 16-byte loads (a v16h
+/// load would assume 32-byte alignment).
+STRATA_FN v16h mma_load_row16(const mma_t *p) {
+  struct Pair {
+    uint32_t w[8];
+  } q;
+  typedef uint32_t u4 __attribute__((ext_vector_type(4)));
+  u4 lo = ((const u4 *)p)[0], hi = ((const u4 *)p)[1];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    q.w[i] = lo[i], q.w[4 + i] = hi[i];
+  return __builtin_bit_cast(v16h, q);
+}
+/// A's fragment of the 16x16 tile at \p a (stride lda, rows 16-byte
+/// aligned).
+STRATA_FN mma_fa mma_load_a(const mma_t *a, int lda) {
+  return mma_load_row16(a + (lane_id() & 15) * lda);
+}
+/// B's fragment of the 16 columns at \p b (rows of k, stride ldb).
+STRATA_FN mma_fb mma_load_b(const mma_t *b, int ldb) {
+  return mma_load_row16(b + (lane_id() & 15) * ldb);
+}
+/// acc += A * B^T from loaded fragments (mma_16x16x16's result).
+STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
+  v8f c;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    c[i] = acc[i];
+  c = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a, b, c);
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     acc[i] = c[i];

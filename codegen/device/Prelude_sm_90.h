@@ -24,6 +24,11 @@ typedef long long int64_t;
 #define STRATA_SHARED __attribute__((shared))
 #define STRATA_KERNEL(N)                                                       \
   extern "C" __attribute__((global)) __attribute__((launch_bounds(N)))
+/// A kernel of at most N threads per block of which B blocks must fit one
+/// SM: registers capped at 65536 / (N B) per thread (the GEMM tiles, whose
+/// occupancy halves at 129 registers for 256 threads).
+#define STRATA_KERNEL_MIN(N, B)                                                \
+  extern "C" __attribute__((global)) __attribute__((launch_bounds(N, B)))
 #define STRATA_WAVE 32
 
 STRATA_FN int tid_x() { return __nvvm_read_ptx_sreg_tid_x(); }
@@ -110,6 +115,50 @@ STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+/// Register fragments of a 16x16 A tile and of a 16x16 B tile (B stored as
+/// rows of k), the m16n8k16 layout: four 32-bit registers each.
+typedef uint32_t mma_fa __attribute__((ext_vector_type(4)));
+typedef uint32_t mma_fb __attribute__((ext_vector_type(4)));
+/// Four 8x8 b16 matrices from shared memory by one ldmatrix.x4: lane l
+/// gives the address of row l % 8 of matrix l / 8. Volatile with a memory
+/// clobber: it reads the tile other waves stored before the barrier.
+STRATA_FN mma_fa ldmatrix_x4(const mma_t *row) {
+  // The address-space cast lets the compiler keep 32-bit shared offsets
+  // (no generic 64-bit arithmetic and cvta per load).
+  uint32_t s =
+      (uint32_t)(uint64_t)(const __attribute__((address_space(3))) mma_t *)row;
+  mma_fa f;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(f[0]), "=r"(f[1]), "=r"(f[2]), "=r"(f[3])
+               : "r"(s)
+               : "memory");
+  return f;
+}
+/// A's fragment of the 16x16 tile at \p a (shared memory, stride lda, rows
+/// 16-byte aligned): matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15),
+/// (8-15, 8-15) are a0..a3.
+STRATA_FN mma_fa mma_load_a(const mma_t *a, int lda) {
+  int l = lane_id();
+  return ldmatrix_x4(a + (l & 15) * lda + (l >> 4) * 8);
+}
+/// B's fragment of the 16 columns at \p b (rows of k, stride ldb, rows
+/// 16-byte aligned): b0, b1 of columns 0-7, then of columns 8-15.
+STRATA_FN mma_fb mma_load_b(const mma_t *b, int ldb) {
+  int l = lane_id();
+  return ldmatrix_x4(b + ((l >> 4) * 8 + (l & 7)) * ldb + ((l >> 3) & 1) * 8);
+}
+/// acc += A * B^T from loaded fragments (mma_16x16x16's result).
+STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float *c = acc + 4 * h;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * h]),
+          "r"(b[2 * h + 1]));
   }
 }
 /// The (row, col) of the 16x16 tile that accumulator \p i of this lane
