@@ -213,6 +213,17 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     bySymbol[j.symbol] = jobs.size();
     jobs.push_back(std::move(j));
   }
+  // The synthetic weight fill (strata-run --synthetic-weights on the
+  // device): one more module, not a launch of the plan.
+  {
+    Job j;
+    j.symbol = kSyntheticFillSymbol;
+    j.source = syntheticFillSource(target);
+    j.key = fmt::format("{:016x}", fnv(j.source + "\n" + flagText + "\n" +
+                                       clangVersion + "\n" + ptxasVersion));
+    j.firstKernel = SIZE_MAX;
+    jobs.push_back(std::move(j));
+  }
   const char *srcExt = gfx ? ".hip" : ".cu";
   const char *objExt = gfx ? ".co" : ".ptx";
 
@@ -302,9 +313,15 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
           fmt::format("{}/failed/{}{}", cacheDir, j.symbol, srcExt);
       std::string werr;
       format::writeFileAtomic(src, j.source, werr);
-      error = fmt::format("codegen: kernel {} ({}) for {}: {} (source: {})",
-                          j.firstKernel, plan.kernels[j.firstKernel].label(),
-                          target, j.error, src);
+      error =
+          j.firstKernel == SIZE_MAX
+              ? fmt::format("codegen: the synthetic weight fill for {}: "
+                            "{} (source: {})",
+                            target, j.error, src)
+              : fmt::format("codegen: kernel {} ({}) for {}: {} (source: "
+                            "{})",
+                            j.firstKernel, plan.kernels[j.firstKernel].label(),
+                            target, j.error, src);
       return false;
     }
     std::string base = cacheDir + "/" + j.key, err;
@@ -346,8 +363,16 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     code.args = e.args;
     plan.kernels[k].code = std::move(code);
   }
+  format::PlanCode fill;
+  fill.module = fmt::format("kernels/{}{}", kSyntheticFillSymbol,
+                            gfx ? ".co" : (ptxas.empty() ? ".ptx" : ".cubin"));
+  fill.symbol = kSyntheticFillSymbol;
+  fill.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
+  fill.block = {256, 1, 1};
+  fill.args = syntheticFillArgs();
+  plan.syntheticFill = std::move(fill);
   stats.kernels = plan.kernels.size();
-  stats.distinct = jobs.size();
+  stats.distinct = jobs.size() - 1;
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -396,4 +396,32 @@ std::string deviceSource(const std::string &target,
   return s;
 }
 
+std::string syntheticFillSource(const std::string &target) {
+  std::string s = fmt::format(
+      "// strata-compile: the synthetic weight fill ({}) for {}. Generated: "
+      "edit runtime/SyntheticBlock.h, not this file.\n",
+      kSyntheticFillSymbol, target);
+  s += target == "gfx1151" ? kPreludeGfx1151 : kPreludeSm90;
+  s += kScalarMath;
+  s += kBlockDecode;
+  s += kSyntheticBlock;
+  // One thread a block; consecutive threads write consecutive blocks.
+  s += fmt::format(
+      "STRATA_KERNEL(256) void {}(uint8_t *out, uint64_t seed, uint64_t "
+      "index, uint64_t type, uint64_t type_size, uint64_t rank1, uint64_t "
+      "count, uint64_t stride) {{\n"
+      "  for (uint64_t b = (uint64_t)bid_x() * 256 + tid_x(); b < count; b "
+      "+= stride)\n"
+      "    strata_synthetic_block(seed, index, b, (uint32_t)type, "
+      "(uint32_t)type_size, rank1 != 0, out + b * type_size);\n"
+      "}}\n",
+      kSyntheticFillSymbol);
+  return s;
+}
+
+std::vector<std::string> syntheticFillArgs() {
+  return {"out",       "seed",  "index", "type",
+          "type_size", "rank1", "count", "stride"};
+}
+
 } // namespace strata::codegen

@@ -58,6 +58,17 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
 std::string deviceSource(const std::string &target,
                          const EmittedKernel &kernel);
 
+/// The symbol of the synthetic weight fill kernel every GPU plan carries.
+inline constexpr const char *kSyntheticFillSymbol = "strata_synthetic_fill";
+
+/// The complete source of the synthetic weight fill kernel for \p target
+/// (runtime/SyntheticBlock.h over a grid-stride loop of blocks, one thread
+/// a block; 256 threads; arguments as syntheticFillArgs() names them).
+std::string syntheticFillSource(const std::string &target);
+
+/// Its eight 8-byte arguments, in order.
+std::vector<std::string> syntheticFillArgs();
+
 /// True if \p target has a device code generator.
 bool isDeviceTarget(const std::string &target);
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -496,6 +497,19 @@ bool Executor::loadWeights(Bound &b, std::string &error) {
     weightBytes_.clear();
   std::vector<uint8_t> chunk;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  // GPU plans carry the fill kernel: synthetic blocks are made where they
+  // are used (no host generation, no upload).
+  DeviceFunction fill;
+  const bool onDevice = synthetic_ && plan_.syntheticFill &&
+                        std::string(b.device->codeTarget()) != "host";
+  if (onDevice) {
+    std::string what;
+    if (!b.device->loadFunction(planDir_ + "/" + plan_.syntheticFill->module,
+                                plan_.syntheticFill->symbol, fill, what)) {
+      error = fmt::format("the synthetic weight fill: {}", what);
+      return false;
+    }
+  }
   for (size_t i = 0; i < plan_.weights.size(); ++i) {
     const format::PlanWeight &w = plan_.weights[i];
     const format::TensorInfo *t = gguf_->info().findTensor(w.name);
@@ -511,9 +525,33 @@ bool Executor::loadWeights(Bound &b, std::string &error) {
         error = fmt::format("weight '{}' ({} bytes): {}", w.name, bytes, error);
         return false;
       }
-      // Generated on host threads in chunks of whole blocks, uploaded.
       format::GgmlTypeInfo info = format::ggmlTypeInfo(w.type);
       uint64_t blocks = bytes / info.typeSize;
+      if (onDevice) {
+        // One thread a block, grid-stride past 2^20 workgroups.
+        uint64_t groups = std::min<uint64_t>((blocks + 255) / 256, 1u << 20);
+        CodeLaunch l;
+        l.function = &fill;
+        l.grid[0] = static_cast<uint32_t>(std::max<uint64_t>(1, groups));
+        l.block[0] = 256;
+        l.args = {reinterpret_cast<uint64_t>(data),
+                  *synthetic_,
+                  i,
+                  static_cast<uint64_t>(w.type),
+                  info.typeSize,
+                  syntheticRank1(w.dims) ? 1u : 0u,
+                  blocks,
+                  uint64_t(l.grid[0]) * 256};
+        l.name = fmt::format("the synthetic fill of weight '{}'", w.name);
+        if (!b.device->launchCode(l, error))
+          return false;
+        b.owned.push_back(data);
+        b.weights.push_back(data);
+        if (&b == &main_)
+          weightBytes_.push_back(bytes);
+        continue;
+      }
+      // Generated on host threads in chunks of whole blocks, uploaded.
       uint64_t per =
           std::max<uint64_t>(1, (uint64_t(256) << 20) / info.typeSize);
       for (uint64_t first = 0; first < blocks; first += per) {
@@ -532,6 +570,52 @@ bool Executor::loadWeights(Bound &b, std::string &error) {
     if (&b == &main_)
       weightBytes_.push_back(bytes);
   }
+  if (onDevice && !b.device->synchronize(error)) {
+    error = "the synthetic weight fill: " + error;
+    return false;
+  }
+  if (&b == &main_)
+    syntheticOnDevice_ = onDevice;
+  return true;
+}
+
+bool Executor::verifySyntheticWeights(std::string &report, std::string &error) {
+  if (!synthetic_) {
+    error = "the weights are the file's, not synthetic";
+    return false;
+  }
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<uint8_t> got, want;
+  uint64_t total = 0;
+  for (size_t i = 0; i < plan_.weights.size(); ++i) {
+    const format::PlanWeight &w = plan_.weights[i];
+    uint64_t bytes = weightBytes_[i];
+    got.resize(bytes);
+    want.resize(bytes);
+    if (!device_->download(got.data(), main_.weights[i], bytes, error))
+      return false;
+    syntheticWeight(*synthetic_, i, w.type, w.dims, want.data(),
+                    static_cast<int>(threads));
+    auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+    if (diff.first != got.end()) {
+      uint64_t at = static_cast<uint64_t>(diff.first - got.begin());
+      error = fmt::format(
+          "weight {} '{}' ({}): byte {} (block {}) is {:#04x} on {}, {:#04x} "
+          "in the host fill",
+          i, w.name, format::ggmlTypeInfo(w.type).name, at,
+          at / format::ggmlTypeInfo(w.type).typeSize, *diff.first,
+          device_->name(), *diff.second);
+      return false;
+    }
+    total += bytes;
+  }
+  report = fmt::format(
+      "synthetic weights: {} weights, {} bytes filled {}, "
+      "identical to the host fill",
+      plan_.weights.size(), total,
+      syntheticOnDevice_
+          ? fmt::format("on {} by the plan's fill kernel", device_->name())
+          : std::string("on the host"));
   return true;
 }
 

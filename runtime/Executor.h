@@ -148,6 +148,12 @@ public:
   /// How the last run launched its kernels.
   const GraphUse &graphUse() const { return graphUse_; }
 
+  /// Compares every synthetic weight on the device, byte for byte, with
+  /// the host fill of the same seed (SyntheticBlock.h on both sides); on
+  /// success \p report says how many weights and bytes and where they were
+  /// made, else \p error names the first differing weight and byte.
+  bool verifySyntheticWeights(std::string &report, std::string &error);
+
   const format::Plan &plan() const { return plan_; }
   Device &device() { return *device_; }
 
@@ -198,12 +204,14 @@ private:
   bool readBuffer(const Bound &b, uint32_t index, int64_t tokens,
                   std::vector<float> &out, std::string &error);
   /// Makes every plan weight readable on \p b's device: the file's bytes,
-  /// or synthetic ones (uploaded in chunks, generated on host threads).
+  /// or synthetic ones (GPU plans: made on the device by the plan's fill
+  /// kernel; else generated on host threads and uploaded in chunks).
   bool loadWeights(Bound &b, std::string &error);
 
   format::Plan plan_;
   std::string planDir_;
   std::optional<uint64_t> synthetic_;
+  bool syntheticOnDevice_ = false; ///< filled by the plan's kernel
   std::unique_ptr<format::GgufFile> gguf_;
   std::unique_ptr<Device> device_;
   Bound main_;

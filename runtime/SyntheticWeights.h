@@ -2,15 +2,11 @@
 //
 // `strata-run --synthetic-weights SEED`: every weight is filled with
 // deterministic, valid random blocks of its declared type, so a plan of a
-// real-size model runs from a shapes-only GGUF (no 60 GB download). Valid:
-// every f16 scale of a block is finite and small, quants are random bits;
-// float weights are uniform in +-0.05 (rank-1 ones, norms, biases and the
-// delta rule's A, in -1 +- 0.05: A must be negative). Trained-like
-// magnitudes keep activations finite through the layers.
-//
-// Counter-based: block b of weight w comes from a generator seeded with
-// (seed, w, b) alone, so any split over threads or chunks, and every
-// backend, gets the same bytes.
+// real-size model runs from a shapes-only GGUF (no 60 GB download). The
+// generator is SyntheticBlock.h (shared with the device fill kernel of GPU
+// plans); this is its host side: the cpu backend's fill, and the reference
+// the device fill is verified against. Trained-like magnitudes keep
+// activations finite through the layers.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -21,6 +17,10 @@
 #include <vector>
 
 namespace strata::runtime {
+
+/// Whether a weight of \p dims is filled as rank-1 (centred on -1, see
+/// SyntheticBlock.h): one dimension, or a second dimension of 1.
+bool syntheticRank1(const std::vector<uint64_t> &dims);
 
 /// Writes blocks [\p first, \p first + \p count) of weight \p index (ggml
 /// \p type and \p dims, as the plan lists it) for \p seed into \p out

@@ -197,6 +197,15 @@ json refToJson(const BodyRef &r) {
   return j;
 }
 
+json codeToJson(const PlanCode &c) {
+  return {{"module", c.module},
+          {"symbol", c.symbol},
+          {"grid", shapeToJson(c.grid)},
+          {"block", c.block},
+          {"shared_bytes", c.sharedBytes},
+          {"args", c.args}};
+}
+
 json kernelToJson(const PlanKernel &k) {
   json ins = json::array();
   for (const PlanOperand &o : k.inputs)
@@ -236,15 +245,8 @@ json kernelToJson(const PlanKernel &k) {
     j["variant"] = k.variant;
   j["bytes"] = polyToJson(k.bytes);
   j["flops"] = polyToJson(k.flops);
-  if (k.code) {
-    const PlanCode &c = *k.code;
-    j["code"] = {{"module", c.module},
-                 {"symbol", c.symbol},
-                 {"grid", shapeToJson(c.grid)},
-                 {"block", c.block},
-                 {"shared_bytes", c.sharedBytes},
-                 {"args", c.args}};
-  }
+  if (k.code)
+    j["code"] = codeToJson(*k.code);
   return j;
 }
 
@@ -286,6 +288,8 @@ std::string planToJson(const Plan &p) {
   for (const PlanKernel &k : p.kernels)
     ks.push_back(kernelToJson(k));
   j["kernels"] = ks;
+  if (p.syntheticFill)
+    j["synthetic_fill"] = codeToJson(*p.syntheticFill);
   // Names come from files nobody here controls; bytes that are not UTF-8
   // are written as U+FFFD rather than failing the whole plan.
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -541,6 +545,29 @@ bool readRefs(Reader &r, const json &obj, const std::string &path,
   return true;
 }
 
+bool readCode(Reader &r, const json &c, const std::string &cpath,
+              PlanCode &code) {
+  const json *grid = r.field(c, cpath, "grid");
+  const json *block = r.array(c, cpath, "block");
+  const json *args = r.array(c, cpath, "args");
+  if (!r.str(c, cpath, "module", code.module) ||
+      !r.str(c, cpath, "symbol", code.symbol) || !grid ||
+      !r.shape(*grid, cpath + ".grid", code.grid) || !block || !args ||
+      !r.u64(c, cpath, "shared_bytes", code.sharedBytes))
+    return false;
+  for (const json &e : *block) {
+    if (!e.is_number_integer())
+      return r.fail(cpath + ".block", "expected integers");
+    code.block.push_back(e.get<int64_t>());
+  }
+  for (const json &e : *args) {
+    if (!e.is_string())
+      return r.fail(cpath + ".args", "expected strings");
+    code.args.push_back(e.get<std::string>());
+  }
+  return true;
+}
+
 bool readKernel(Reader &r, const json &k, const std::string &path,
                 PlanKernel &pk) {
   if (!k.is_object())
@@ -630,27 +657,9 @@ bool readKernel(Reader &r, const json &k, const std::string &path,
       !r.poly(k, path, "flops", pk.flops))
     return false;
   if (k.contains("code")) {
-    const json &c = k["code"];
-    std::string cpath = path + ".code";
     PlanCode code;
-    const json *grid = r.field(c, cpath, "grid");
-    const json *block = r.array(c, cpath, "block");
-    const json *args = r.array(c, cpath, "args");
-    if (!r.str(c, cpath, "module", code.module) ||
-        !r.str(c, cpath, "symbol", code.symbol) || !grid ||
-        !r.shape(*grid, cpath + ".grid", code.grid) || !block || !args ||
-        !r.u64(c, cpath, "shared_bytes", code.sharedBytes))
+    if (!readCode(r, k["code"], path + ".code", code))
       return false;
-    for (const json &e : *block) {
-      if (!e.is_number_integer())
-        return r.fail(cpath + ".block", "expected integers");
-      code.block.push_back(e.get<int64_t>());
-    }
-    for (const json &e : *args) {
-      if (!e.is_string())
-        return r.fail(cpath + ".args", "expected strings");
-      code.args.push_back(e.get<std::string>());
-    }
     pk.code = std::move(code);
   }
   return true;
@@ -809,6 +818,20 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
     if (!readKernel(r, (*ks)[i], fmt::format("$.kernels[{}]", i), pk))
       return false;
     p.kernels.push_back(std::move(pk));
+  }
+  if (j.contains("synthetic_fill")) {
+    PlanCode code;
+    if (!readCode(r, j["synthetic_fill"], "$.synthetic_fill", code))
+      return false;
+    // The runtime launches it with 256 threads and eight 8-byte arguments
+    // (SyntheticBlock.h's fill kernel).
+    if (code.module.empty() || code.symbol.empty() || code.block.size() != 3 ||
+        code.block[0] != 256 || code.block[1] != 1 || code.block[2] != 1 ||
+        code.args.size() != 8)
+      return r.fail("$.synthetic_fill",
+                    "expected a module, a symbol, block [256, 1, 1] and 8 "
+                    "arguments");
+    p.syntheticFill = std::move(code);
   }
   if (!r.ok())
     return false;

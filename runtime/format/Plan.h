@@ -196,6 +196,10 @@ struct Plan {
   std::vector<PlanKernel> kernels;
   std::vector<uint32_t> inputs;  ///< buffers the caller fills (tokens)
   std::vector<uint32_t> outputs; ///< buffers the caller reads (logits)
+  /// GPU plans: the kernel that fills a weight with synthetic blocks on the
+  /// device (runtime/SyntheticBlock.h; `strata-run --synthetic-weights`),
+  /// launched with grid x given by the runtime; absent: the host fills.
+  std::optional<PlanCode> syntheticFill;
 };
 
 /// Serialises \p plan as JSON text.

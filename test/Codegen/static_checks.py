@@ -67,6 +67,14 @@ def check_plan(tag, target, plan_dir, report, failures):
         symbols.add(code["symbol"])
         if not os.path.exists(os.path.join(plan_dir, code["module"])):
             failures.append(f"{tag}/{target}: kernel {i}: {code['module']} missing")
+    # The synthetic weight fill is one more module, not a launch.
+    fill = plan.get("synthetic_fill")
+    if not fill:
+        failures.append(f"{tag}/{target}: no synthetic_fill")
+    else:
+        symbols.add(fill["symbol"])
+        if not os.path.exists(os.path.join(plan_dir, fill["module"])):
+            failures.append(f"{tag}/{target}: synthetic_fill: {fill['module']} missing")
     mods = [f for f in os.listdir(os.path.join(plan_dir, "kernels"))
             if f.endswith(".hip" if target == "gfx1151" else ".cu")]
     if len(mods) != len(symbols):

@@ -8,7 +8,9 @@
 # the logits with the CPU's f32 logits (bf16 policy: NMSE <= 1e-3 and top-1
 # >= 97 %; f32 policy: NMSE <= 1e-5), runs it again without --check (the
 # launches as one CUDA graph, replayed once more) and compares those logits
-# the same way, then, if build-diffsuite/ is there,
+# the same way, runs each bundled model with synthetic weights made on the
+# device by the plan's fill kernel (--verify-synthetic: byte-identical to
+# the host fill; --check with them), then, if build-diffsuite/ is there,
 # the differential suite (every op, fused family and GEMM variant x block
 # type as a small model, strata-run --check per case x policy x T) and
 # writes one results file. Without an NVIDIA GPU it says SKIPPED and exits 77.
@@ -57,6 +59,19 @@ for arch in $([ -d build-device ] && echo qwen3 qwen3moe qwen3next qwen4exp); do
       [ $grc -eq 0 ] && [ $gcrc -eq 0 ] || fail=1
     done
   done
+done
+# Synthetic weights made on the device by the plan's fill kernel: every
+# byte equal to the host fill of the same seed (--verify-synthetic), and a
+# --check run with them (the cpu backend fills its own on the host).
+for arch in $([ -d build-device ] && echo qwen3 qwen3moe qwen3next qwen4exp); do
+  plan=build-device/$arch.bf16.sm90
+  log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
+    --tokens-file build-device/tokens-37.txt --synthetic-weights 7 --verify-synthetic --check 2>&1)
+  rc=$?
+  v=$(echo "$log" | grep -m1 '^synthetic weights:' || echo "synthetic weights: FAILED: $(echo "$log" | tail -1)")
+  c=$(echo "$log" | grep -m1 '^check:' || echo "check: FAILED: $(echo "$log" | tail -1)")
+  echo "$arch bf16 T=37 synthetic 7: rc=$rc $v; $c" | tee -a "$FILE"
+  [ $rc -eq 0 ] || fail=1
 done
 # The differential suite: one line per case x policy x T, and a total.
 if [ -d build-diffsuite ]; then

@@ -41,7 +41,8 @@ constexpr const char *kUsage =
     "                  [--backend NAME] [--dump-logits OUT.f32] [--top N]\n"
     "                  [--dump-buffer NAME=OUT.f32 ...]\n"
     "                  [--threads N] [--nan-check] [--profile] [--check]\n"
-    "                  [--synthetic-weights SEED] [--no-graphs] [--repeat N]\n"
+    "                  [--synthetic-weights SEED [--verify-synthetic]]\n"
+    "                  [--no-graphs] [--repeat N]\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
@@ -66,7 +67,12 @@ constexpr const char *kUsage =
     "same\n"
     "                       bytes on every backend: real-size runs without "
     "the\n"
-    "                       download\n"
+    "                       download. GPU plans fill them on the device\n"
+    "                       (the plan's strata_synthetic_fill kernel)\n"
+    "  --verify-synthetic   with --synthetic-weights: compare every weight,\n"
+    "                       byte for byte, with the host fill of the same\n"
+    "                       seed before running (fails naming the first\n"
+    "                       differing weight and byte)\n"
     "  --check              GPU backends: run every kernel also on the cpu\n"
     "                       backend, on the same inputs, and compare outputs\n"
     "                       (NMSE <= 1e-4 for f32 and bf16, i32 mismatch <=\n"
@@ -180,7 +186,7 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
   bool haveTokens = false, haveTokensFile = false, nanCheck = false;
   bool profile = false, profileJson = false, check = false;
-  bool noGraphs = false;
+  bool noGraphs = false, verifySynthetic = false;
   std::optional<uint64_t> synthetic;
   int64_t top = 5;
   int repeat = 1;
@@ -206,6 +212,10 @@ int parseArgs(int argc, char **argv, Options &o) {
     }
     if (a == "--no-graphs") {
       o.noGraphs = true;
+      continue;
+    }
+    if (a == "--verify-synthetic") {
+      o.verifySynthetic = true;
       continue;
     }
     if (a == "--synthetic-weights") {
@@ -283,6 +293,9 @@ int parseArgs(int argc, char **argv, Options &o) {
     return usageError("missing PLAN_DIR (see --help)");
   if (o.gguf.empty())
     return usageError("missing --gguf FILE (see --help)");
+  if (o.verifySynthetic && !o.synthetic)
+    return usageError("--verify-synthetic compares synthetic weights: give "
+                      "--synthetic-weights SEED too");
   if (o.haveTokens == o.haveTokensFile)
     return usageError(
         "give exactly one of --tokens and --tokens-file (see --help)");
@@ -477,6 +490,12 @@ int run(int argc, char **argv) {
       o.planDir, o.synthetic);
   if (!ex)
     return fail(error);
+  if (o.verifySynthetic) {
+    std::string report;
+    if (!ex->verifySyntheticWeights(report, error))
+      return fail("--verify-synthetic: " + error);
+    fmt::print("{}\n", report);
+  }
   if (o.check && !ex->setCheck(runtime::CheckBars{}, error))
     return fail(error);
   ex->setNanCheck(o.nanCheck);

@@ -90,6 +90,36 @@ TEST(Plan, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(q.kernels[0].bytes.at(4), 100 + 4 * 260);
 }
 
+TEST(Plan, SyntheticFillRoundTripAndValidation) {
+  Plan p = smallPlan();
+  p.target = "sm_90";
+  PlanCode fill;
+  fill.module = "kernels/strata_synthetic_fill.cubin";
+  fill.symbol = "strata_synthetic_fill";
+  fill.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
+  fill.block = {256, 1, 1};
+  fill.args = {"out",       "seed",  "index", "type",
+               "type_size", "rank1", "count", "stride"};
+  p.syntheticFill = fill;
+  std::string text = planToJson(p), err;
+  Plan q;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  ASSERT_TRUE(q.syntheticFill.has_value());
+  EXPECT_EQ(q.syntheticFill->symbol, "strata_synthetic_fill");
+  EXPECT_EQ(q.syntheticFill->args.size(), 8u);
+  EXPECT_EQ(planToJson(q), text);
+  // The runtime launches it with 256 threads and 8 arguments: a plan that
+  // says otherwise is refused where it is read.
+  p.syntheticFill->block = {128, 1, 1};
+  EXPECT_NE(errorOf(planToJson(p))
+                .find("$.synthetic_fill: expected a module, a symbol, block "
+                      "[256, 1, 1] and 8 arguments"),
+            std::string::npos);
+  // Host plans (and GPU plans compiled before the device fill) have none.
+  EXPECT_FALSE(smallPlan().syntheticFill.has_value());
+  EXPECT_EQ(planToJson(smallPlan()).find("synthetic_fill"), std::string::npos);
+}
+
 TEST(Plan, FusedKernelRoundTripAndValidation) {
   Plan p = fusedPlan();
   std::string err;
