@@ -929,11 +929,14 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
     // Not unrolled: fully unrolled, the fragment loads of every step are
     // hoisted and the gfx1151 build spills.
 #pragma unroll 1
-    for (int dk = 0; dk < D; dk += 16)
+    for (int dk = 0; dk < D; dk += 16) {
+      // The query fragment once per 16 k, for every key tile.
+      const mma_fa qa = mma_load_a(Qs + rg * 16 * LQ + dk, LQ);
 #pragma unroll
       for (int n = 0; n < KCP / 16; ++n)
-        mma_16x16x16(s[n], Qs + rg * 16 * LQ + dk, LQ,
-                     Ks + (cp * KCP + n * 16) * LK + dk, LK);
+        mma_16x16x16_f(s[n], qa,
+                       mma_load_b(Ks + (cp * KCP + n * 16) * LK + dk, LK));
+    }
     float mx[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -1005,11 +1008,13 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
         o[c][i] *= corr[i];
     }
 #pragma unroll 1
-    for (int kk = 0; kk < KC; kk += 16)
+    for (int kk = 0; kk < KC; kk += 16) {
+      const mma_fa pa = mma_load_a(Ps + rg * 16 * LP + kk, LP);
 #pragma unroll
       for (int c = 0; c < DVW / 16; ++c)
-        mma_16x16x16(o[c], Ps + rg * 16 * LP + kk, LP,
-                     Vt + (cp * DVW + c * 16) * LV + kk, LV);
+        mma_16x16x16_f(o[c], pa,
+                       mma_load_b(Vt + (cp * DVW + c * 16) * LV + kk, LV));
+    }
   }
   const int h = h0 + rg;
 #pragma unroll

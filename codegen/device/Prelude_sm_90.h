@@ -92,31 +92,6 @@ STRATA_FN void strata_sincos(float x, float *s, float *c) {
 typedef uint16_t mma_t; // bf16 bits
 STRATA_FN mma_t to_mma(float x);
 STRATA_FN float from_mma(mma_t x);
-STRATA_FN uint32_t ld_pair(const mma_t *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
-}
-/// acc += A[16x16] * B^T (A row-major, stride lda; B as rows of k, stride
-/// ldb), fragments per the PTX ISA's m16n8k16 layout: lane = 4 g + t.
-STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
-                            int ldb) {
-  int g = lane_id() >> 2, t = lane_id() & 3;
-  uint32_t a0 = ld_pair(a + g * lda + 2 * t);
-  uint32_t a1 = ld_pair(a + (g + 8) * lda + 2 * t);
-  uint32_t a2 = ld_pair(a + g * lda + 2 * t + 8);
-  uint32_t a3 = ld_pair(a + (g + 8) * lda + 2 * t + 8);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const mma_t *bh = b + (8 * h + g) * ldb;
-    uint32_t b0 = ld_pair(bh + 2 * t), b1 = ld_pair(bh + 2 * t + 8);
-    float *c = acc + 4 * h;
-    // Not volatile: a pure function of its operands, so the compiler may
-    // schedule the fragment loads of the next tiles around it.
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
 /// Register fragments of a 16x16 A tile and of a 16x16 B tile (B stored as
 /// rows of k), the m16n8k16 layout: four 32-bit registers each.
 typedef uint32_t mma_fa __attribute__((ext_vector_type(4)));
@@ -160,6 +135,13 @@ STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * h]),
           "r"(b[2 * h + 1]));
   }
+}
+/// acc += A[16x16] * B^T (A row-major, stride lda; B as rows of k, stride
+/// ldb), both in shared memory with 16-byte aligned rows: fragments by
+/// ldmatrix.x4 (one instruction per operand, not four 32-bit loads).
+STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
+                            int ldb) {
+  mma_16x16x16_f(acc, mma_load_a(a, lda), mma_load_b(b, ldb));
 }
 /// The (row, col) of the 16x16 tile that accumulator \p i of this lane
 /// holds (c0..c3 of the n = 0..7 half, then of the n = 8..15 half).
