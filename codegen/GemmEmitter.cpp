@@ -4,13 +4,17 @@
 // with W in any block type. Per K step of 32 the block stages an A tile and a
 // W tile in LDS/shared (each weight block's 8-element pieces decoded once per
 // tile by BlockDecode.h, the same decoder the CPU uses), then its waves run
-// the target's 16x16x16 matrix op (mma_16x16x16 of the prelude: WMMA on
-// gfx1151, mma.sync on sm_90). f32 weights (routers, small projections) take
-// an f32 FMA tile instead, so their numbers stay f32 as on the CPU.
-// Epilogues are the fused body's elementwise ops on the accumulator, with
-// other operands read at the same (row, column); hc_read after a chain
-// (hyper-connection K3) reduces over the streams through an LDS tile, so the
-// gate tensor never reaches memory.
+// the target's 16x16x16 matrix op (fragments by mma_load_a/b, ldmatrix on
+// sm_90; mma_16x16x16_f: WMMA on gfx1151, mma.sync on sm_90). Weights of
+// 256-element blocks in 16-byte multiples (Q4_K, Q5_K) are copied raw into
+// LDS by cp.async a superblock ahead and decoded from there, so no global
+// load waits inside the K loop; other types load and decode the next
+// step's pieces in registers while the matrix units work. f32 weights (routers,
+// small projections) take an f32 FMA tile instead, so their numbers stay f32 as
+// on the CPU. Epilogues are the fused body's elementwise ops on the
+// accumulator, with other operands read at the same (row, column); hc_read
+// after a chain (hyper-connection K3) reduces over the streams through an LDS
+// tile, so the gate tensor never reaches memory.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
@@ -97,11 +101,24 @@ private:
   /// Bytes of the kernel's one LDS region (strata_lds): the chains run in
   /// different blocks, so each carves its tiles (and Cs) from the start.
   int64_t region_ = 0;
+  /// The region exceeds the static limit: dynamic shared memory, sized by
+  /// the launch (plan.json shared_bytes).
+  bool dynamic_ = false;
+  /// The most LDS a GEMM kernel takes (two blocks still fit an SM).
+  static constexpr int64_t kMaxLds = 100 * 1024;
+  /// Declares the kernel's LDS region strata_lds (static or dynamic).
+  void declareRegion();
+  /// Whether \p g stages its raw weight blocks in LDS by cp.async, a
+  /// 256-element superblock ahead, and decodes its W tiles from there
+  /// (blocks of 256 elements, 16-byte multiples: Q4_K, Q5_K; sm_90 only:
+  /// gfx1151 has no asynchronous copy and 64 KiB of LDS).
+  bool rawStaged(const Gemm &g) const;
   /// Decides doubleBuffer_ and region_ for the kernel's GEMMs (\p extra:
   /// other static LDS bytes) and declares the region.
   void planBuffers(const std::vector<const Gemm *> &gemms, int64_t extra);
-  /// Staged tile bytes of \p g with \p nbuf buffers.
-  static int64_t tileBytes(const Gemm &g, int nbuf);
+  /// LDS bytes of \p g: its staged tiles with \p nbuf buffers, and its two
+  /// raw superblock slots where it stages raw blocks.
+  int64_t tileBytes(const Gemm &g, int nbuf) const;
 
   void pickTile(Gemm &g, const std::string &variant);
   /// Blocks of the kernel's \p nt threads that must fit one SM (a register
@@ -143,11 +160,38 @@ void GemmEmitter::stageW8(const Gemm &g, const std::vector<std::string> &wRow,
   e.line("    }}");
 }
 
-int64_t GemmEmitter::tileBytes(const Gemm &g, int nbuf) {
+int64_t GemmEmitter::tileBytes(const Gemm &g, int nbuf) const {
   int64_t elem = g.mma ? 2 : 4, ld = g.mma ? kBK + 8 : kBK + 1;
   if (!g.mma)
     nbuf = 1;
-  return nbuf * (g.bm + static_cast<int64_t>(g.w.size()) * g.bn) * ld * elem;
+  int64_t raw = rawStaged(g) ? 2 * static_cast<int64_t>(g.w.size()) * g.bn *
+                                   g.w[0].blockBytes
+                             : 0;
+  return nbuf * (g.bm + static_cast<int64_t>(g.w.size()) * g.bn) * ld * elem +
+         raw;
+}
+
+bool GemmEmitter::rawStaged(const Gemm &g) const {
+  if (e.target != "sm_90" || !g.mma || g.k % 256 != 0)
+    return false;
+  for (const Tensor &w : g.w)
+    if (!w.quant() || w.blockSize != 256 || w.blockBytes % 16 != 0 ||
+        w.blockBytes != g.w[0].blockBytes)
+      return false;
+  return true;
+}
+
+void GemmEmitter::declareRegion() {
+  if (!dynamic_) {
+    e.line(
+        "  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
+        region_);
+    return;
+  }
+  e.line("  extern STRATA_SHARED __attribute__((aligned(16))) uint8_t "
+         "strata_dyn[];");
+  e.line("  uint8_t *const strata_lds = strata_dyn;");
+  e.out.sharedBytes = static_cast<uint64_t>(region_);
 }
 
 void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
@@ -159,8 +203,14 @@ void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
           {r, tileBytes(*g, nbuf), g->csTile ? int64_t(g->bm) * g->bn * 4 : 0});
     return r;
   };
-  doubleBuffer_ = regionOf(2) + extra <= 44 * 1024;
+  // Two buffers where they fit beside a second block per SM; past the
+  // static limit the region is dynamic shared memory (opt-in).
+  doubleBuffer_ = regionOf(2) + extra <= 44 * 1024 ||
+                  (std::any_of(gemms.begin(), gemms.end(),
+                               [&](const Gemm *g) { return rawStaged(*g); }) &&
+                   regionOf(2) + extra <= kMaxLds);
   region_ = regionOf(doubleBuffer_ ? 2 : 1);
+  dynamic_ = region_ + extra > 44 * 1024;
 }
 
 int GemmEmitter::minBlocks(const std::vector<const Gemm *> &gemms, int nt) {
@@ -292,6 +342,28 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     for (size_t b = 0; b < nb; ++b)
       e.line("  float acc{}[{}][{}][8] = {{}};", b, fm, fn);
     e.line("  strata_u4 pa[{}], pw[{}][{}];", ca, nb, cw);
+    // Raw-staged W: each superblock's rows by cp.async into two LDS slots
+    // one superblock (8 K steps) ahead; the W pieces are decoded from LDS
+    // at their step, so no global load waits inside the K loop.
+    const bool raw = rawStaged(g);
+    const int64_t ts = g.w[0].blockBytes, chunks = ts / 16;
+    if (raw)
+      e.line("  uint8_t *Wr = strata_lds + {};",
+             nbuf * (g.bm + static_cast<int64_t>(nb) * g.bn) * ld * 2);
+    auto issueRaw = [&](const std::string &kb, const std::string &slot) {
+      for (size_t b = 0; b < nb; ++b) {
+        e.line("    for (int c = tid_x(); c < {}; c += {}) {{", g.bn * chunks,
+               g.nt);
+        e.line("      int r = c / {}, q = c % {};", chunks, chunks);
+        e.line("      long n = {}; n = n < {}L ? n : {}L;", g.colOf("r"), g.n,
+               g.n - 1);
+        e.line("      {{ {}", wRow[b]);
+        e.line("        cp_async16(Wr + (({}) * {} + {}) * {} + r * {} + q * "
+               "16, wrow + ({}) * {}L + q * 16); }}",
+               slot, nb, b, g.bn * ts, ts, kb, ts);
+        e.line("    }}");
+      }
+    };
     // A piece loop's bound test, only where the last round is partial.
     auto guard = [&](int ci, int pieces) {
       return (ci + 1) * g.nt > pieces ? fmt::format("if (c < {})", pieces)
@@ -324,7 +396,7 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
         }
         e.line("    }} }}");
       }
-      for (int ci = 0; ci < cw; ++ci) {
+      for (int ci = 0; ci < (raw ? 0 : cw); ++ci) {
         e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
                guard(ci, g.bn * 4));
         e.line("      int r = c >> 2, kc = (c & 3) * 8;");
@@ -337,15 +409,56 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
       }
       e.line("    }} }}");
     };
+    if (raw) {
+      issueRaw("0", "0");
+      e.line("  cp_async_commit();");
+    }
     load("0");
     e.line("  int buf = 0;");
     e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+    if (raw) {
+      // A superblock boundary: the next one's copies go into the other
+      // slot (its last readers passed the previous step's barrier), this
+      // one's must have landed.
+      e.line("    if (k0 % 256 == 0) {{");
+      e.line("    const long kb = k0 / 256;");
+      e.line("    if (k0 + 256 < {}L) {{", g.k);
+      issueRaw("kb + 1", "(kb + 1) & 1");
+      e.line("    cp_async_commit(); cp_async_wait_one();");
+      e.line("    }} else cp_async_wait_all();");
+      e.line("    sync_block();");
+      e.line("    }}");
+      // This step's W pieces from the staged superblock.
+      const bool exact = g.n % g.bn == 0;
+      for (int ci = 0; ci < cw; ++ci) {
+        e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
+               guard(ci, g.bn * 4));
+        e.line("      int r = c >> 2, kc = (c & 3) * 8;");
+        if (!exact)
+          e.line("      const bool nok = {} < {}L;", g.colOf("r"), g.n);
+        for (size_t b = 0; b < nb; ++b) {
+          e.line("      {{ float v[8];");
+          decodeW(g.w[b],
+                  fmt::format("(Wr + (((k0 / 256) & 1) * {} + {}) * {} + r * "
+                              "{})",
+                              nb, b, g.bn * ts, ts),
+                  "k0 % 256 + kc", "v");
+          if (!exact)
+            e.line("      for (int j = 0; j < 8; ++j) v[j] = nok ? v[j] : "
+                   "0.0f;");
+          e.line("      *(strata_u4 *)(Bs{} + buf * {} + r * {} + kc) = "
+                 "pack8_mma(v); }}",
+                 b, g.bn * ld, ld);
+        }
+        e.line("    }} }}");
+      }
+    }
     for (int ci = 0; ci < ca; ++ci)
       e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)(As + "
              "buf * {} + (c >> 2) * {} + (c & 3) * 8) = {}(pa[{}]); }}",
              ci * g.nt, g.bm * 4, g.bm * ld, ld, vecA ? "mma_from_bf16x8" : "",
              ci);
-    for (int ci = 0; ci < cw; ++ci)
+    for (int ci = 0; ci < (raw ? 0 : cw); ++ci)
       for (size_t b = 0; b < nb; ++b)
         e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)(Bs{} + "
                "buf * {} + (c >> 2) * {} + (c & 3) * 8) = pw[{}][{}]; }}",
@@ -645,8 +758,7 @@ void GemmEmitter::runChains() {
   e.line("STRATA_KERNEL_MIN({}, {}) void @SYMBOL@({}) {{", nt,
          minBlocks(all, nt), params);
   e.prologue();
-  e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
-         region_);
+  declareRegion();
   int64_t ybase = 0, bmMin = INT64_MAX;
   format::PlanDim mDim;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
@@ -697,7 +809,8 @@ void GemmEmitter::runChains() {
   int64_t mPer = gemms[0].mPer;
   e.out.grid = {tilesOf(mDim, mPer, bmMin), {0, ybase, 1}, {0, 1, 1}};
   e.out.block = {nt, 1, 1};
-  e.out.sharedBytes = 0; // static: read back from the code object
+  if (!dynamic_)
+    e.out.sharedBytes = 0; // static: read back from the code object
 }
 
 void GemmEmitter::runGrouped() {
@@ -733,8 +846,7 @@ void GemmEmitter::runGrouped() {
   e.line("STRATA_KERNEL_MIN({}, {}) void @SYMBOL@({}) {{", nt,
          minBlocks({&g}, nt), params);
   e.prologue();
-  e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_lds[{}];",
-         region_);
+  declareRegion();
   // Which expert and which of its row tiles this block takes: a block scan
   // of the experts' tile counts.
   constexpr int kPer = 8;

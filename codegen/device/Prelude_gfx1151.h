@@ -32,6 +32,15 @@ typedef long int64_t;
 /// gfx1151 VGPR budget per wave is not what limits these tiles).
 #define STRATA_KERNEL_MIN(N, B) STRATA_KERNEL(N)
 #define STRATA_WAVE 32
+/// cp.async's interface as plain copies (no asynchronous global -> LDS copy
+/// is used here): done at once, so commit and wait have nothing to do.
+STRATA_FN void cp_async16(void *lds, const void *g) {
+  typedef unsigned int u4 __attribute__((ext_vector_type(4)));
+  *(u4 *)lds = *(const u4 *)g;
+}
+STRATA_FN void cp_async_commit() {}
+STRATA_FN void cp_async_wait_one() {}
+STRATA_FN void cp_async_wait_all() {}
 
 STRATA_FN int tid_x() { return __builtin_amdgcn_workitem_id_x(); }
 STRATA_FN int bid_x() { return __builtin_amdgcn_workgroup_id_x(); }

@@ -53,6 +53,26 @@ STRATA_FN uint32_t wave_match(int v) {
   asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(m) : "r"(v));
   return m;
 }
+/// 16 bytes global -> shared without registers (cp.async.cg: L2 only);
+/// both addresses 16-byte aligned. Complete after cp_async_wait_* and a
+/// barrier.
+STRATA_FN void cp_async16(void *lds, const void *g) {
+  uint32_t s =
+      (uint32_t)(uint64_t)(__attribute__((address_space(3))) void *)lds;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g)
+               : "memory");
+}
+/// Closes the group of copies issued since the last commit.
+STRATA_FN void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+/// Waits for all but the newest committed group (for all of them).
+STRATA_FN void cp_async_wait_one() {
+  asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
+STRATA_FN void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
 STRATA_FN int shfl_xor_i(int v, int m) {
   return __nvvm_shfl_sync_bfly_i32(0xffffffffu, v, m, 0x1f);
 }
