@@ -33,6 +33,14 @@ public:
   /// as one register-resident pass (row_hc_write_norm); false where the
   /// shapes do not fit it (then each op is emitted on its own).
   bool writeNorm(const BodyOp &write, const BodyOp &norm);
+  /// A norm's optional weight: its element count (0: none) and pointer.
+  std::pair<int64_t, std::string> normWeight(const BodyOp &norm) {
+    if (norm.inputs.size() < 2)
+      return {0, "(const float *)0"};
+    Tensor wt = in(norm, 1);
+    checkReadable(wt);
+    return {constProduct(wt.shape, 0), wt.ptr};
+  }
 
 private:
   Emitter &e;
@@ -180,14 +188,7 @@ void RowEmitter::op(const BodyOp &op) {
     Tensor x = in(op, 0);
     int64_t d = constProduct(x.shape, x.shape.size() - 1);
     int64_t gs = op.recipe == Recipe::RmsNorm ? d / e.intAttr(op, "groups") : d;
-    int64_t wn = 0;
-    std::string w = "(const float *)0";
-    if (op.inputs.size() > 1) {
-      Tensor wt = in(op, 1);
-      checkReadable(wt);
-      wn = constProduct(wt.shape, 0);
-      w = wt.ptr;
-    }
+    auto [wn, w] = normWeight(op);
     e.line("  row_rms_norm<{}, {}, {}, {}>({}, {}, {}, {}, red);", n, gs,
            kThreads, wn, rowPtr(x), w, rowPtr(y),
            floatLit(e.floatAttr(op, "eps")));
@@ -605,14 +606,7 @@ bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
       n % (kThreads * 4) != 0 || n / (kThreads * 4) > 16 ||
       kThreads / 32 * s > 32)
     return false;
-  int64_t wn = 0;
-  std::string w = "(const float *)0";
-  if (norm.inputs.size() > 1) {
-    Tensor wt = in(norm, 1);
-    checkReadable(wt);
-    wn = constProduct(wt.shape, 0);
-    w = wt.ptr;
-  }
+  auto [wn, w] = normWeight(norm);
   if (wn % 4 != 0)
     return false;
   e.line(

@@ -102,27 +102,6 @@ typedef _Float16 v16h __attribute__((ext_vector_type(16)));
 typedef float v8f __attribute__((ext_vector_type(8)));
 STRATA_FN mma_t to_mma(float x) { return (mma_t)x; }
 STRATA_FN float from_mma(mma_t x) { return (float)x; }
-/// acc += A[16x16] * B^T where \p a points at A's row 0 (stride lda) and \p b
-/// at B's column 0 stored as rows of k (stride ldb). Lane l holds A row
-/// l%16 and B column l%16, all 16 k (both half-waves hold the same).
-STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
-                            int ldb) {
-  int l = lane_id() & 15;
-  v16h va, vb;
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    va[k] = a[l * lda + k];
-    vb[k] = b[l * ldb + k];
-  }
-  v8f c;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    c[i] = acc[i];
-  c = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(va, vb, c);
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    acc[i] = c[i];
-}
 /// Register fragments of a 16x16 A tile and of a 16x16 B tile (B stored as
 /// rows of k): lane l holds row (column) l % 16, all 16 k.
 typedef v16h mma_fa;
@@ -159,6 +138,14 @@ STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     acc[i] = c[i];
+}
+/// acc += A[16x16] * B^T where \p a points at A's row 0 (stride lda) and \p b
+/// at B's column 0 stored as rows of k (stride ldb), rows 16-byte aligned.
+/// Lane l holds A row l%16 and B column l%16, all 16 k (both half-waves
+/// hold the same).
+STRATA_FN void mma_16x16x16(float *acc, const mma_t *a, int lda, const mma_t *b,
+                            int ldb) {
+  mma_16x16x16_f(acc, mma_load_a(a, lda), mma_load_b(b, ldb));
 }
 /// The (row, col) of the 16x16 tile that accumulator \p i of this lane
 /// holds: rows 2i and 2i+1 split over the half-waves, the column is the lane.
