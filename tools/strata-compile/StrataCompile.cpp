@@ -361,7 +361,9 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
     }
     fmt::print(" ],\n \"totals\": {{\"kernels\": {}, \"bytes\": {:.0f}, "
                "\"flops\": {:.0f}, \"seconds\": {:.6g}}},\n",
-               rows.size(), totalB, totalF, totalS);
+               rows.size(), totalB, totalF,
+               // -1 as per kernel: some kernel cannot launch (occupancy 0).
+               std::isfinite(totalS) ? totalS : -1.0);
     fmt::print(" \"arena\": {{\"bytes\": {}, \"lower_bound\": {}}},\n",
                p.arenaBytes, p.arenaLowerBound);
     fmt::print(" \"hc_sites\": {{\"sites\": {}, \"bytes\": {:.0f}, "
