@@ -545,16 +545,11 @@ bool Executor::loadWeights(Bound &b, std::string &error) {
         l.name = fmt::format("the synthetic fill of weight '{}'", w.name);
         if (!b.device->launchCode(l, error))
           return false;
-        b.owned.push_back(data);
-        b.weights.push_back(data);
-        if (&b == &main_)
-          weightBytes_.push_back(bytes);
-        continue;
       }
-      // Generated on host threads in chunks of whole blocks, uploaded.
+      // Else generated on host threads in chunks of whole blocks, uploaded.
       uint64_t per =
           std::max<uint64_t>(1, (uint64_t(256) << 20) / info.typeSize);
-      for (uint64_t first = 0; first < blocks; first += per) {
+      for (uint64_t first = 0; !onDevice && first < blocks; first += per) {
         uint64_t n = std::min(per, blocks - first);
         chunk.resize(n * info.typeSize);
         syntheticBlocksParallel(*synthetic_, i, w.type, w.dims, first, n,
