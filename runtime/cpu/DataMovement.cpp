@@ -133,6 +133,10 @@ void runLastRows(KernelCtx &ctx) {
   size_t row = format::planDTypeSize(type);
   for (size_t d = 1; d < xs.size(); ++d)
     row *= static_cast<size_t>(xs[d]);
+  // No rows (or empty rows): nothing to copy, and the buffers may be null
+  // (memcpy's arguments must not be, even for zero bytes).
+  if (n * row == 0)
+    return;
   const uint8_t *src = inputAsOutput(ctx, 0);
   std::memcpy(ctx.outRaw(0, type), src + (xs[0] - n) * row, n * row);
 }
@@ -171,8 +175,9 @@ void runConcat(KernelCtx &ctx) {
     int64_t at = 0;
     for (size_t i = 0; i < srcs.size(); ++i) {
       int64_t len = ctx.inShape(i)[ax];
-      std::memcpy(dst + (o * ys[ax] + at) * inner * esz,
-                  srcs[i] + o * len * inner * esz, len * inner * esz);
+      if (len * inner > 0) // an empty input may have no storage at all
+        std::memcpy(dst + (o * ys[ax] + at) * inner * esz,
+                    srcs[i] + o * len * inner * esz, len * inner * esz);
       at += len;
     }
   }
