@@ -110,9 +110,17 @@ private:
   void declareRegion();
   /// Whether \p g stages its raw weight blocks in LDS by cp.async, a
   /// 256-element superblock ahead, and decodes its W tiles from there
-  /// (blocks of 256 elements, 16-byte multiples: Q4_K, Q5_K; sm_90 only:
-  /// gfx1151 has no asynchronous copy and 64 KiB of LDS).
+  /// (every block type of 32 or 256 elements, K a multiple of 256; sm_90
+  /// only: gfx1151 has no asynchronous copy and 64 KiB of LDS).
   bool rawStaged(const Gemm &g) const;
+  /// Bytes of one row's superblock (256 elements) of \p g's weights.
+  static int64_t superBytes(const Gemm &g);
+  /// Every row's superblock starts 16-byte aligned (Q4_K, Q5_K): copied
+  /// exactly; else a 16-byte aligned window around it, which keeps each
+  /// byte's address mod 16, so the decoders' aligned loads stay valid.
+  static bool rawAligned(const Gemm &g);
+  /// LDS bytes of one staged row (the superblock or its window).
+  static int64_t rawRowBytes(const Gemm &g);
   /// Decides doubleBuffer_ and region_ for the kernel's GEMMs (\p extra:
   /// other static LDS bytes) and declares the region.
   void planBuffers(const std::vector<const Gemm *> &gemms, int64_t extra);
@@ -165,7 +173,7 @@ int64_t GemmEmitter::tileBytes(const Gemm &g, int nbuf) const {
   if (!g.mma)
     nbuf = 1;
   int64_t raw = rawStaged(g) ? 2 * static_cast<int64_t>(g.w.size()) * g.bn *
-                                   g.w[0].blockBytes
+                                   rawRowBytes(g)
                              : 0;
   return nbuf * (g.bm + static_cast<int64_t>(g.w.size()) * g.bn) * ld * elem +
          raw;
@@ -175,10 +183,24 @@ bool GemmEmitter::rawStaged(const Gemm &g) const {
   if (e.target != "sm_90" || !g.mma || g.k % 256 != 0)
     return false;
   for (const Tensor &w : g.w)
-    if (!w.quant() || w.blockSize != 256 || w.blockBytes % 16 != 0 ||
-        w.blockBytes != g.w[0].blockBytes)
+    if (!w.quant() || 256 % w.blockSize != 0 || w.ggml != g.w[0].ggml)
       return false;
   return true;
+}
+
+int64_t GemmEmitter::superBytes(const Gemm &g) {
+  return 256 / g.w[0].blockSize * g.w[0].blockBytes;
+}
+
+bool GemmEmitter::rawAligned(const Gemm &g) {
+  return superBytes(g) % 16 == 0 &&
+         g.k / g.w[0].blockSize * g.w[0].blockBytes % 16 == 0;
+}
+
+int64_t GemmEmitter::rawRowBytes(const Gemm &g) {
+  // A window from the segment's start rounded down to 16 bytes: at most 15
+  // bytes before it and the rest after it.
+  return rawAligned(g) ? superBytes(g) : (superBytes(g) + 15 + 15) / 16 * 16;
 }
 
 void GemmEmitter::declareRegion() {
@@ -346,7 +368,9 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     // one superblock (8 K steps) ahead; the W pieces are decoded from LDS
     // at their step, so no global load waits inside the K loop.
     const bool raw = rawStaged(g);
-    const int64_t ts = g.w[0].blockBytes, chunks = ts / 16;
+    const int64_t sb = raw ? superBytes(g) : 0, lr = raw ? rawRowBytes(g) : 0,
+                  chunks = lr / 16;
+    const bool window = raw && !rawAligned(g);
     if (raw)
       e.line("  uint8_t *Wr = strata_lds + {};",
              nbuf * (g.bm + static_cast<int64_t>(nb) * g.bn) * ld * 2);
@@ -358,9 +382,15 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
         e.line("      long n = {}; n = n < {}L ? n : {}L;", g.colOf("r"), g.n,
                g.n - 1);
         e.line("      {{ {}", wRow[b]);
+        if (window)
+          e.line("        const uint8_t *src = (const uint8_t *)((unsigned "
+                 "long long)(wrow + ({}) * {}L) & ~15ull);",
+                 kb, sb);
+        else
+          e.line("        const uint8_t *src = wrow + ({}) * {}L;", kb, sb);
         e.line("        cp_async16(Wr + (({}) * {} + {}) * {} + r * {} + q * "
-               "16, wrow + ({}) * {}L + q * 16); }}",
-               slot, nb, b, g.bn * ts, ts, kb, ts);
+               "16, src + q * 16); }}",
+               slot, nb, b, g.bn * lr, lr);
         e.line("    }}");
       }
     };
@@ -438,11 +468,20 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
           e.line("      const bool nok = {} < {}L;", g.colOf("r"), g.n);
         for (size_t b = 0; b < nb; ++b) {
           e.line("      {{ float v[8];");
-          decodeW(g.w[b],
-                  fmt::format("(Wr + (((k0 / 256) & 1) * {} + {}) * {} + r * "
-                              "{})",
-                              nb, b, g.bn * ts, ts),
-                  "k0 % 256 + kc", "v");
+          std::string seg =
+              fmt::format("(Wr + (((k0 / 256) & 1) * {} + {}) * {} + r * {})",
+                          nb, b, g.bn * lr, lr);
+          if (window) {
+            // The segment's offset in its window: its global address mod 16.
+            e.line("      const uint8_t *seg = {};", seg);
+            e.line("      {{ long n = {}; n = n < {}L ? n : {}L; {}",
+                   g.colOf("r"), g.n, g.n - 1, wRow[b]);
+            e.line("        seg += (unsigned long long)(wrow + k0 / 256 * "
+                   "{}L) & 15; }}",
+                   sb);
+            seg = "seg";
+          }
+          decodeW(g.w[b], seg, "k0 % 256 + kc", "v");
           if (!exact)
             e.line("      for (int j = 0; j < 8; ++j) v[j] = nok ? v[j] : "
                    "0.0f;");

@@ -25,6 +25,8 @@ namespace {
 
 /// Device memory comes in whole units of this, aligned to it.
 constexpr uint64_t kAlignment = 256;
+/// Readable bytes past every allocation's end (see alloc()).
+constexpr uint64_t kSlack = 16;
 /// The largest module file loadFunction reads.
 constexpr size_t kMaxModuleBytes = size_t(1) << 30;
 
@@ -303,11 +305,12 @@ bool GpuDevice<Api>::finishCopy(std::string_view what, std::string &error) {
 
 template <class Api>
 void *GpuDevice<Api>::alloc(uint64_t bytes, std::string &error) {
-  // Whole units, as the drivers hand them out anyway; zero bytes still get
-  // an address of their own.
-  uint64_t rounded = bytes == 0
-                         ? kAlignment
-                         : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  // Whole units, as the drivers hand them out anyway, with 16 bytes to
+  // spare past the end (generated GEMMs copy 16-byte aligned windows around
+  // weight rows, up to 15 bytes past a row); zero bytes still get an
+  // address of their own.
+  uint64_t rounded =
+      (bytes + kSlack + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < bytes) {
     error = message(fmt::format("cannot allocate {} bytes", bytes));
     return nullptr;
