@@ -35,7 +35,14 @@ using format::Recipe;
 
 namespace {
 
-constexpr int kBK = 32; ///< K per staged tile (one 32-block, 1/8 of a 256)
+constexpr int kBK = 32;     ///< K per staged tile (one 32-block, 1/8 of a 256)
+constexpr int kSkinnyN = 8; ///< the most columns of a skinny GEMM
+constexpr int kSkinnyRows = 4; ///< rows per warp of a skinny GEMM
+
+/// Row stride (floats) of the f32 Cs tile of \p bn columns: 4 floats of
+/// padding put the 8 rows an accumulator store touches in different banks
+/// (2-way instead of 8-way conflicts at bn = 128).
+int csLd(int bn) { return bn + 4; }
 
 /// A ref's identity (kind, index) for value tracking.
 std::pair<int, uint32_t> key(const BodyRef &r) {
@@ -54,6 +61,10 @@ struct Gemm {
   /// The epilogue stages an f32 [bm][bn] tile (Cs) in the LDS region after
   /// the K loop (hc_read's stream mean).
   bool csTile = false;
+  /// Unquantised weights of at most kSkinnyN rows: dot products by warps (a
+  /// warp per kSkinnyRows rows, each lane 8 k at a time) instead of the FMA
+  /// tile, whose 16 columns of threads would mostly compute zeros.
+  bool skinny = false;
   /// Column c of the tile -> global column (default n0 + c).
   std::function<std::string(const std::string &)> colOf;
   std::vector<std::string> epilogue; ///< lines; `v` is the accumulator(s)
@@ -169,6 +180,8 @@ void GemmEmitter::stageW8(const Gemm &g, const std::vector<std::string> &wRow,
 }
 
 int64_t GemmEmitter::tileBytes(const Gemm &g, int nbuf) const {
+  if (g.skinny)
+    return 0;
   int64_t elem = g.mma ? 2 : 4, ld = g.mma ? kBK + 8 : kBK + 1;
   if (!g.mma)
     nbuf = 1;
@@ -221,8 +234,8 @@ void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
   auto regionOf = [&](int nbuf) {
     int64_t r = 0;
     for (const Gemm *g : gemms)
-      r = std::max(
-          {r, tileBytes(*g, nbuf), g->csTile ? int64_t(g->bm) * g->bn * 4 : 0});
+      r = std::max({r, tileBytes(*g, nbuf),
+                    g->csTile ? int64_t(g->bm) * csLd(g->bn) * 4 : 0});
     return r;
   };
   // Two buffers where they fit beside a second block per SM; past the
@@ -244,7 +257,7 @@ int GemmEmitter::minBlocks(const std::vector<const Gemm *> &gemms, int nt) {
       waveGrid(g->bm, nt, wm, wn);
       per = (g->bm / 16 / wm) * (g->bn / 16 / wn) * 8;
     } else {
-      per = (g->bm / 16) * (g->bn / 16);
+      per = g->skinny ? kSkinnyRows * g->bn : (g->bm / 16) * (g->bn / 16);
     }
     acc = std::max(acc, per * static_cast<int>(g->w.size()));
   }
@@ -258,9 +271,16 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
           variant.find("valu_f32") == std::string::npos &&
           variant.find("ffma_f32") == std::string::npos;
   if (!g.mma) {
-    // Columns rounded to 16, at most 64: a 4-column projection (the
-    // hyper-connection injection logits) does not pay for 64.
     g.bm = 32, g.nt = 256;
+    // A few columns (the hyper-connection injection logits, N = 4): warp
+    // dot products; 8 warps of kSkinnyRows rows make the 32-row tile.
+    if (g.n <= kSkinnyN && g.k % 8 == 0 && g.w.size() == 1 && !g.w[0].quant()) {
+      static_assert(8 * kSkinnyRows == 32, "skinny rows per block");
+      g.skinny = true;
+      g.bn = static_cast<int>(g.n);
+      return;
+    }
+    // Columns rounded to 16, at most 64.
     g.bn = static_cast<int>(std::min<int64_t>(64, (g.n + 15) / 16 * 16));
     return;
   }
@@ -553,6 +573,48 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("        float v = acc0[i][j][q];");
     if (nb > 1)
       e.line("        float v2 = acc1[i][j][q];");
+  } else if (g.skinny) {
+    // Warp dot products: each lane takes 8 k of every row and column per
+    // step (16-byte A loads, the few W rows hit in cache), sums over the
+    // warp at the end; lane 0 runs the epilogue.
+    if (nb != 1 || partialK || g.k % 8 != 0)
+      throw Unsupported("skinny GEMM shape");
+    e.line("  const int wave = tid_x() >> 5;");
+    e.line("  float acc0[{}][{}] = {{}};", kSkinnyRows, g.bn);
+    e.line("  for (long k0 = lane_id() * 8L; k0 < {}L; k0 += 256) {{", g.k);
+    e.line("    float wv[{}][8];", g.bn);
+    e.line("#pragma unroll");
+    e.line("    for (int j = 0; j < {}; ++j) {{", g.bn);
+    e.line("      const long n = {};", g.colOf("j"));
+    e.line("      {} ld8(wrow, k0, wv[j]);", wRow[0]);
+    e.line("    }}");
+    e.line("#pragma unroll");
+    e.line("    for (int i = 0; i < {}; ++i) {{", kSkinnyRows);
+    e.line("      long m = m0 + wave * {} + i; m = m < M ? m : M - 1;",
+           kSkinnyRows);
+    e.line("      float av[8];");
+    e.line("      {{ {} ld8(arow, k0, av); }}", aRow);
+    e.line("#pragma unroll");
+    e.line("      for (int j = 0; j < {}; ++j)", g.bn);
+    e.line("#pragma unroll");
+    e.line("        for (int u = 0; u < 8; ++u) acc0[i][j] += av[u] * "
+           "wv[j][u];");
+    e.line("    }}");
+    e.line("  }}");
+    e.line("#pragma unroll");
+    e.line("  for (int i = 0; i < {}; ++i)", kSkinnyRows);
+    e.line("#pragma unroll");
+    e.line(
+        "    for (int j = 0; j < {}; ++j) acc0[i][j] = warp_sum(acc0[i][j]);",
+        g.bn);
+    e.line("  if (lane_id() == 0)");
+    e.line("#pragma unroll");
+    e.line("  for (int i = 0; i < {}; ++i)", kSkinnyRows);
+    e.line("#pragma unroll");
+    e.line("    for (int j = 0; j < {}; ++j) {{", g.bn);
+    e.line("        long m = m0 + wave * {} + i, n = {};", kSkinnyRows,
+           g.colOf("j"));
+    e.line("        float v = acc0[i][j];");
   } else {
     // f32 FMA tile: 16 x 16 threads, BM/16 rows x BN/16 columns each.
     if (g.nt != 256 || g.bm % 16 || g.bn % 16)
@@ -776,9 +838,11 @@ void GemmEmitter::runChains() {
       g.n = ns * d;
       for (std::string &l : c.epi)
         g.epilogue.push_back(l);
-      g.epilogue.push_back(fmt::format("Cs[r * {} + c] = {} * ld({}, {});",
-                                       g.bn, c.gateVar, xn.ptr,
-                                       elementIndex(xn, xn.shape, "row", "i")));
+      // The gate alone: the image is read in the stream reduction below,
+      // by rows of consecutive columns (a scattered 2-byte load per
+      // accumulator here).
+      g.epilogue.push_back(
+          fmt::format("Cs[r * {} + c] = {};", csLd(g.bn), c.gateVar));
     } else {
       for (std::string &l : c.epi)
         g.epilogue.push_back(l);
@@ -833,8 +897,13 @@ void GemmEmitter::runChains() {
       e.line("    long m = m0 + r;");
       e.line("    if (m >= M) continue;");
       e.line("    float a = 0;");
-      e.line("    for (int s = 0; s < {}; ++s) a += Cs[r * {} + s * {} + c];",
-             ns, g.bn, bd);
+      e.line("    const long row = m; (void)row;");
+      e.line("#pragma unroll");
+      e.line("    for (int s = 0; s < {}; ++s) {{", ns);
+      e.line("      const long i = s * {}L + d0 + c; (void)i;", d);
+      e.line("      a += Cs[r * {} + s * {} + c] * ld({}, {});", csLd(g.bn), bd,
+             xn.ptr, elementIndex(xn, xn.shape, "row", "i"));
+      e.line("    }}");
       e.line("    st({}, m * {}L + d0 + c, a / {}.0f);", y.ptr, d, ns);
       e.line("  }}");
     }

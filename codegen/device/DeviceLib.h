@@ -87,6 +87,11 @@ STRATA_FN void ld8(const bf16 *p, int64_t i, float *o) {
     o[2 * u + 1] = sm_bf16_to_f32((uint16_t)(w[u] >> 16));
   }
 }
+// Eight adjacent f32 at a 32-byte aligned index: two 16-byte loads.
+STRATA_FN void ld8(const float *p, int64_t i, float *o) {
+  ld4(p, i, o);
+  ld4(p, i + 4, o + 4);
+}
 template <class P> STRATA_FN void ld8(const P *p, int64_t i, float *o) {
   for (int u = 0; u < 8; ++u)
     o[u] = ld(p, i + u);
@@ -146,8 +151,11 @@ template <int NT> STRATA_FN float block_max(float v, float *red) {
 /// K1), the row held in registers: R' = R + lam[s] F (stored to \p ro), then
 /// y = R' / sqrt(mean_s(R'^2) + eps) [* w[i % WN]] per stream s of D
 /// elements. R is read once and R' never re-read (row_rms_norm after
-/// hc_write reads it twice more); every thread's P loads are in flight at
-/// once. \p red holds NT / 32 * S floats.
+/// hc_write reads it twice more). Every load of a phase is issued before its
+/// first store: R and RO may be one buffer (K1 updates R in place), so the
+/// compiler may not move a load of r past a store to ro, and loads
+/// interleaved with stores left one load in flight per thread (measured
+/// 81 % of the copy rate on the H200). \p red holds NT / 32 * S floats.
 template <int S, int D, int NT, int WN, class R, class F, class L, class W,
           class RO, class Y>
 STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
@@ -156,29 +164,43 @@ STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
   constexpr int N = S * D, P = N / (NT * 4);
   static_assert(N % (NT * 4) == 0 && D % 4 == 0 && NT / 32 * S <= 32,
                 "row_hc_write_norm: row shape");
-  float v[P][4], ss[S];
+  float v[P][4], fv[P][4], lv[S], ss[S];
 #pragma unroll
-  for (int t = 0; t < S; ++t)
+  for (int p = 0; p < P; ++p) {
+    const int i0 = tid_x() * 4 + p * NT * 4;
+    ld4(r, i0, v[p]);
+    ld4(f, i0 % D, fv[p]);
+  }
+#pragma unroll
+  for (int t = 0; t < S; ++t) {
+    lv[t] = ld(lam, t);
     ss[t] = 0.0f;
+  }
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int i0 = tid_x() * 4 + p * NT * 4, s = i0 / D;
-    float fv[4];
-    ld4(r, i0, v[p]);
-    ld4(f, i0 % D, fv);
-    float l = ld(lam, s);
+    // Selects, not lv[s] / ss[s]: a lane-dependent index would put them in
+    // memory.
+    float l = lv[0];
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
-      v[p][u] = v[p][u] + l * fv[u];
-    st4(ro, i0, v[p]);
+    for (int t = 1; t < S; ++t)
+      l = t == s ? lv[t] : l;
     float q = 0.0f;
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < 4; ++u) {
+      v[p][u] = v[p][u] + l * fv[p][u];
       q += v[p][u] * v[p][u];
-    // Selects, not ss[s]: a lane-dependent index would put ss in memory.
+    }
+    st4(ro, i0, v[p]);
 #pragma unroll
     for (int t = 0; t < S; ++t)
       ss[t] += t == s ? q : 0.0f;
+  }
+  // The norm weights' loads (fv's registers, free now) overlap the reduction.
+  if constexpr (WN > 0) {
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+      ld4(w, (tid_x() * 4 + p * NT * 4) % WN, fv[p]);
   }
 #pragma unroll
   for (int t = 0; t < S; ++t) {
@@ -202,14 +224,11 @@ STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
 #pragma unroll
     for (int t = 1; t < S; ++t)
       sc = t == s ? scale[t] : sc;
-    float wv[4];
-    if constexpr (WN > 0)
-      ld4(w, i0 % WN, wv);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       v[p][u] *= sc;
       if constexpr (WN > 0)
-        v[p][u] *= wv[u];
+        v[p][u] *= fv[p][u];
     }
     st4(y, i0, v[p]);
   }
