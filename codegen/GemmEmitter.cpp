@@ -5,16 +5,17 @@
 // W tile in LDS/shared (each weight block's 8-element pieces decoded once per
 // tile by BlockDecode.h, the same decoder the CPU uses), then its waves run
 // the target's 16x16x16 matrix op (fragments by mma_load_a/b, ldmatrix on
-// sm_90; mma_16x16x16_f: WMMA on gfx1151, mma.sync on sm_90). Weights of
-// 256-element blocks in 16-byte multiples (Q4_K, Q5_K) are copied raw into
-// LDS by cp.async a superblock ahead and decoded from there, so no global
-// load waits inside the K loop; other types load and decode the next
-// step's pieces in registers while the matrix units work. f32 weights (routers,
-// small projections) take an f32 FMA tile instead, so their numbers stay f32 as
-// on the CPU. Epilogues are the fused body's elementwise ops on the
-// accumulator, with other operands read at the same (row, column); hc_read
-// after a chain (hyper-connection K3) reduces over the streams through an LDS
-// tile, so the gate tensor never reaches memory.
+// sm_90; mma_16x16x16_f: WMMA on gfx1151, mma.sync on sm_90). On sm_90
+// quantised weights are copied raw into LDS by cp.async a stage (256 or 128
+// elements of K) ahead and decoded from there, so no global load waits
+// inside the K loop; elsewhere the next step's pieces are loaded and decoded
+// in registers while the matrix units work. f32 weights (routers, small
+// projections) take an f32 FMA tile (or warp dot products for a few
+// columns) instead, so their numbers stay f32 as on the CPU. Epilogues are the
+// fused body's elementwise ops on the accumulator, with other operands read at
+// the same (row, column); hc_read after a chain (hyper-connection K3) reduces
+// over the streams through an LDS tile, so the gate tensor never reaches
+// memory.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
@@ -119,12 +120,16 @@ private:
   static constexpr int64_t kMaxLds = 100 * 1024;
   /// Declares the kernel's LDS region strata_lds (static or dynamic).
   void declareRegion();
-  /// Whether \p g stages its raw weight blocks in LDS by cp.async, a
-  /// 256-element superblock ahead, and decodes its W tiles from there
-  /// (every block type of 32 or 256 elements, K a multiple of 256; sm_90
-  /// only: gfx1151 has no asynchronous copy and 64 KiB of LDS).
+  /// Whether \p g stages its raw weight blocks in LDS by cp.async, a stage
+  /// (stageK) ahead, and decodes its W tiles from there (block types whose
+  /// blocks divide the stage; sm_90 only: gfx1151 has no asynchronous copy
+  /// and 64 KiB of LDS).
   bool rawStaged(const Gemm &g) const;
-  /// Bytes of one row's superblock (256 elements) of \p g's weights.
+  /// K elements per raw stage: a 256-element superblock where K allows,
+  /// else 128 (the experts' down projection, K = 640, of 32-element
+  /// blocks); 0 where neither divides K.
+  static int64_t stageK(const Gemm &g);
+  /// Bytes of one row's stage (stageK elements) of \p g's weights.
   static int64_t superBytes(const Gemm &g);
   /// Every row's superblock starts 16-byte aligned (Q4_K, Q5_K): copied
   /// exactly; else a 16-byte aligned window around it, which keeps each
@@ -193,16 +198,21 @@ int64_t GemmEmitter::tileBytes(const Gemm &g, int nbuf) const {
 }
 
 bool GemmEmitter::rawStaged(const Gemm &g) const {
-  if (e.target != "sm_90" || !g.mma || g.k % 256 != 0)
+  const int64_t s = stageK(g);
+  if (e.target != "sm_90" || !g.mma || s == 0)
     return false;
   for (const Tensor &w : g.w)
-    if (!w.quant() || 256 % w.blockSize != 0 || w.ggml != g.w[0].ggml)
+    if (!w.quant() || s % w.blockSize != 0 || w.ggml != g.w[0].ggml)
       return false;
   return true;
 }
 
+int64_t GemmEmitter::stageK(const Gemm &g) {
+  return g.k % 256 == 0 ? 256 : g.k % 128 == 0 ? 128 : 0;
+}
+
 int64_t GemmEmitter::superBytes(const Gemm &g) {
-  return 256 / g.w[0].blockSize * g.w[0].blockBytes;
+  return stageK(g) / g.w[0].blockSize * g.w[0].blockBytes;
 }
 
 bool GemmEmitter::rawAligned(const Gemm &g) {
@@ -391,6 +401,7 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     const int64_t sb = raw ? superBytes(g) : 0, lr = raw ? rawRowBytes(g) : 0,
                   chunks = lr / 16;
     const bool window = raw && !rawAligned(g);
+    const int64_t st = raw ? stageK(g) : 0; // K elements per stage
     if (raw)
       e.line("  uint8_t *Wr = strata_lds + {};",
              nbuf * (g.bm + static_cast<int64_t>(nb) * g.bn) * ld * 2);
@@ -470,9 +481,9 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
       // A superblock boundary: the next one's copies go into the other
       // slot (its last readers passed the previous step's barrier), this
       // one's must have landed.
-      e.line("    if (k0 % 256 == 0) {{");
-      e.line("    const long kb = k0 / 256;");
-      e.line("    if (k0 + 256 < {}L) {{", g.k);
+      e.line("    if (k0 % {} == 0) {{", st);
+      e.line("    const long kb = k0 / {};", st);
+      e.line("    if (k0 + {} < {}L) {{", st, g.k);
       issueRaw("kb + 1", "(kb + 1) & 1");
       e.line("    cp_async_commit(); cp_async_wait_one();");
       e.line("    }} else cp_async_wait_all();");
@@ -489,19 +500,19 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
         for (size_t b = 0; b < nb; ++b) {
           e.line("      {{ float v[8];");
           std::string seg =
-              fmt::format("(Wr + (((k0 / 256) & 1) * {} + {}) * {} + r * {})",
-                          nb, b, g.bn * lr, lr);
+              fmt::format("(Wr + (((k0 / {}) & 1) * {} + {}) * {} + r * {})",
+                          st, nb, b, g.bn * lr, lr);
           if (window) {
             // The segment's offset in its window: its global address mod 16.
             e.line("      const uint8_t *seg = {};", seg);
             e.line("      {{ long n = {}; n = n < {}L ? n : {}L; {}",
                    g.colOf("r"), g.n, g.n - 1, wRow[b]);
-            e.line("        seg += (unsigned long long)(wrow + k0 / 256 * "
+            e.line("        seg += (unsigned long long)(wrow + k0 / {} * "
                    "{}L) & 15; }}",
-                   sb);
+                   st, sb);
             seg = "seg";
           }
-          decodeW(g.w[b], seg, "k0 % 256 + kc", "v");
+          decodeW(g.w[b], seg, fmt::format("k0 % {} + kc", st), "v");
           if (!exact)
             e.line("      for (int j = 0; j < 8; ++j) v[j] = nok ? v[j] : "
                    "0.0f;");

@@ -646,6 +646,18 @@ def moe_cases(types: tuple[str, ...]) -> list[Case]:
         cases.append(b.case(f"moe_experts_{t}", "moe_experts",
                             f"grouped experts over {t} stacks [2, {f}, {dd}], "
                             "top 1 of 2", types=(t,)))
+    # The down projection's K = 384 (not a multiple of 256): 128-element
+    # raw stages on sm_90, as the seed model's K = 640.
+    for t in ("iq4_nl", "q8_0"):
+        if t not in types:
+            continue
+        b = Body(64)
+        experts(b, 2, 2, 64, 384, t)
+        b("%m = moe_combine(%y, %w)")
+        b.output("%m", 64)
+        cases.append(b.case(f"moe_experts_{t}_f384", "moe_experts",
+                            f"grouped experts over {t} stacks [2, 384, 64], "
+                            "top 2 of 2 (down K = 384)", types=(t,)))
     # Row tiles: T*k/E rows per expert at T = 128 pick 16, 64, 128.
     for t in ("q8_0",):
         if t not in types:
@@ -941,6 +953,15 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
                             f"--logits last: [1, {k}] x {t} [72, {k}] "
                             "(last_rows; the 16-row tile)",
                             flags=("--logits", "last"), types=(t,)))
+        if bk == 32:
+            # K % 256 != 0 but K % 128 == 0: sm_90 stages raw blocks 128
+            # elements of K at a time (the experts' down projection, K = 640).
+            b = Body(384)
+            b(f"%y = matmul(%x, {b.w('w.weight', (200, 384), t)})")
+            b.output("%y", 200)
+            cases.append(b.case(f"matmul_{t}_k384_n200", "matmul",
+                                f"[T, 384] x {t} [200, 384] (128-element raw "
+                                "stages)", types=(t,)))
     return cases
 
 
