@@ -131,11 +131,11 @@ private:
   static int64_t stageK(const Gemm &g);
   /// Bytes of one row's stage (stageK elements) of \p g's weights.
   static int64_t superBytes(const Gemm &g);
-  /// Every row's superblock starts 16-byte aligned (Q4_K, Q5_K): copied
+  /// Every row's stage starts 16-byte aligned (Q4_K, Q5_K): copied
   /// exactly; else a 16-byte aligned window around it, which keeps each
   /// byte's address mod 16, so the decoders' aligned loads stay valid.
   static bool rawAligned(const Gemm &g);
-  /// LDS bytes of one staged row (the superblock or its window).
+  /// LDS bytes of one staged row (the stage or its window).
   static int64_t rawRowBytes(const Gemm &g);
   /// Decides doubleBuffer_ and region_ for the kernel's GEMMs (\p extra:
   /// other static LDS bytes) and declares the region.
