@@ -361,6 +361,8 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     code.block = e.block;
     code.sharedBytes = e.sharedBytes;
     code.args = e.args;
+    code.pre = e.pre;
+    code.workspace = e.workspace;
     plan.kernels[k].code = std::move(code);
   }
   format::PlanCode fill;

@@ -366,6 +366,8 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
         c = '_';
     out.symbol =
         fmt::format("{}_{}", label, detail::hashHex(text).substr(0, 12));
+    if (out.pre)
+      out.pre->symbol = out.symbol + "_prep";
     size_t pos;
     while ((pos = text.find("@SYMBOL@")) != std::string::npos)
       text.replace(pos, 8, out.symbol);

@@ -25,6 +25,7 @@
 #include "runtime/format/Plan.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct EmittedKernel {
   uint64_t sharedBytes = 0;
   /// Argument order: "buffer:N", "weight:N" per pointer, then "T".
   std::vector<std::string> args;
+  /// A pre-launch from the same source, with the same arguments (its symbol
+  /// is the kernel's with the suffix "_prep"; the body names it
+  /// @SYMBOL@_prep).
+  std::optional<format::PlanPreLaunch> pre;
+  /// Workspace bytes the code needs, f(T) (zero: none).
+  format::PlanDim workspace;
 };
 
 /// Emits kernel \p k of \p plan for \p target ("gfx1151" or "sm_90"). The

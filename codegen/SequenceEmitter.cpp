@@ -247,9 +247,59 @@ void emitDeltaKernel(Emitter &e) {
   for (const Access *a : {&q, &k})
     mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
           a->stride[1] % 8 == 0;
+  const ir::Target *target = ir::lookupTarget(e.target);
+  int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
+  // The split form (delta_prep + delta_seq): V's column blocks whole and
+  // copyable by 16-byte pieces, records in the kernel's workspace (the
+  // body's temporaries are slices this family reads as views, never stored).
+  int64_t vb = v.t.ctype == "float" ? 4 : 2, vAlign = 16 / vb;
+  bool twoPass = mma && dv % 32 == 0 && v.off % vAlign == 0 &&
+                 v.stride[0] % vAlign == 0 && v.stride[1] % vAlign == 0;
+  if (twoPass) {
+    int64_t chunk = 32, lk = dk + 8, lc = chunk + 8, ncol = 32;
+    int64_t buf =
+        (2 * chunk * lk + 4 * chunk * lc) * 2 + chunk * ncol * vb + 4 * chunk;
+    int64_t fixed = 2 * (2 * ncol * lk + 6 * ncol * lc);
+    int nbuf = 2 * buf + fixed <= limit ? 2 : 1;
+    int64_t seqBytes = nbuf * buf + fixed;
+    int64_t rec = 4 * chunk * chunk * 2 + 4 * chunk;
+    int64_t prepBytes = 2 * chunk * lk * 2 + rec +
+                        4 * (2 * chunk * (chunk + 1) + 16 * 17 + chunk);
+    if (seqBytes <= limit && prepBytes <= limit) {
+      e.workspace = true;
+      std::string params = e.params();
+      e.line("STRATA_KERNEL(128) void @SYMBOL@_prep({}) {{", params);
+      e.prologue();
+      e.line("  delta_prep<{}, {}, {}, {}, {}, {}L, {}L, {}L, {}L>(", h, hk, dk,
+             tiled, chunk, q.stride[0], q.stride[1], k.stride[0], k.stride[1]);
+      e.line("      {} + {}, {} + {}, {}, {}, (uint8_t *)ws, T);", q.t.ptr,
+             q.off, k.t.ptr, k.off, g.t.ptr, b.t.ptr);
+      e.line("}}");
+      e.line("STRATA_KERNEL(128) void @SYMBOL@({}) {{", params);
+      e.prologue();
+      e.line("  delta_seq<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
+             "{}L>(",
+             h, hk, dk, dv, tiled, chunk, nbuf, q.stride[0], q.stride[1],
+             k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+      e.line("      {} + {}, {} + {}, {} + {}, (const uint8_t *)ws, {}, T, "
+             "{});",
+             q.t.ptr, q.off, k.t.ptr, k.off, v.t.ptr, v.off, y.ptr,
+             floatLit(scale));
+      e.line("}}");
+      e.out.sharedBytes = static_cast<uint64_t>(seqBytes);
+      e.out.grid = {{0, h, 1}, {0, dv / 32, 1}, {0, 1, 1}};
+      e.out.block = {128, 1, 1};
+      format::PlanPreLaunch pre;
+      pre.grid = {{1, 1, chunk}, {0, h, 1}, {0, 1, 1}};
+      pre.block = {128, 1, 1};
+      pre.sharedBytes = static_cast<uint64_t>(prepBytes);
+      e.out.pre = std::move(pre);
+      // One record per chunk (T / C + 1 >= the chunks of T) and head.
+      e.out.workspace = {h * rec, h * rec, chunk};
+      return;
+    }
+  }
   if (mma) {
-    const ir::Target *target = ir::lookupTarget(e.target);
-    int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
     auto need = [&](int64_t c) {
       int64_t lk = dk + 8, lc = c + 8, ncol = 32;
       return 2 * (2 * c * lk + dk * lc + 2 * ncol * lk + 4 * c * lc +

@@ -62,9 +62,8 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
   ex->code_ = std::string(ex->device_->codeTarget()) != "host";
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan.kernels[k];
-    if (pk.isFused())
-      workspaceBytes =
-          std::max(workspaceBytes, pk.workspaceBytes(plan.maxTokens));
+    workspaceBytes =
+        std::max(workspaceBytes, pk.workspaceBytes(plan.maxTokens));
     if (ex->code_) {
       // Generated code: every kernel has a module and symbol; load each.
       if (!pk.code) {
@@ -81,6 +80,15 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
         return nullptr;
       }
       ex->functions_.push_back(f);
+      DeviceFunction pf;
+      if (pk.code->pre &&
+          !ex->device_->loadFunction(ex->planDir_ + "/" + pk.code->module,
+                                     pk.code->pre->symbol, pf, what)) {
+        error = fmt::format("kernel {} ({}), its pre-launch: {}", k, pk.label(),
+                            what);
+        return nullptr;
+      }
+      ex->preFunctions_.push_back(pf);
       continue;
     }
     std::vector<format::Recipe> recipes{pk.recipe};
@@ -111,7 +119,8 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
     ex->main_.workspace =
         static_cast<uint8_t *>(ex->device_->alloc(workspaceBytes, error));
     if (!ex->main_.workspace) {
-      error = fmt::format("workspace of {} bytes for fused kernels: {}",
+      error = fmt::format("workspace of {} bytes for kernels' temporaries: "
+                          "{}",
                           workspaceBytes, error);
       return nullptr;
     }
@@ -203,19 +212,24 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
   launchesT_ = -1;
   runsAtT_ = 0;
   launches_.assign(plan_.kernels.size(), CodeLaunch{});
+  preLaunches_.assign(plan_.kernels.size(), CodeLaunch{});
+  // A grid dim of 0 at a short prompt still launches one block: the
+  // kernels bound their work by T themselves.
+  auto shape = [&](CodeLaunch &l, const std::vector<format::PlanDim> &grid,
+                   const std::vector<int64_t> &block) {
+    for (size_t d = 0; d < 3; ++d) {
+      int64_t g = d < grid.size() ? grid[d].at(tokens) : 1;
+      int64_t b = d < block.size() ? block[d] : 1;
+      l.grid[d] = static_cast<uint32_t>(std::max<int64_t>(g, 1));
+      l.block[d] = static_cast<uint32_t>(std::max<int64_t>(b, 1));
+    }
+  };
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
     const format::PlanCode &code = *pk.code;
     CodeLaunch &l = launches_[k];
     l.function = &functions_[k];
-    for (size_t d = 0; d < 3; ++d) {
-      int64_t g = d < code.grid.size() ? code.grid[d].at(tokens) : 1;
-      int64_t b = d < code.block.size() ? code.block[d] : 1;
-      // A grid dim of 0 at a short prompt still launches one block: the
-      // kernels bound their work by T themselves.
-      l.grid[d] = static_cast<uint32_t>(std::max<int64_t>(g, 1));
-      l.block[d] = static_cast<uint32_t>(std::max<int64_t>(b, 1));
-    }
+    shape(l, code.grid, code.block);
     l.sharedBytes = static_cast<uint32_t>(code.sharedBytes);
     l.name = fmt::format("kernel {} ({}) {}", k, pk.label(), code.symbol);
     for (const std::string &a : code.args) {
@@ -237,6 +251,15 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
         error = fmt::format("{}: unknown argument '{}'", l.name, a);
         return false;
       }
+    }
+    if (code.pre) {
+      CodeLaunch &p = preLaunches_[k];
+      p.function = &preFunctions_[k];
+      shape(p, code.pre->grid, code.pre->block);
+      p.sharedBytes = static_cast<uint32_t>(code.pre->sharedBytes);
+      p.args = l.args;
+      p.name = fmt::format("kernel {} ({}) pre-launch {}", k, pk.label(),
+                           code.pre->symbol);
     }
   }
   launchesT_ = tokens;
@@ -278,7 +301,9 @@ void Executor::captureGraph() {
     return;
   }
   for (size_t k = 0; k < launches_.size(); ++k) {
-    if (device_->launchCode(launches_[k], what))
+    if ((!preLaunches_[k].function ||
+         device_->launchCode(preLaunches_[k], what)) &&
+        device_->launchCode(launches_[k], what))
       continue;
     graphFailure_ =
         fmt::format("kernel {} ({}): {}", k, plan_.kernels[k].label(), what);
@@ -302,7 +327,9 @@ bool Executor::launchKernel(const Bound &bd, size_t kernel, int64_t tokens,
                             std::string &error) {
   const format::PlanKernel &k = plan_.kernels[kernel];
   if (code_ && bd.device == device_.get())
-    return device_->launchCode(launches_[kernel], error);
+    return (!preLaunches_[kernel].function ||
+            device_->launchCode(preLaunches_[kernel], error)) &&
+           device_->launchCode(launches_[kernel], error);
   if (!k.isFused()) {
     Launch l;
     l.recipe = k.recipe;

@@ -220,6 +220,10 @@ private:
   bool code_ = false;
   std::vector<DeviceFunction> functions_;
   std::vector<CodeLaunch> launches_;
+  /// Per kernel, its code's pre-launch (PlanCode::pre; function null if
+  /// none), run just before the kernel's own launch.
+  std::vector<DeviceFunction> preFunctions_;
+  std::vector<CodeLaunch> preLaunches_;
   int64_t launchesT_ = -1;
   int64_t runsAtT_ = 0; ///< runs at launchesT_ so far, this one included
   /// setGraphs: launches_ as one device graph (empty until captured).

@@ -128,6 +128,16 @@ STRATA_FN mma_fa mma_load_a(const mma_t *a, int lda) {
 STRATA_FN mma_fb mma_load_b(const mma_t *b, int ldb) {
   return mma_load_row16(b + (lane_id() & 15) * ldb);
 }
+/// B's fragment of the 16 columns at \p b stored as [k][n] (stride ldb):
+/// lane l gathers column l % 16 over the 16 rows of k.
+STRATA_FN mma_fb mma_load_b_trans(const mma_t *b, int ldb) {
+  mma_fb f;
+  const mma_t *p = b + (lane_id() & 15);
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    f[k] = p[k * ldb];
+  return f;
+}
 /// acc += A * B^T from loaded fragments (mma_16x16x16's result).
 STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
   v8f c;
@@ -186,4 +196,9 @@ STRATA_FN strata_u4 mma_from_bf16x8(strata_u4 w) {
 /// eight matrix-unit elements.
 STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
   *(strata_u4 *)dst = mma_from_bf16x8(*(const strata_u4 *)src);
+}
+/// stage8_bf16 where sm_90 copies asynchronously: a conversion is needed
+/// here (f16 matrix type), so at once.
+STRATA_FN void stage8_bf16_async(mma_t *dst, const uint16_t *src) {
+  stage8_bf16(dst, src);
 }

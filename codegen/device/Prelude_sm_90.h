@@ -131,6 +131,19 @@ STRATA_FN mma_fa ldmatrix_x4(const mma_t *row) {
                : "memory");
   return f;
 }
+/// ldmatrix_x4 with .trans: each lane gets the transposed 8x8 matrices' pieces
+/// (the fragment of a B stored as rows of n, i.e. [k][n]).
+STRATA_FN mma_fa ldmatrix_x4_trans(const mma_t *row) {
+  uint32_t s =
+      (uint32_t)(uint64_t)(const __attribute__((address_space(3))) mma_t *)row;
+  mma_fa f;
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+      : "=r"(f[0]), "=r"(f[1]), "=r"(f[2]), "=r"(f[3])
+      : "r"(s)
+      : "memory");
+  return f;
+}
 /// A's fragment of the 16x16 tile at \p a (shared memory, stride lda, rows
 /// 16-byte aligned): matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15),
 /// (8-15, 8-15) are a0..a3.
@@ -143,6 +156,14 @@ STRATA_FN mma_fa mma_load_a(const mma_t *a, int lda) {
 STRATA_FN mma_fb mma_load_b(const mma_t *b, int ldb) {
   int l = lane_id();
   return ldmatrix_x4(b + ((l >> 4) * 8 + (l & 7)) * ldb + ((l >> 3) & 1) * 8);
+}
+/// B's fragment of the 16 columns at \p b stored as [k][n] (16 rows of k,
+/// stride ldb, 16-byte aligned): mma_load_b of the transpose, by
+/// ldmatrix.trans (matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+/// (n 8-15, k 8-15), each from 8 rows of k).
+STRATA_FN mma_fb mma_load_b_trans(const mma_t *b, int ldb) {
+  int l = lane_id(), m = l >> 3;
+  return ldmatrix_x4_trans(b + ((m & 1) * 8 + (l & 7)) * ldb + (m >> 1) * 8);
 }
 /// acc += A * B^T from loaded fragments (mma_16x16x16's result).
 STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
@@ -199,6 +220,11 @@ STRATA_FN void mma_row_sum(float *v) {
 typedef uint32_t strata_u4 __attribute__((ext_vector_type(4)));
 STRATA_FN void stage8_bf16(mma_t *dst, const uint16_t *src) {
   *(strata_u4 *)dst = *(const strata_u4 *)src;
+}
+/// stage8_bf16 by cp.async (mma_t is bf16 here: a raw copy); complete after
+/// cp_async_wait_* and a barrier.
+STRATA_FN void stage8_bf16_async(mma_t *dst, const uint16_t *src) {
+  cp_async16(dst, src);
 }
 /// Eight bf16 values (packed bits) as eight matrix-unit elements.
 STRATA_FN strata_u4 mma_from_bf16x8(strata_u4 bits) { return bits; }

@@ -124,6 +124,9 @@ uint64_t PlanKernel::workspaceBytes(int64_t t) const {
   uint64_t n = 0;
   for (const BodyTemp &tmp : temps)
     n += align256(tmp.bytes(t));
+  if (code)
+    n = std::max<uint64_t>(
+        n, static_cast<uint64_t>(std::max<int64_t>(code->workspace.at(t), 0)));
   return n;
 }
 
@@ -198,12 +201,20 @@ json refToJson(const BodyRef &r) {
 }
 
 json codeToJson(const PlanCode &c) {
-  return {{"module", c.module},
-          {"symbol", c.symbol},
-          {"grid", shapeToJson(c.grid)},
-          {"block", c.block},
-          {"shared_bytes", c.sharedBytes},
-          {"args", c.args}};
+  json j = {{"module", c.module},
+            {"symbol", c.symbol},
+            {"grid", shapeToJson(c.grid)},
+            {"block", c.block},
+            {"shared_bytes", c.sharedBytes},
+            {"args", c.args}};
+  if (c.pre)
+    j["pre"] = {{"symbol", c.pre->symbol},
+                {"grid", shapeToJson(c.pre->grid)},
+                {"block", c.pre->block},
+                {"shared_bytes", c.pre->sharedBytes}};
+  if (!(c.workspace == PlanDim{}))
+    j["workspace_bytes"] = dimToJson(c.workspace);
+  return j;
 }
 
 json kernelToJson(const PlanKernel &k) {
@@ -564,6 +575,32 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
     if (!e.is_string())
       return r.fail(cpath + ".args", "expected strings");
     code.args.push_back(e.get<std::string>());
+  }
+  if (c.contains("pre")) {
+    const json &p = c["pre"];
+    std::string ppath = cpath + ".pre";
+    if (!p.is_object())
+      return r.fail(ppath, "expected an object");
+    PlanPreLaunch pre;
+    const json *pgrid = r.field(p, ppath, "grid");
+    const json *pblock = r.array(p, ppath, "block");
+    if (!r.str(p, ppath, "symbol", pre.symbol) || !pgrid ||
+        !r.shape(*pgrid, ppath + ".grid", pre.grid) || !pblock ||
+        !r.u64(p, ppath, "shared_bytes", pre.sharedBytes))
+      return false;
+    for (const json &e : *pblock) {
+      if (!e.is_number_integer())
+        return r.fail(ppath + ".block", "expected integers");
+      pre.block.push_back(e.get<int64_t>());
+    }
+    code.pre = std::move(pre);
+  }
+  if (c.contains("workspace_bytes")) {
+    std::vector<PlanDim> ws;
+    if (!r.shape(json::array({c["workspace_bytes"]}),
+                 cpath + ".workspace_bytes", ws))
+      return false;
+    code.workspace = ws[0];
   }
   return true;
 }
@@ -1158,6 +1195,20 @@ public:
             c.sharedBytes > (uint64_t(1) << 20))
           return fail(what + ": its target code has an invalid module, "
                              "symbol, grid, block or shared size");
+        if (c.pre) {
+          int64_t pthreads = 1;
+          for (int64_t b : c.pre->block)
+            pthreads *= (b >= 1 && b <= 1024) ? b : 0;
+          if (c.pre->symbol.empty() || c.pre->grid.size() != 3 ||
+              c.pre->block.size() != 3 || pthreads < 1 || pthreads > 1024 ||
+              c.pre->sharedBytes > (uint64_t(1) << 20))
+            return fail(what + ": its pre-launch has an invalid symbol, "
+                               "grid, block or shared size");
+        }
+        if (c.workspace.div < 1 || c.workspace.coef < 0 ||
+            c.workspace.constant < 0)
+          return fail(what + ": its code's workspace size is not a "
+                             "non-negative function of T");
       }
       for (const PlanOperand &o : k.inputs)
         if (!o.isWeight && !defined(o.index))

@@ -129,6 +129,17 @@ struct BodyOp {
 /// Target code for a kernel, filled by codegen: the module and symbol to
 /// launch, the grid as functions of T, the block, shared/LDS bytes and the
 /// argument order.
+/// A launch from the kernel's module, with the kernel's arguments, that runs
+/// just before the kernel's own: a chunk-parallel pre-pass (the gated delta
+/// rule's per-chunk inverses) whose results the kernel reads from the
+/// workspace.
+struct PlanPreLaunch {
+  std::string symbol;
+  std::vector<PlanDim> grid; ///< x, y, z
+  std::vector<int64_t> block;
+  uint64_t sharedBytes = 0;
+};
+
 struct PlanCode {
   std::string module;
   std::string symbol;
@@ -136,6 +147,11 @@ struct PlanCode {
   std::vector<int64_t> block;
   uint64_t sharedBytes = 0;
   std::vector<std::string> args;
+  std::optional<PlanPreLaunch> pre;
+  /// Workspace bytes the code itself needs, f(T); {0, 0, 1} = none. Code
+  /// that asks for workspace keeps no body temporaries there (the delta
+  /// rule's slice temporaries are views), so the two share it.
+  PlanDim workspace;
 };
 
 /// One launch: a catalog recipe, or a fused kernel whose body is a list of
@@ -159,7 +175,8 @@ struct PlanKernel {
   bool isFused() const { return !fused.empty(); }
   /// "matmul" or "fused:hc_k1" (one word, for tables).
   std::string label() const;
-  /// Bytes of all temporaries at \p t (each 256-byte aligned).
+  /// Workspace bytes at \p t: all temporaries (each 256-byte aligned) or
+  /// what the code asks for, whichever is larger.
   uint64_t workspaceBytes(int64_t t) const;
   const PlanAttr *attr(const std::string &name) const;
 };

@@ -120,6 +120,46 @@ TEST(Plan, SyntheticFillRoundTripAndValidation) {
   EXPECT_EQ(planToJson(smallPlan()).find("synthetic_fill"), std::string::npos);
 }
 
+TEST(Plan, PreLaunchAndCodeWorkspaceRoundTrip) {
+  Plan p = smallPlan();
+  p.target = "sm_90";
+  PlanCode c;
+  c.module = "kernels/k.cubin";
+  c.symbol = "k";
+  c.grid = {{0, 4, 1}, {0, 1, 1}, {0, 1, 1}};
+  c.block = {128, 1, 1};
+  c.sharedBytes = 96512;
+  c.args = {"buffer:0", "buffer:1", "workspace", "T"};
+  c.pre = PlanPreLaunch{
+      "k_prep", {{1, 1, 32}, {0, 4, 1}, {0, 1, 1}}, {128, 1, 1}, 35392};
+  c.workspace = {33280, 33280, 32};
+  p.kernels[0].code = c;
+  std::string text = planToJson(p), err;
+  Plan q;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(planToJson(q), text);
+  ASSERT_TRUE(q.kernels[0].code->pre.has_value());
+  EXPECT_EQ(q.kernels[0].code->pre->symbol, "k_prep");
+  EXPECT_EQ(q.kernels[0].code->pre->grid[0], (PlanDim{1, 1, 32}));
+  EXPECT_EQ(q.kernels[0].code->pre->sharedBytes, 35392u);
+  // One record of 33,280 bytes per chunk of 32 tokens, and one more.
+  EXPECT_EQ(q.kernels[0].workspaceBytes(64), 3u * 33280);
+  EXPECT_EQ(q.kernels[0].workspaceBytes(65), 33280u * 65 / 32 + 33280);
+  EXPECT_GE(q.kernels[0].workspaceBytes(65), 3u * 33280);
+  // Code without either writes neither field.
+  p.kernels[0].code->pre.reset();
+  p.kernels[0].code->workspace = {};
+  EXPECT_EQ(planToJson(p).find("\"pre\""), std::string::npos);
+  EXPECT_EQ(planToJson(p).find("workspace_bytes"), std::string::npos);
+  EXPECT_EQ(p.kernels[0].workspaceBytes(64), 0u);
+  // A pre-launch without a symbol is refused where the plan is read.
+  p.kernels[0].code->pre = PlanPreLaunch{"", c.pre->grid, c.pre->block, 0};
+  EXPECT_NE(errorOf(planToJson(p))
+                .find("its pre-launch has an invalid "
+                      "symbol, grid, block or shared size"),
+            std::string::npos);
+}
+
 TEST(Plan, FusedKernelRoundTripAndValidation) {
   Plan p = fusedPlan();
   std::string err;

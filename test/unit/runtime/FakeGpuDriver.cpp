@@ -108,7 +108,8 @@ thread_local bool cudaCurrent = false;
 struct FakeFunction {
   std::string name;
   int numParams = 0;
-  std::string op; ///< "" (records only), "axpy", "rows", "scale"
+  std::string op; ///< "" (records only), "axpy", "rows", "scale",
+                  ///< "wsscale", "wscopy"
   uint64_t width = 1;
 };
 
@@ -341,6 +342,20 @@ int execute(FakeGpuState &s, const Recorded &r) {
       return kLaunchFailed;
     for (uint64_t i = 0; i < n; ++i)
       out[i] = 2 * in[i] + 1;
+  } else if ((f.op == "wsscale" || f.op == "wscopy") && a.size() == 4) {
+    // A pre-launch and its kernel: in -> 2 in + 1 in the workspace, then
+    // the workspace -> out.
+    uint64_t n = a[3] * f.width;
+    float *in = floats(s, a[0], n), *out = floats(s, a[1], n),
+          *ws = floats(s, a[2], n);
+    if (!in || !out || !ws)
+      return kLaunchFailed;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (f.op == "wsscale")
+        ws[i] = 2 * in[i] + 1;
+      else
+        out[i] = ws[i];
+    }
   } else if (!f.op.empty()) {
     return kLaunchFailed;
   }

@@ -959,6 +959,58 @@ TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   EXPECT_TRUE(fake->allocations.empty());
 }
 
+/// A kernel whose code has a pre-launch (the gated delta rule's pre-pass):
+/// both run, pre-launch first, with the kernel's arguments and a workspace
+/// of the code's size at maxTokens, plain and in the graph; a module
+/// without the pre-launch's symbol is refused when the plan loads.
+TEST_P(GpuBackend, ExecutorRunsPreLaunchesBeforeTheirKernels) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::ofstream(p.planDir + "/ws.fake") << fmt::format(
+      "FAKE\nwsscale 4 wsscale {}\nwscopy 4 wscopy {}\n", kWidth, kWidth);
+  format::PlanCode &c = *p.plan.kernels[1].code;
+  c.module = "ws.fake";
+  c.symbol = "wscopy";
+  c.args = {"buffer:1", "buffer:2", "workspace", "T"};
+  c.pre =
+      format::PlanPreLaunch{"wsscale", {{1, 0}, {0, 1}, {0, 1}}, {32, 1, 1}, 0};
+  // T rows of kWidth floats: the fake's launches fail outside allocations.
+  c.workspace = {4 * kWidth, 0, 1};
+  std::string error;
+  ASSERT_TRUE(format::validatePlan(p.plan, error)) << error;
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  RunOutput out;
+  std::vector<int32_t> a = {3, 1, 4};
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_TRUE(ex->run(a, out, error)) << error;
+    EXPECT_EQ(out.data, p.expected(a));
+  }
+  EXPECT_TRUE(ex->graphUse().used);
+  EXPECT_EQ(ex->graphUse().launches, 3u);
+  ASSERT_EQ(fake->launches.size(), 9u);
+  for (size_t i = 0; i < 9; i += 3) {
+    EXPECT_EQ(fake->launches[i + 1].function, "wsscale");
+    EXPECT_EQ(fake->launches[i + 2].function, "wscopy");
+    EXPECT_EQ(fake->launches[i + 1].args, fake->launches[i + 2].args);
+    EXPECT_EQ(fake->launches[i + 1].grid[0], 3u);
+  }
+  ex.reset();
+
+  c.pre->symbol = "absent";
+  ex = Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  EXPECT_EQ(ex, nullptr);
+  EXPECT_NE(error.find("kernel 1 (silu), its pre-launch: "), std::string::npos)
+      << error;
+  c.pre->block = {2048, 1, 1};
+  EXPECT_FALSE(format::validatePlan(p.plan, error));
+  EXPECT_NE(error.find("its pre-launch has an invalid symbol, grid, block or "
+                       "shared size"),
+            std::string::npos)
+      << error;
+}
+
 TEST_P(GpuBackend, ExecutorFallsBackWhenCaptureFails) {
   TempDir dir;
   FakePlan p(GetParam().target, dir);
