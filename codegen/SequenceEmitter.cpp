@@ -259,7 +259,7 @@ void emitDeltaKernel(Emitter &e) {
     int64_t chunk = 32, lk = dk + 8, lc = chunk + 8, ncol = 32;
     int64_t buf =
         (2 * chunk * lk + 4 * chunk * lc) * 2 + chunk * ncol * vb + 4 * chunk;
-    int64_t fixed = 2 * (2 * ncol * lk + 6 * ncol * lc);
+    int64_t fixed = 2 * (2 * ncol * lk + 6 * chunk * (ncol + 8));
     int nbuf = 2 * buf + fixed <= limit ? 2 : 1;
     int64_t seqBytes = nbuf * buf + fixed;
     int64_t rec = 4 * chunk * chunk * 2 + 4 * chunk;

@@ -25,6 +25,14 @@ STRATA_FN uint32_t mma_pack2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+/// x0, x1 split as mma_split does, as packed words (x0 in bits 0-15) of the
+/// hi and the lo parts: two conversions for the pair instead of four.
+STRATA_FN void mma_split_pack2(float x0, float x1, uint32_t *hi, uint32_t *lo) {
+  uint32_t h = mma_pack2(x0, x1);
+  *hi = h;
+  *lo = mma_pack2(x0 - __builtin_bit_cast(float, h << 16),
+                  x1 - __builtin_bit_cast(float, h & 0xffff0000u));
+}
 #else
 STRATA_FN uint32_t mma_pack2(float lo, float hi) {
   return (uint32_t)__builtin_bit_cast(uint16_t, to_mma(lo)) |
@@ -1211,6 +1219,51 @@ STRATA_FN void mma_split(float x, mma_t *hi, mma_t *lo) {
   *lo = to_mma(x - from_mma(h));
 }
 
+/// The 16x16 accumulator tile \p acc (mma_acc_coord's layout) split hi/lo
+/// (mma_split) into row-major tiles at \p hi and \p lo (stride ld, even;
+/// 4-byte aligned). sm_90 lanes hold pairs of adjacent columns: one packed
+/// conversion pair and one 32-bit store per pair and part.
+STRATA_FN void mma_store_split(const float *acc, mma_t *hi, mma_t *lo, int ld) {
+#ifdef STRATA_TARGET_SM90
+#pragma unroll
+  for (int i = 0; i < 8; i += 2) {
+    int r, c;
+    mma_acc_coord(i, &r, &c);
+    uint32_t h, l;
+    mma_split_pack2(acc[i], acc[i + 1], &h, &l);
+    *(uint32_t *)(hi + r * ld + c) = h;
+    *(uint32_t *)(lo + r * ld + c) = l;
+  }
+#else
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int r, c;
+    mma_acc_coord(i, &r, &c);
+    mma_split(acc[i], hi + r * ld + c, lo + r * ld + c);
+  }
+#endif
+}
+
+/// mma_lower_split with B stored as [k][n] (stride LDB; fragments by
+/// transposed loads): acc += A B over the k tiles 0..rt, A's rows at \p ah /
+/// \p al (stride LDA), B's k rows from \p bh / \p bl.
+template <int CT, int LDA, int LDB>
+STRATA_FN void mma_lower_split_bt(float *acc, const mma_t *ah, const mma_t *al,
+                                  const mma_t *bh, const mma_t *bl, int rt) {
+#pragma unroll
+  for (int kt = 0; kt < CT; ++kt) {
+    if (kt > rt)
+      break;
+    mma_fa a_h = mma_load_a(ah + kt * 16, LDA),
+           a_l = mma_load_a(al + kt * 16, LDA);
+    mma_fb b_h = mma_load_b_trans(bh + kt * 16 * LDB, LDB);
+    mma_fb b_l = mma_load_b_trans(bl + kt * 16 * LDB, LDB);
+    mma_16x16x16_f(acc, a_h, b_h);
+    mma_16x16x16_f(acc, a_h, b_l);
+    mma_16x16x16_f(acc, a_l, b_h);
+  }
+}
+
 /// acc += A B^T over the k tiles 0..rt (A lower block-triangular), both
 /// operands split (hi hi + hi lo + lo hi): A's rows at \p ah / \p al, B's
 /// (B^T stored as rows of k) at \p bh / \p bl, stride LD, 16-wide tiles.
@@ -1615,13 +1668,15 @@ STRATA_FN void delta_prep(const bf16 *q, const bf16 *k, const G *g,
 /// split in LDS as the next chunk's B operand. Dynamic shared memory: NBUF
 /// buffers of K, Q [C][DK + 8], T hi/lo, P hi/lo [C][C + 8] (matrix type),
 /// V [C][NCOL] (V's type), G [C] (f32); then S^T hi/lo [NCOL][DK + 8] and
-/// B'^T, U^T, W^T hi/lo [NCOL][C + 8].
+/// B', U, W hi/lo [C][NCOL + 8], row-major as the accumulators hold them
+/// (pairs of columns by 32-bit stores; the products read them by transposed
+/// fragment loads).
 template <int H, int HK, int DK, int DV, bool TILED, int C, int NBUF, long QT,
           long QH, long KT, long KH, long VT, long VH, class V, class Y>
 STRATA_FN void delta_seq(const bf16 *q, const bf16 *k, const V *v,
                          const uint8_t *ws, Y *y, long T, float scale) {
   constexpr int NCOL = 32, NT = 128, CT = C / 16, NST = DK / 32;
-  constexpr int LK = DK + 8, LC = C + 8;
+  constexpr int LK = DK + 8, LC = C + 8, LN = NCOL + 8;
   constexpr int VP = NCOL * (int)sizeof(V) / 16; // 16-byte pieces of a V row
   constexpr long RB = delta_rec_bytes<C>();
   constexpr int BUFB = (2 * C * LK + 4 * C * LC) * (int)sizeof(mma_t) +
@@ -1631,9 +1686,9 @@ STRATA_FN void delta_seq(const bf16 *q, const bf16 *k, const V *v,
                 "buffers of 16-byte pieces");
   extern STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_dyn[];
   mma_t *Sh = (mma_t *)(strata_dyn + NBUF * BUFB), *Sl = Sh + NCOL * LK;
-  mma_t *Bh = Sl + NCOL * LK, *Bl = Bh + NCOL * LC;
-  mma_t *Uh = Bl + NCOL * LC, *Ul = Uh + NCOL * LC;
-  mma_t *Wh = Ul + NCOL * LC, *Wl = Wh + NCOL * LC;
+  mma_t *Bh = Sl + NCOL * LK, *Bl = Bh + C * LN;
+  mma_t *Uh = Bl + C * LN, *Ul = Uh + C * LN;
+  mma_t *Wh = Ul + C * LN, *Wl = Wh + C * LN;
   const int h = bid_x(), kh = TILED ? h % HK : h / (H / HK);
   const int w = tid_x() >> 5, c0 = bid_y() * NCOL;
   const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k;
@@ -1724,41 +1779,42 @@ STRATA_FN void delta_seq(const bf16 *q, const bf16 *k, const V *v,
         mma_16x16x16_f(o, q0, l0);
         mma_16x16x16_f(o2, q1, l1);
       }
+      float bv[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int r, c;
         mma_acc_coord(i, &r, &c);
         int t = rt * 16 + r, cc = ct * 16 + c;
         float gam = strata_exp(Gs[t]);
-        float vt = ld(Vs, t * NCOL + cc);
-        mma_split(vt - gam * (ks[i] + ks2[i]), Bh + cc * LC + t,
-                  Bl + cc * LC + t);
+        bv[i] = ld(Vs, t * NCOL + cc) - gam * (ks[i] + ks2[i]);
         o[i] = gam * (o[i] + o2[i]);
       }
+      const int tile = rt * 16 * LN + ct * 16;
+      mma_store_split(bv, Bh + tile, Bl + tile, LN);
     }
     sync_block();
     // U = (T diag(beta)) B' (lower block-triangular: k tiles up to the row
     // tile); U^T and the decayed W^T = (exp(G_C - G_t) u_t)^T.
     const float gl = Gs[C - 1];
     if (out) {
-      float u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      mma_lower_split<CT, LC>(u, Th + rt * 16 * LC, Tl + rt * 16 * LC,
-                              Bh + ct * 16 * LC, Bl + ct * 16 * LC, rt);
+      float u[8] = {0, 0, 0, 0, 0, 0, 0, 0}, wv[8];
+      mma_lower_split_bt<CT, LC, LN>(u, Th + rt * 16 * LC, Tl + rt * 16 * LC,
+                                     Bh + ct * 16, Bl + ct * 16, rt);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int r, c;
         mma_acc_coord(i, &r, &c);
-        int t = rt * 16 + r, cc = ct * 16 + c;
-        mma_split(u[i], Uh + cc * LC + t, Ul + cc * LC + t);
-        mma_split(strata_exp(gl - Gs[t]) * u[i], Wh + cc * LC + t,
-                  Wl + cc * LC + t);
+        wv[i] = strata_exp(gl - Gs[rt * 16 + r]) * u[i];
       }
+      const int tile = rt * 16 * LN + ct * 16;
+      mma_store_split(u, Uh + tile, Ul + tile, LN);
+      mma_store_split(wv, Wh + tile, Wl + tile, LN);
     }
     sync_block();
     // O = gamma Q S0 + P U, stored; then the state at the chunk's end.
     if (out) {
-      mma_lower_split<CT, LC>(o, Ph + rt * 16 * LC, Pl + rt * 16 * LC,
-                              Uh + ct * 16 * LC, Ul + ct * 16 * LC, rt);
+      mma_lower_split_bt<CT, LC, LN>(o, Ph + rt * 16 * LC, Pl + rt * 16 * LC,
+                                     Uh + ct * 16, Ul + ct * 16, rt);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int r, c;
@@ -1778,16 +1834,12 @@ STRATA_FN void delta_seq(const bf16 *q, const bf16 *k, const V *v,
 #pragma unroll
       for (int kt = 0; kt < CT; ++kt) {
         mma_fb kf = mma_load_b_trans(Ks + kt * 16 * LK + bt * 16, LK);
-        mma_16x16x16_f(s[m], mma_load_a(Wh + a * 16 * LC + kt * 16, LC), kf);
-        mma_16x16x16_f(s[m], mma_load_a(Wl + a * 16 * LC + kt * 16, LC), kf);
+        const int wt = kt * 16 * LN + a * 16;
+        mma_16x16x16_f(s[m], mma_load_a_trans(Wh + wt, LN), kf);
+        mma_16x16x16_f(s[m], mma_load_a_trans(Wl + wt, LN), kf);
       }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int r, c;
-        mma_acc_coord(i, &r, &c);
-        int idx = (a * 16 + r) * LK + bt * 16 + c;
-        mma_split(s[m][i], Sh + idx, Sl + idx);
-      }
+      const int tile = a * 16 * LK + bt * 16;
+      mma_store_split(s[m], Sh + tile, Sl + tile, LK);
     }
     if (NBUF == 1 && cn + 1 < nc) {
       sync_block();

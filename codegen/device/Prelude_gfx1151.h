@@ -138,6 +138,16 @@ STRATA_FN mma_fb mma_load_b_trans(const mma_t *b, int ldb) {
     f[k] = p[k * ldb];
   return f;
 }
+/// A's fragment of the 16x16 tile at \p a stored as [k][m] (stride lda):
+/// lane l gathers row l % 16 over the 16 rows of k.
+STRATA_FN mma_fa mma_load_a_trans(const mma_t *a, int lda) {
+  mma_fa f;
+  const mma_t *p = a + (lane_id() & 15);
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    f[k] = p[k * lda];
+  return f;
+}
 /// acc += A * B^T from loaded fragments (mma_16x16x16's result).
 STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
   v8f c;

@@ -165,6 +165,14 @@ STRATA_FN mma_fb mma_load_b_trans(const mma_t *b, int ldb) {
   int l = lane_id(), m = l >> 3;
   return ldmatrix_x4_trans(b + ((m & 1) * 8 + (l & 7)) * ldb + (m >> 1) * 8);
 }
+/// A's fragment of the 16x16 tile at \p a stored as [k][m] (16 rows of k,
+/// stride lda, 16-byte aligned): mma_load_a of the transpose, by
+/// ldmatrix.trans (matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15),
+/// (m 8-15, k 8-15), each from 8 rows of k).
+STRATA_FN mma_fa mma_load_a_trans(const mma_t *a, int lda) {
+  int l = lane_id(), m = l >> 3;
+  return ldmatrix_x4_trans(a + ((m >> 1) * 8 + (l & 7)) * lda + (m & 1) * 8);
+}
 /// acc += A * B^T from loaded fragments (mma_16x16x16's result).
 STRATA_FN void mma_16x16x16_f(float *acc, mma_fa a, mma_fb b) {
 #pragma unroll
