@@ -3,6 +3,8 @@
 
 #include "ir/Target.h"
 
+#include <fmt/format.h>
+
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/BinaryFormat/MsgPackDocument.h>
 #include <llvm/BinaryFormat/MsgPackReader.h>
@@ -573,6 +575,29 @@ int occupancySm90(const KernelResources &r, int blockThreads) {
       std::min(blocks, t.sharedPerUnit / (static_cast<int64_t>(r.sharedBytes) +
                                           kSharedReservedPerBlock));
   return static_cast<int>(blocks * warpsPerBlock);
+}
+
+std::string launchProblem(const KernelResources &r, int blockThreads,
+                          const std::string &target) {
+  const bool gfx = target == "gfx1151";
+  int occupancy =
+      gfx ? occupancyGfx1151(r, blockThreads) : occupancySm90(r, blockThreads);
+  if (occupancy != 0)
+    return "";
+  const ir::Target &t = targetNamed(gfx ? "gfx1151" : "sm_90");
+  if (gfx)
+    return fmt::format(
+        "a workgroup of {} threads using {} VGPRs per lane and {} bytes of "
+        "LDS does not fit one WGP of gfx1151 (at most 1024 threads, 256 "
+        "VGPRs per lane, {} bytes of LDS per workgroup)",
+        blockThreads, r.vgprs, r.sharedBytes, t.sharedPerBlock);
+  return fmt::format(
+      "a block of {} threads using {} registers per thread and {} bytes of "
+      "shared memory does not fit one SM of sm_90 (at most 1024 threads, 255 "
+      "registers per thread, {} registers per SM, {} bytes of shared memory "
+      "per block)",
+      blockThreads, r.registers, r.sharedBytes, t.regsPerUnit,
+      t.sharedPerBlock);
 }
 
 } // namespace strata::codegen

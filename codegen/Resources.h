@@ -84,4 +84,11 @@ int occupancyGfx1151(const KernelResources &r, int blockThreads);
 /// \p r.registers is unknown.
 int occupancySm90(const KernelResources &r, int blockThreads);
 
+/// Why one block of \p blockThreads threads with resources \p r cannot be
+/// resident on \p target ("gfx1151" or "sm_90") at all (occupancy 0), as a
+/// sentence naming what it asks for and the limits; "" if it can, or if the
+/// resources are unknown.
+std::string launchProblem(const KernelResources &r, int blockThreads,
+                          const std::string &target);
+
 } // namespace strata::codegen

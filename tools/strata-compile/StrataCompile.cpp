@@ -267,6 +267,10 @@ struct KernelUse {
   codegen::KernelResources res;
   int occupancy = -1; ///< gfx1151: waves per SIMD; sm_90: warps per SM
   double blocks = 0;  ///< blocks launched at the report's T
+  /// The code's pre-launch (PlanCode::pre), if any: its resources and
+  /// occupancy.
+  std::optional<codegen::KernelResources> preRes;
+  int preOccupancy = -1;
 };
 
 /// The fraction of the roofline a kernel can reach with its occupancy and
@@ -438,16 +442,17 @@ bool loadKernelUses(const format::Plan &plan, const std::string &dir,
                     std::vector<std::optional<KernelUse>> &uses,
                     std::string &error) {
   const bool gfx = std::string(target.name) == "gfx1151";
+  // Every entry of each module read, by symbol.
   std::map<std::string, codegen::KernelResources> bySymbol;
+  std::set<std::string> modulesRead;
   uses.assign(plan.kernels.size(), std::nullopt);
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const std::optional<format::PlanCode> &code = plan.kernels[k].code;
     if (!code)
       continue;
-    auto it = bySymbol.find(code->symbol);
-    if (it == bySymbol.end()) {
+    std::string base = dir + "/kernels/" + code->symbol;
+    if (modulesRead.insert(code->symbol).second) {
       std::vector<codegen::KernelResources> found;
-      std::string base = dir + "/kernels/" + code->symbol;
       if (gfx) {
         if (!codegen::readAmdgpuCodeObject(base + ".co", found, error))
           return false;
@@ -459,25 +464,69 @@ bool loadKernelUses(const format::Plan &plan, const std::string &dir,
           return false;
       }
       for (codegen::KernelResources &r : found)
-        if (r.symbol == code->symbol)
-          it = bySymbol.emplace(r.symbol, r).first;
+        bySymbol.emplace(r.symbol, r);
+    } else if (!bySymbol.count(code->symbol)) {
+      continue; // PTX only
+    }
+    auto use = [&](const std::string &symbol, uint64_t dynamicShared,
+                   const std::vector<int64_t> &block,
+                   codegen::KernelResources &res, int &occupancy) {
+      auto it = bySymbol.find(symbol);
       if (it == bySymbol.end()) {
-        error =
-            fmt::format("{}: no kernel {} in its module", base, code->symbol);
+        error = fmt::format("{}: no kernel {} in its module", base, symbol);
         return false;
       }
-    }
+      res = it->second;
+      res.sharedBytes += dynamicShared; // static + dynamic per block
+      int threads = static_cast<int>(block[0] * block[1] * block[2]);
+      occupancy = gfx ? codegen::occupancyGfx1151(res, threads)
+                      : codegen::occupancySm90(res, threads);
+      return true;
+    };
     KernelUse u;
-    u.res = it->second;
-    u.res.sharedBytes += code->sharedBytes; // static + dynamic per block
-    int threads =
-        static_cast<int>(code->block[0] * code->block[1] * code->block[2]);
-    u.occupancy = gfx ? codegen::occupancyGfx1151(u.res, threads)
-                      : codegen::occupancySm90(u.res, threads);
+    if (!use(code->symbol, code->sharedBytes, code->block, u.res, u.occupancy))
+      return false;
+    if (code->pre) {
+      u.preRes.emplace();
+      if (!use(code->pre->symbol, code->pre->sharedBytes, code->pre->block,
+               *u.preRes, u.preOccupancy))
+        return false;
+    }
     u.blocks = 1;
     for (const format::PlanDim &g : code->grid)
       u.blocks *= static_cast<double>(g.at(plan.maxTokens));
     uses[k] = u;
+  }
+  return true;
+}
+
+/// Refuses a plan with a kernel (or pre-launch) the target cannot launch at
+/// all (occupancy 0: too many threads, registers or bytes of shared memory
+/// for one block), naming the kernel, what it asks for and the limits.
+bool checkLaunchable(const format::Plan &plan, const ir::Target &target,
+                     const std::vector<std::optional<KernelUse>> &uses,
+                     std::string &error) {
+  for (size_t k = 0; k < uses.size(); ++k) {
+    if (!uses[k])
+      continue;
+    const format::PlanCode &code = *plan.kernels[k].code;
+    auto check = [&](const codegen::KernelResources &r,
+                     const std::string &symbol,
+                     const std::vector<int64_t> &block) {
+      std::string why = codegen::launchProblem(
+          r, static_cast<int>(block[0] * block[1] * block[2]), target.name);
+      if (why.empty())
+        return true;
+      error = fmt::format("kernel {} ({}) {} cannot launch: {}; the "
+                          "generator must pick a smaller tile",
+                          k, plan.kernels[k].label(), symbol, why);
+      return false;
+    };
+    if (!check(uses[k]->res, code.symbol, code.block))
+      return false;
+    if (uses[k]->preRes &&
+        !check(*uses[k]->preRes, code.pre->symbol, code.pre->block))
+      return false;
   }
   return true;
 }
@@ -698,6 +747,16 @@ static int compileMain(int argc, char **argv) {
     if (!format::planFromJson(format::planToJson(plan), "plan.json", check,
                               error))
       return fail("internal error, the plan does not validate: " + error);
+    // A kernel that cannot launch would fail at run time only: refuse the
+    // plan here, leaving nothing half-written.
+    std::vector<std::optional<KernelUse>> uses;
+    if (!loadKernelUses(plan, out, *tgt, uses, error) ||
+        !checkLaunchable(plan, *tgt, uses, error)) {
+      std::filesystem::remove_all(out + "/kernels", fsErr);
+      if (!existed)
+        std::filesystem::remove_all(out, fsErr);
+      return fail(error);
+    }
   }
   if (!format::writePlanDir(out, plan, error))
     return fail(error);

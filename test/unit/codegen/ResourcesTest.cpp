@@ -544,4 +544,22 @@ TEST(ResourcesOccupancySm90, SharedMemory) {
   EXPECT_EQ(occupancySm90(sm90(32, 114 * 1024), 256), 8);
 }
 
+TEST(ResourcesLaunchProblem, SaysWhatDoesNotFit) {
+  // 65 registers x 1024 threads > 64 Ki: one sentence with the numbers.
+  EXPECT_EQ(launchProblem(sm90(65), 1024, "sm_90"),
+            "a block of 1024 threads using 65 registers per thread and 0 "
+            "bytes of shared memory does not fit one SM of sm_90 (at most "
+            "1024 threads, 255 registers per thread, 65536 registers per SM, "
+            "232448 bytes of shared memory per block)");
+  EXPECT_NE(launchProblem(sm90(32, 227 * 1024 + 1), 128, "sm_90")
+                .find("232449 bytes of shared memory"),
+            std::string::npos);
+  EXPECT_NE(launchProblem(gfx(257), 64, "gfx1151").find("257 VGPRs per lane"),
+            std::string::npos);
+  // Launchable, or unknown resources: nothing to say.
+  EXPECT_EQ(launchProblem(sm90(64), 1024, "sm_90"), "");
+  EXPECT_EQ(launchProblem(sm90(-1), 128, "sm_90"), "");
+  EXPECT_EQ(launchProblem(gfx(32), 64, "gfx1151"), "");
+}
+
 } // namespace
