@@ -754,45 +754,104 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
   }
 }
 
-/// moe_sort in one block: expert histogram (shared atomics), offsets, then
-/// the stable permutation in rounds of NT slots (rank inside a wave by the
-/// wave's match mask, across waves by per-wave counts), and each slot's row.
-template <int E, int NT, int KS>
-STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
-                              int32_t *rows, long S) {
-  constexpr int NW = NT / 32;
-  STRATA_SHARED int count[E + 1];
-  STRATA_SHARED int base[E];
-  STRATA_SHARED int wc[NW * E];
-  for (int e = tid_x(); e <= E; e += NT)
+/// Exclusive prefix sum of \p v over the block's NT threads (in thread
+/// order) by wave shuffles and the waves' totals in \p tmp (NT / 32 ints);
+/// \p total gets the block's sum. Ends with a barrier (tmp reusable after).
+template <int NT>
+STRATA_FN int block_exclusive_scan(int v, int *tmp, int *total) {
+  const int lane = lane_id(), w = tid_x() >> 5;
+  int x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    int y = shfl_i(x, lane >= d ? lane - d : lane);
+    x += lane >= d ? y : 0;
+  }
+  if (lane == 31)
+    tmp[w] = x;
+  sync_block();
+  int before = 0, all = 0;
+  for (int i = 0; i < NT / 32; ++i) {
+    before += i < w ? tmp[i] : 0;
+    all += tmp[i];
+  }
+  *total = all;
+  sync_block();
+  return before + x - v;
+}
+
+/// moe_sort across blocks, first launch: block b counts each expert among
+/// the slots [b SL, (b + 1) SL) (shared atomics) into counts[b][E] (the
+/// kernel's workspace; blocks past S write zeros).
+template <int E, int NT, int SL>
+STRATA_FN void moe_sort_count(const int32_t *ids, int32_t *counts, long S) {
+  STRATA_SHARED int count[E];
+  for (int e = tid_x(); e < E; e += NT)
     count[e] = 0;
+  sync_block();
+  const long s0 = (long)bid_x() * SL, s1 = s0 + SL < S ? s0 + SL : S;
+  for (long s = s0 + tid_x(); s < s1; s += NT)
+    __atomic_fetch_add(&count[ids[s]], 1, __ATOMIC_RELAXED);
+  sync_block();
+  for (int e = tid_x(); e < E; e += NT)
+    counts[(long)bid_x() * E + e] = count[e];
+}
+
+/// moe_sort across blocks, second launch: block b takes every block's
+/// counts (S / SL + 1 blocks, as the grid), the offsets off[e] (an exclusive
+/// scan of the totals; block 0 stores them, off[E] = S) and its own bases
+/// off[e] + the counts of e in earlier blocks, then the stable permutation of
+/// its slots in rounds of NT (rank inside a wave by the wave's match mask,
+/// across waves by per-wave counts) and each slot's row.
+template <int E, int NT, int SL>
+STRATA_FN void moe_sort_scatter(const int32_t *ids, const int32_t *counts,
+                                int32_t *off, int32_t *perm, int32_t *rows,
+                                long S) {
+  constexpr int NW = NT / 32, PER = (E + NT - 1) / NT;
+  STRATA_SHARED int base[E];
+  STRATA_SHARED int tot[E];
+  STRATA_SHARED int wc[NW * E];
+  STRATA_SHARED int tmp[NW];
+  const int b = bid_x(), nb = (int)(S / SL) + 1;
+  for (int e = tid_x(); e < E; e += NT) {
+    int before = 0, all = 0;
+    for (int x = 0; x < nb; ++x) {
+      int c = counts[(long)x * E + e];
+      before += x < b ? c : 0;
+      all += c;
+    }
+    base[e] = before;
+    tot[e] = all;
+  }
   for (int i = tid_x(); i < NW * E; i += NT)
     wc[i] = 0;
   sync_block();
-  for (long s = tid_x(); s < S; s += NT)
-    __atomic_fetch_add(&count[ids[s]], 1, __ATOMIC_RELAXED);
-  sync_block();
-  if (tid_x() == 0) {
-    int run = 0;
-    for (int e = 0; e < E; ++e) {
-      int c = count[e];
+  // Thread i owns experts [i PER, i PER + PER): their totals' scan.
+  const int e0 = tid_x() * PER;
+  int mine = 0;
+  for (int e = e0; e < e0 + PER && e < E; ++e)
+    mine += tot[e];
+  int total;
+  int run = block_exclusive_scan<NT>(mine, tmp, &total);
+  for (int e = e0; e < e0 + PER && e < E; ++e) {
+    if (b == 0)
       off[e] = run;
-      base[e] = run;
-      run += c;
-    }
-    off[E] = run;
+    base[e] += run;
+    run += tot[e];
   }
+  if (b == 0 && tid_x() == 0)
+    off[E] = total;
   sync_block();
   const int w = tid_x() >> 5, lane = lane_id();
-  for (long r0 = 0; r0 < S; r0 += NT) {
+  const long s1 = ((long)b + 1) * SL < S ? ((long)b + 1) * SL : S;
+  for (long r0 = (long)b * SL; r0 < s1; r0 += NT) {
     long s = r0 + tid_x();
-    int e = s < S ? ids[s] : -1;
+    int e = s < s1 ? ids[s] : -1;
     const uint32_t same = wave_match(e);
-    const int total = __builtin_popcount(same);
+    const int cnt = __builtin_popcount(same);
     const int rank = __builtin_popcount(same & ((1u << lane) - 1u));
     const bool first = rank == 0;
     if (e >= 0 && first)
-      wc[w * E + e] = total;
+      wc[w * E + e] = cnt;
     sync_block();
     int before = 0, all = 0;
     if (e >= 0) {
@@ -814,7 +873,7 @@ STRATA_FN void moe_sort_block(const int32_t *ids, int32_t *off, int32_t *perm,
       bool lastWave = true;
       for (int x = w + 1; x < NW; ++x)
         lastWave = lastWave && wc[x * E + e] == 0;
-      if (lastWave && rank == total - 1)
+      if (lastWave && rank == cnt - 1)
         base[e] += all;
     }
     sync_block();

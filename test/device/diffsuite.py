@@ -672,6 +672,17 @@ def moe_cases(types: tuple[str, ...]) -> list[Case]:
                                 f"grouped experts, {t} stacks [{e}, {f}, {dd}],"
                                 f" top {k} ({tile} row tile at T = 128)",
                                 types=(t,)))
+    # moe_sort over slices of 2,048 slots (count, then scan and scatter per
+    # slice): T = 700 x top 8 = 5,600 slots, three slices.
+    if "q8_0" in types:
+        b = Body(64)
+        experts(b, 16, 8, 64, 64, "q8_0")
+        b("%m = moe_combine(%y, %w)")
+        b.output("%m", 64)
+        cases.append(b.case("moe_experts_q8_0_e16k8_slices", "moe_experts",
+                            "grouped experts, q8_0 stacks [16, 64, 64], top 8:"
+                            " moe_sort over three 2,048-slot slices at T = 700",
+                            types=("q8_0",), **LONG_PROMPTS))
     b = Body(64)
     experts(b, 4, 2, 64, 64, "f16")
     b("%s = reduce_sum(%y) {axis = 1}")
