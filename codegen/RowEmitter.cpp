@@ -49,6 +49,8 @@ private:
   int64_t qsaBlocks = 0;
   /// qsa_select's query row (indexer heads x dims), staged in LDS.
   int64_t qsaQuery = 0;
+  /// qsa_select's LDS for its top selection (qsa_top_select), bytes.
+  int64_t qsaSelect = 0;
 
   /// Pointer to the current row of \p t (which must be row-aligned).
   std::string rowPtr(const Tensor &t) {
@@ -621,6 +623,33 @@ void RowEmitter::run() {
   rowShape = y0.shape;
   if (rowShape.empty())
     rowShape.push_back({0, 1, 1});
+  // moe_route alone: a wave per token, kThreads / 32 tokens per block.
+  if (e.body.size() == 1 && e.body[0].recipe == Recipe::MoeRoute &&
+      constProduct(in(e.body[0], 0).shape, 1) <= 1024) {
+    const BodyOp &op = e.body[0];
+    Tensor x = in(op, 0), y = res(op, 0), ids = res(op, 1);
+    constexpr int kRows = kThreads / 32;
+    std::string params = e.params();
+    e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+    e.prologue();
+    e.line("  const long row = (long)bid_x() * {} + (tid_x() >> 5);", kRows);
+    e.line("  if (row >= {}) return;", dimExpr(rowShape[0]));
+    e.line("  wave_moe_route<{}, {}, {}, {}>({}, {}, {});",
+           constProduct(x.shape, 1), e.intAttr(op, "k"),
+           e.strAttr(op, "func") == "softmax", e.boolAttr(op, "norm"),
+           rowPtr(x), rowPtr(y), rowPtr(ids));
+    e.line("}}");
+    const format::PlanDim &rows = rowShape[0];
+    // ceil(rows / kRows) or more (PlanDim floors coef T on its own).
+    format::PlanDim blocks{
+        rows.coef, rows.constant / kRows + 1 + (rows.constant % kRows != 0),
+        rows.div * kRows};
+    if (rows.coef == 0)
+      blocks = {0, (rows.constant + kRows - 1) / kRows, 1};
+    e.out.grid = {blocks, {0, 1, 1}, {0, 1, 1}};
+    e.out.block = {kThreads, 1, 1};
+    return;
+  }
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::QsaSelect) {
       int64_t most =
@@ -630,11 +659,17 @@ void RowEmitter::run() {
         qsaBlocks *= 2;
       Tensor q = e.tensor(op.inputs[0]);
       qsaQuery = q.shape[1].constant * q.shape[2].constant;
+      // qsa_top_select's compacted top (a power of two >= top, score and
+      // id), histogram and scan words.
+      int64_t top = e.intAttr(op, "top"), pt = 1;
+      while (pt < top)
+        pt *= 2;
+      qsaSelect = 8 * pt + 4 * 256 + 64;
     }
   // LDS/shared: reductions, routing, the QSA sort, then the temporaries'
   // rows if they fit the static limit (48 KiB on sm_90, with headroom);
   // else the temporaries live in the kernel's workspace, one row per block.
-  uint64_t fixed = 256 + 8 * qsaBlocks + 4 * qsaQuery, temps = 0;
+  uint64_t fixed = 256 + 8 * qsaBlocks + 4 * qsaQuery + qsaSelect, temps = 0;
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::MoeRoute)
       fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);

@@ -143,6 +143,31 @@ template <int NT> STRATA_FN float block_sum(float v, float *red) {
   v = lane_id() < NT / 32 ? red[lane_id()] : 0.0f;
   return warp_sum(v);
 }
+/// Exclusive prefix sum of \p v over the block's NT threads (in thread
+/// order) by wave shuffles and the waves' totals in \p tmp (NT / 32 ints);
+/// \p total gets the block's sum. Ends with a barrier (tmp reusable after).
+template <int NT>
+STRATA_FN int block_exclusive_scan(int v, int *tmp, int *total) {
+  const int lane = lane_id(), w = tid_x() >> 5;
+  int x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    int y = shfl_i(x, lane >= d ? lane - d : lane);
+    x += lane >= d ? y : 0;
+  }
+  if (lane == 31)
+    tmp[w] = x;
+  sync_block();
+  int before = 0, all = 0;
+  for (int i = 0; i < NT / 32; ++i) {
+    before += i < w ? tmp[i] : 0;
+    all += tmp[i];
+  }
+  *total = all;
+  sync_block();
+  return before + x - v;
+}
+
 template <int NT> STRATA_FN float block_max(float v, float *red) {
   v = warp_max(v);
   if (NT <= 32)
@@ -420,6 +445,98 @@ STRATA_FN bool route_better(float v, int i, float bv, int bi) {
   return v > bv || (v == bv && i < bi) || (sm_isnan(v) && i < bi);
 }
 
+/// moe_route of one token by one wave (kernels of several tokens per block,
+/// no block barrier): lane l holds probabilities l, l + 32, ... in
+/// registers (softmax by wave reductions, or sigmoid), then the top K
+/// (descending, ties to the lower id, NaN never before a number, as
+/// row_moe_route) by K rounds of a wave argmax over each lane's best
+/// untaken candidate; only the winning lane looks for its next best. A
+/// block-wide round (row_moe_route) made 8 waves repeat every reduction: the
+/// kernel was instruction-bound (ncu: IPC 3.1) at 0.6 ms a layer.
+template <int E, int K, bool SOFTMAX, bool NORM, class X, class W>
+STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
+  constexpr int PL = (E + 31) / 32;
+  static_assert(PL <= 32, "one taken bit per register");
+  const int lane = lane_id();
+  float p[PL];
+  uint32_t taken = 0; // bit i: expert lane + 32 i taken (or past E)
+#pragma unroll
+  for (int i = 0; i < PL; ++i) {
+    const int e = lane + 32 * i;
+    p[i] = e < E ? ld(x, e) : 0.0f;
+    taken |= e < E ? 0u : 1u << i;
+  }
+  if (SOFTMAX) {
+    float m = -__builtin_inff();
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      m = !(taken >> i & 1u) && p[i] > m ? p[i] : m;
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1) {
+      float o = shfl_xor_f(m, d);
+      m = o > m ? o : m;
+    }
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < PL; ++i) {
+      p[i] = strata_exp(p[i] - m);
+      sum += taken >> i & 1u ? 0.0f : p[i];
+    }
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1)
+      sum += shfl_xor_f(sum, d);
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      p[i] /= sum;
+  } else {
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      p[i] = sm_sigmoid(p[i]);
+  }
+  auto best = [&](float &bv, int &bi) {
+    bv = 0;
+    bi = -1;
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      if (!(taken >> i & 1u) && route_better(p[i], lane + 32 * i, bv, bi))
+        bv = p[i], bi = lane + 32 * i;
+  };
+  float lv;
+  int li;
+  best(lv, li);
+  float cv[K];
+  int ci[K];
+#pragma unroll
+  for (int s = 0; s < K; ++s) {
+    float bv = lv;
+    int bi = li;
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1) {
+      float ov = shfl_xor_f(bv, d);
+      int oi = shfl_xor_i(bi, d);
+      if (route_better(ov, oi, bv, bi))
+        bv = ov, bi = oi;
+    }
+    cv[s] = bv;
+    ci[s] = bi;
+    if (bi >= 0 && (bi & 31) == lane) {
+      taken |= 1u << (bi >> 5);
+      best(lv, li);
+    }
+  }
+  if (lane == 0) {
+    float sum = 0;
+#pragma unroll
+    for (int s = 0; s < K; ++s)
+      sum += cv[s];
+#pragma unroll
+    for (int s = 0; s < K; ++s) {
+      ids[s] = ci[s];
+      st(w, s, NORM ? cv[s] / sum : cv[s]);
+    }
+  }
+}
+
 /// moe_route of one token: probabilities (softmax or sigmoid) of E logits
 /// into shared \p p, then the top K (descending, ties to the lower id, NaN
 /// never before a number) by K rounds of a block argmax.
@@ -500,6 +617,108 @@ STRATA_FN void row_moe_route(const X *x, W *w, int32_t *ids, float *p,
     }
 }
 
+/// Sorts \p score / \p id (shared, \p p a power of two) in place by a
+/// bitonic network: "before" = larger score, then lower id.
+template <int NT> STRATA_FN void qsa_bitonic(float *score, int *id, int p) {
+  for (int size = 2; size <= p; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid_x(); i < p / 2; i += NT) {
+        int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        bool down = (lo & size) != 0;
+        bool before = score[hi] > score[lo] ||
+                      (score[hi] == score[lo] && id[hi] < id[lo]);
+        if (before != down) {
+          float ts = score[lo];
+          score[lo] = score[hi];
+          score[hi] = ts;
+          int ti = id[lo];
+          id[lo] = id[hi];
+          id[hi] = ti;
+        }
+      }
+      sync_block();
+    }
+}
+
+/// A qsa_select score (-inf or >= 0, zeros of either sign equal) as an
+/// unsigned key of the same order: -inf 0, zero 1, x > 0 its bits + 1.
+STRATA_FN uint32_t qsa_key(float s) {
+  return s == -__builtin_inff() ? 0u : s == 0.0f ? 1u : sm_bits(s) + 1u;
+}
+
+/// The TOP best of the n scores (n > TOP; block b's id is b) in qsa_select's
+/// order into y (then the tail block n, as qsa_select writes): the TOP-th
+/// largest key by a radix select (four 8-bit digits, a shared histogram and
+/// a block scan each), the blocks above it and the lowest ids at it
+/// compacted in block order, then a bitonic sort of only those. Sorting all
+/// n (up to 4,096 at T = 16,384) by the network kept the kernel LDS-bound.
+template <int TOP, int NT>
+STRATA_FN void qsa_top_select(const float *score, const int *id, int n,
+                              int32_t *y) {
+  constexpr int PT = TOP <= 1 ? 1 : 2 << (31 - __builtin_clz(TOP - 1));
+  static_assert(NT == 256, "one histogram digit per thread");
+  STRATA_SHARED int hist[256];
+  STRATA_SHARED int tmp[NT / 32];
+  STRATA_SHARED uint32_t pick[2];
+  STRATA_SHARED float cs[PT];
+  STRATA_SHARED int ci[PT];
+  uint32_t prefix = 0, mask = 0;
+  int k = TOP; // the rank (from 1) of the key sought among those at prefix
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    hist[tid_x()] = 0;
+    sync_block();
+    for (int b = tid_x(); b < n; b += NT) {
+      uint32_t u = qsa_key(score[b]);
+      if ((u & mask) == prefix)
+        __atomic_fetch_add(&hist[(u >> shift) & 255u], 1, __ATOMIC_RELAXED);
+    }
+    sync_block();
+    // Thread i owns digit 255 - i: keys of larger digits come first.
+    const int d = 255 - tid_x(), c = hist[d];
+    int total;
+    int above = block_exclusive_scan<NT>(c, tmp, &total);
+    if (above < k && k <= above + c) {
+      pick[0] = prefix | (uint32_t)d << shift;
+      pick[1] = (uint32_t)(k - above);
+    }
+    sync_block();
+    prefix = pick[0];
+    k = (int)pick[1];
+    mask |= 255u << shift;
+  }
+  // Selected: key > prefix, or key == prefix among the first k in block
+  // order. Thread i scans the contiguous blocks [i R, i R + R).
+  const int R = (n + NT - 1) / NT, b0 = tid_x() * R;
+  const int b1 = b0 + R < n ? b0 + R : n;
+  int eq = 0;
+  for (int b = b0; b < b1; ++b)
+    eq += qsa_key(score[b]) == prefix;
+  int total;
+  int eqBefore = block_exclusive_scan<NT>(eq, tmp, &total);
+  int mine = 0;
+  for (int b = b0, e = eqBefore; b < b1; ++b) {
+    uint32_t u = qsa_key(score[b]);
+    mine += u > prefix || (u == prefix && e++ < k);
+  }
+  int at = block_exclusive_scan<NT>(mine, tmp, &total);
+  for (int b = b0, e = eqBefore; b < b1; ++b) {
+    uint32_t u = qsa_key(score[b]);
+    if (u > prefix || (u == prefix && e++ < k)) {
+      cs[at] = score[b];
+      ci[at] = id[b];
+      ++at;
+    }
+  }
+  for (int i = TOP + tid_x(); i < PT; i += NT) {
+    cs[i] = -__builtin_inff();
+    ci[i] = 0x7fffffff;
+  }
+  sync_block();
+  qsa_bitonic<NT>(cs, ci, PT);
+  for (int i = tid_x(); i <= TOP; i += NT)
+    y[i] = i < TOP ? ci[i] : n;
+}
+
 /// qsa_select of query row t: the scores of the visible complete blocks
 /// b < (t+1)/BLOCK (sum over indexer heads of relu(q_h . kb_b), times
 /// \p inv; NaN ranks as -inf), the TOP best (descending, ties to the lower
@@ -559,25 +778,13 @@ STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
     id[b] = b < nc ? b : 0x7fffffff;
   }
   sync_block();
-  // Bitonic sort: "before" = larger score, then lower id.
-  for (int size = 2; size <= p; size <<= 1)
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = tid_x(); i < p / 2; i += NT) {
-        int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-        bool down = (lo & size) != 0;
-        bool before = score[hi] > score[lo] ||
-                      (score[hi] == score[lo] && id[hi] < id[lo]);
-        if (before != down) {
-          float ts = score[lo];
-          score[lo] = score[hi];
-          score[hi] = ts;
-          int ti = id[lo];
-          id[lo] = id[hi];
-          id[hi] = ti;
-        }
-      }
-      sync_block();
+  if constexpr (NT == 256 && TOP > 0) {
+    if (nc > TOP) {
+      qsa_top_select<TOP, NT>(score, id, nc, y);
+      return;
     }
+  }
+  qsa_bitonic<NT>(score, id, p);
   int chosen = TOP < nc ? TOP : nc;
   for (int k = tid_x(); k <= TOP; k += NT)
     y[k] = k < chosen ? id[k] : (k == chosen ? nc : -1);
@@ -752,31 +959,6 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
       val *= sm_sigmoid(ld(gate, t * GT + h * GH + col));
     st(y, (t * H + h) * DV + col, val);
   }
-}
-
-/// Exclusive prefix sum of \p v over the block's NT threads (in thread
-/// order) by wave shuffles and the waves' totals in \p tmp (NT / 32 ints);
-/// \p total gets the block's sum. Ends with a barrier (tmp reusable after).
-template <int NT>
-STRATA_FN int block_exclusive_scan(int v, int *tmp, int *total) {
-  const int lane = lane_id(), w = tid_x() >> 5;
-  int x = v;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    int y = shfl_i(x, lane >= d ? lane - d : lane);
-    x += lane >= d ? y : 0;
-  }
-  if (lane == 31)
-    tmp[w] = x;
-  sync_block();
-  int before = 0, all = 0;
-  for (int i = 0; i < NT / 32; ++i) {
-    before += i < w ? tmp[i] : 0;
-    all += tmp[i];
-  }
-  *total = all;
-  sync_block();
-  return before + x - v;
 }
 
 /// moe_sort across blocks, first launch: block b counts each expert among

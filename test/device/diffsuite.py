@@ -456,8 +456,12 @@ def attention_cases() -> list[Case]:
                             f"{'' if causal else ' non-causal'}"
                             f"{'; q, k: rms_norm + neox rope' if nr else ''}"))
     # QSA: the indexer picks each query's blocks of cr tokens.
+    # top 64 of up to 350 blocks of 2 (qsa_top_select: radix select, more
+    # than one block per thread in its scans); top 150 of up to 175 (the
+    # cut among the zero scores of relu: ties broken by the lower block).
     for hd, cr, top, hi, di in ((64, 4, 4, 2, 64), (128, 8, 2, 1, 128),
-                                (64, 16, 1, 2, 32)):
+                                (64, 16, 1, 2, 32), (64, 2, 64, 2, 64),
+                                (64, 4, 150, 2, 64)):
         h, hkv = 4, 2
         width = 2 * h * hd + 2 * hkv * hd
         b = Body(width)
@@ -480,7 +484,7 @@ def attention_cases() -> list[Case]:
           f"block = {cr}}}")
         b(f"%o1 = reshape(%o) : f32[T, {h * hd}]")
         b.output("%o1", h * hd)
-        cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}", "attention",
+        cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}_top{top}", "attention",
                             f"QSA: gated attention over the top {top} blocks "
                             f"of {cr} tokens picked by block_mean + "
                             f"qsa_select (indexer: {hi} heads of {di})",
@@ -597,7 +601,7 @@ def moe_cases(types: tuple[str, ...]) -> list[Case]:
     d = 64
     for func, norm, e, k in (("softmax", True, 8, 2), ("softmax", False, 64, 6),
                              ("sigmoid", True, 64, 6), ("sigmoid", False, 8, 2),
-                             ("softmax", True, 128, 8)):
+                             ("softmax", True, 128, 8), ("softmax", True, 512, 10)):
         b = Body(e, std=2.0)
         b(f'%w, %ids = moe_route(%x) {{k = {k}, func = "{func}", '
           f"norm = {'true' if norm else 'false'}}}")
