@@ -29,6 +29,10 @@ class RowEmitter {
 public:
   explicit RowEmitter(Emitter &e) : e(e) {}
   void run();
+  /// conv1d_causal alone or followed by silu over its result, as blocks of
+  /// rows x channels with the weights loaded once (conv1d_rows); false
+  /// where the body is another (then it is a row kernel like any other).
+  bool convRows();
   /// hc_write followed by the per-stream norm of its result (K1), emitted
   /// as one register-resident pass (row_hc_write_norm); false where the
   /// shapes do not fit it (then each op is emitted on its own).
@@ -618,11 +622,54 @@ bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
   return true;
 }
 
+bool RowEmitter::convRows() {
+  const BodyOp &conv = e.body[0];
+  if (conv.recipe != Recipe::Conv1dCausal || e.body.size() > 2)
+    return false;
+  Tensor x = in(conv, 0), w = in(conv, 1), y = res(conv, 0);
+  bool silu = e.body.size() == 2;
+  if (silu) {
+    const BodyOp &act = e.body[1];
+    const BodyRef &a = act.inputs[0], &r = conv.outputs[0];
+    if (act.recipe != Recipe::Silu || a.kind != r.kind || a.index != r.index ||
+        !a.view.empty() || !y.isTemp)
+      return false;
+    y = res(act, 0);
+  }
+  int64_t c = x.shape.size() == 2 ? x.shape[1].constant : 0;
+  if (x.isTemp || y.isTemp || c % 4 != 0 || c == 0 ||
+      constProduct(y.shape, 1) != c || !(x.shape[0] == rowShape[0]))
+    return false;
+  checkReadable(w);
+  constexpr int kRowsPerBlock = 32;
+  std::string params = e.params();
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.prologue();
+  e.line("  conv1d_rows<{}, {}, {}, {}, {}, {}>({}, {}, {}, {});", c,
+         w.shape[1].constant, e.intAttr(conv, "dilation"), kRowsPerBlock,
+         kThreads, silu, x.ptr, w.ptr, y.ptr, dimExpr(rowShape[0]));
+  e.line("}}");
+  const format::PlanDim &rows = rowShape[0];
+  // ceil(rows / 32) or more (PlanDim floors coef T on its own).
+  format::PlanDim blocks{rows.coef,
+                         rows.constant / kRowsPerBlock + 1 +
+                             (rows.constant % kRowsPerBlock != 0),
+                         rows.div * kRowsPerBlock};
+  if (rows.coef == 0)
+    blocks = {0, (rows.constant + kRowsPerBlock - 1) / kRowsPerBlock, 1};
+  e.out.grid = {{0, (c / 4 + kThreads - 1) / kThreads, 1}, blocks, {0, 1, 1}};
+  e.out.block = {kThreads, 1, 1};
+  return true;
+}
+
 void RowEmitter::run() {
   Tensor y0 = e.tensor({format::BodyRef::Kind::Out, 0, {}});
   rowShape = y0.shape;
   if (rowShape.empty())
     rowShape.push_back({0, 1, 1});
+  // conv1d_causal alone or with silu: blocks of 32 rows x 1,024 channels.
+  if (convRows())
+    return;
   // moe_route alone: a wave per token, kThreads / 32 tokens per block.
   if (e.body.size() == 1 && e.body[0].recipe == Recipe::MoeRoute &&
       constProduct(in(e.body[0], 0).shape, 1) <= 1024) {
