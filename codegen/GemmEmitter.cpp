@@ -202,12 +202,17 @@ bool GemmEmitter::rawStaged(const Gemm &g) const {
   if (e.target != "sm_90" || !g.mma || s == 0)
     return false;
   for (const Tensor &w : g.w)
-    if (!w.quant() || s % w.blockSize != 0 || w.ggml != g.w[0].ggml)
+    if (!(w.quant() || w.ctype == "f16" || w.ctype == "bf16") ||
+        s % w.blockSize != 0 || w.ggml != g.w[0].ggml)
       return false;
   return true;
 }
 
 int64_t GemmEmitter::stageK(const Gemm &g) {
+  // 16-bit weights (the hyper-connection projections) take 128-element
+  // stages (256 bytes a row per slot, not 512), or 64 (K3: K = 320).
+  if (!g.w[0].quant())
+    return g.k % 128 == 0 ? 128 : g.k % 64 == 0 ? 64 : 0;
   return g.k % 256 == 0 ? 256 : g.k % 128 == 0 ? 128 : 0;
 }
 
@@ -322,8 +327,9 @@ void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
         w.blockSize, w.blockBytes, k, w.blockSize, dst,
         lds ? ", iq3s_lds" : "");
   } else {
-    // Whole rows of K % 32 == 0 elements: 16-bit pieces are 16-byte aligned.
-    e.line("        ld8({}, {}, {});", rowPtr, k, dst);
+    // Whole rows of K % 32 == 0 elements: 16-bit pieces are 16-byte aligned
+    // (in global memory, or in a raw stage's LDS row of bytes).
+    e.line("        ld8((const {} *){}, {}, {});", w.ctype, rowPtr, k, dst);
   }
 }
 
@@ -418,7 +424,9 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
                  "long long)(wrow + ({}) * {}L) & ~15ull);",
                  kb, sb);
         else
-          e.line("        const uint8_t *src = wrow + ({}) * {}L;", kb, sb);
+          e.line("        const uint8_t *src = (const uint8_t *)wrow + ({}) * "
+                 "{}L;",
+                 kb, sb);
         e.line("        cp_async16(Wr + (({}) * {} + {}) * {} + r * {} + q * "
                "16, src + q * 16); }}",
                slot, nb, b, g.bn * lr, lr);
