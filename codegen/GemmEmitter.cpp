@@ -874,6 +874,16 @@ void GemmEmitter::runChains() {
   std::vector<const Gemm *> all;
   for (Gemm &g : gemms) {
     g.nt = nt;
+    // A narrow matrix-unit tile in a kernel of more waves (a 16 x 64 tile
+    // beside K2's 256-thread injection logits) widens until its columns
+    // split over the waves; columns past N are guarded like any ragged
+    // last tile.
+    if (g.mma) {
+      int wm, wn;
+      waveGrid(g.bm, nt, wm, wn);
+      while ((g.bn / 16) % wn != 0)
+        g.bn += 16;
+    }
     all.push_back(&g);
   }
   planBuffers(all, 0);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the development machine (clang-19, ptxas optional): everything the GPU
 # machine needs for test/device/run.sh, in build-device/ (carry it there):
-# tiny GGUFs of the four bundled models with the goldens' quantised mixes,
+# tiny GGUFs of the four bundled models with the goldens' quantised mixes
+# (and qwen4exp with F16 hyper-connection projections),
 # their sm_90 plans under both precision policies (kernels compiled here:
 # the GPU machine has no clang), the prompt, and the CPU backend's f32
 # logits (the reference the goldens hold to ~1e-12).
@@ -16,19 +17,27 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 for t in 1 37 100; do
   python3 -c "import random; random.seed($t); print(','.join(str(random.randrange(1, 250)) for _ in range($t)))" > "$OUT/tokens-$t.txt"
 done
-for arch in qwen3 qwen3moe qwen3next qwen4exp; do
-  types=$(python3 -c "import sys; sys.path.insert(0, 'test/golden'); from llama_golden import ARCH_MIX, MIX; print(ARCH_MIX.get('$arch', (MIX,))[0])")
-  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 3 --types "$types" -o "$OUT/$arch.gguf" > /dev/null
+# The four bundled models with the goldens' mixes, and qwen4exp with the
+# F16 hyper-connection projections of the published layouts (K2's narrow
+# down tile beside its f32 injection logits; 16-bit raw stages).
+for model in qwen3 qwen3moe qwen3next qwen4exp qwen4exp_f16hc; do
+  arch=${model%%_*}
+  if [ "$model" = qwen4exp_f16hc ]; then
+    types='q4_0,*hc_*up*=f16,*hc_*down*=f16'
+  else
+    types=$(python3 -c "import sys; sys.path.insert(0, 'test/golden'); from llama_golden import ARCH_MIX, MIX; print(ARCH_MIX.get('$arch', (MIX,))[0])")
+  fi
+  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 3 --types "$types" -o "$OUT/$model.gguf" > /dev/null
   for prec in bf16 f32; do
-    "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$arch.gguf" --max-tokens 128 \
-      --target sm_90 --precision "$prec" -o "$OUT/$arch.$prec.sm90" > /dev/null
+    "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$model.gguf" --max-tokens 128 \
+      --target sm_90 --precision "$prec" -o "$OUT/$model.$prec.sm90" > /dev/null
   done
-  "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$arch.gguf" --max-tokens 128 -o "$OUT/$arch.host" > /dev/null
+  "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$model.gguf" --max-tokens 128 -o "$OUT/$model.host" > /dev/null
   for t in 1 37 100; do
-    "$B/strata-run" "$OUT/$arch.host" --gguf "$OUT/$arch.gguf" --tokens-file "$OUT/tokens-$t.txt" \
-      --dump-logits "$OUT/$arch.cpu-f32.T$t.logits" > /dev/null
+    "$B/strata-run" "$OUT/$model.host" --gguf "$OUT/$model.gguf" --tokens-file "$OUT/tokens-$t.txt" \
+      --dump-logits "$OUT/$model.cpu-f32.T$t.logits" > /dev/null
   done
-  rm -rf "$OUT/$arch.host"
+  rm -rf "$OUT/$model.host"
 done
 # The plans load cubins (ptxas ran here); PTX and sources stay behind so the
 # folder fits what a device call carries.

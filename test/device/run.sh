@@ -3,7 +3,8 @@
 # and/or build-diffsuite/ carried (made on the development machine by
 # test/device/prepare.sh and test/device/diffsuite.py prepare):
 # builds the runtime there (no LLVM or clang needed: -DSTRATA_RUNTIME_ONLY=ON),
-# runs every bundled model's sm_90 plan with --check (every kernel against
+# runs every bundled model's sm_90 plan (and qwen4exp with F16
+# hyper-connection projections) with --check (every kernel against
 # the cpu backend on the same inputs) under both precision policies, compares
 # the logits with the CPU's f32 logits (bf16 policy: NMSE <= 1e-3 and top-1
 # >= 97 %; f32 policy: NMSE <= 1e-5), runs it again without --check (the
@@ -34,7 +35,10 @@ FILE="$RES/device-$(date -u +%Y%m%dT%H%M%SZ).txt"
 } > "$FILE"
 fail=0
 [ -d build-device ] || echo "no build-device/: the bundled models are not run" | tee -a "$FILE"
-for arch in $([ -d build-device ] && echo qwen3 qwen3moe qwen3next qwen4exp); do
+# Every model prepare.sh made whose GGUF is here (a device call may carry a
+# subset: the tree and what it carries must stay under the call's limit).
+models=$(ls build-device/*.gguf 2>/dev/null | xargs -r -n1 basename | sed 's/\.gguf$//')
+for arch in $models; do
   for prec in bf16 f32; do
     for t in 1 37 100; do
       plan=build-device/$arch.$prec.sm90
@@ -63,7 +67,7 @@ done
 # Synthetic weights made on the device by the plan's fill kernel: every
 # byte equal to the host fill of the same seed (--verify-synthetic), and a
 # --check run with them (the cpu backend fills its own on the host).
-for arch in $([ -d build-device ] && echo qwen3 qwen3moe qwen3next qwen4exp); do
+for arch in $models; do
   plan=build-device/$arch.bf16.sm90
   log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
     --tokens-file build-device/tokens-37.txt --synthetic-weights 7 --verify-synthetic --check 2>&1)
