@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 
 namespace strata::codegen::detail {
 
@@ -97,12 +98,62 @@ private:
   }
   void elementwise(const BodyOp &op);
   void op(const BodyOp &op);
+  /// Unary ops whose f32 temporary only one later elementwise op reads and
+  /// whose input is a kernel input (not overwritten in the body): not
+  /// emitted; the reader applies them to the input it loads (the sigmoid
+  /// gate of the delta rule's output norm went through the workspace).
+  std::map<uint32_t, const BodyOp *> inlined;
+  void findInlined();
+  /// \p fn and \p extra of an elementwise op (sm_ function, attribute args).
+  void elementFn(const BodyOp &op, std::string &fn, std::string &extra);
 };
 
-void RowEmitter::elementwise(const BodyOp &op) {
-  Tensor y = res(op);
-  std::string fn;
-  std::string extra;
+void RowEmitter::findInlined() {
+  std::map<uint32_t, int> reads;
+  for (const BodyOp &op : e.body)
+    for (const BodyRef &r : op.inputs)
+      if (r.kind == BodyRef::Kind::Tmp)
+        ++reads[r.index];
+  for (size_t i = 0; i < e.body.size(); ++i) {
+    const BodyOp &op = e.body[i];
+    if (format::recipeInfo(op.recipe).cls != format::OpClass::Unary ||
+        op.recipe == Recipe::Cast || op.outputs.size() != 1 ||
+        op.outputs[0].kind != BodyRef::Kind::Tmp ||
+        op.inputs[0].kind != BodyRef::Kind::In || !op.inputs[0].view.empty())
+      continue;
+    uint32_t t = op.outputs[0].index;
+    bool written = false; // an output stored over the input (in place)
+    for (int32_t tied : e.kernel.tied)
+      written = written || tied == static_cast<int32_t>(op.inputs[0].index);
+    if (reads[t] != 1 || written ||
+        e.kernel.temps[t].dtype != format::DType::F32)
+      continue;
+    Tensor x = in(op, 0), y = res(op);
+    if (x.quant() || x.isWeight || x.shape.size() != y.shape.size())
+      continue;
+    bool same = true;
+    for (size_t d = 1; d < x.shape.size(); ++d)
+      same = same && x.shape[d] == y.shape[d];
+    // Its one reader: a later elementwise op of the same shape, reading
+    // the temporary without a view.
+    for (size_t j = i + 1; j < e.body.size() && same; ++j)
+      for (const BodyRef &r : e.body[j].inputs)
+        if (r.kind == BodyRef::Kind::Tmp && r.index == t) {
+          format::OpClass c = format::recipeInfo(e.body[j].recipe).cls;
+          Tensor z = res(e.body[j]);
+          bool ok =
+              r.view.empty() && z.shape.size() == y.shape.size() &&
+              (c == format::OpClass::Unary || c == format::OpClass::Binary);
+          for (size_t d = 1; ok && d < z.shape.size(); ++d)
+            ok = z.shape[d] == y.shape[d];
+          if (ok)
+            inlined[t] = &op;
+        }
+  }
+}
+
+void RowEmitter::elementFn(const BodyOp &op, std::string &fn,
+                           std::string &extra) {
   switch (op.recipe) {
 #define OP(Id, Mnemonic, Min, Max, N, Attrs, Rule, Cost, Class)                \
   case Recipe::Id:                                                             \
@@ -110,6 +161,7 @@ void RowEmitter::elementwise(const BodyOp &op) {
     break;
 #include "runtime/format/Ops.def"
   }
+  extra.clear();
   if (op.recipe == Recipe::Clamp) {
     float lo = e.hasAttr(op, "min") ? static_cast<float>(e.floatAttr(op, "min"))
                                     : -INFINITY;
@@ -120,9 +172,26 @@ void RowEmitter::elementwise(const BodyOp &op) {
     extra = fmt::format(", {}, {}", floatLit(e.floatAttr(op, "s")),
                         floatLit(e.floatAttr(op, "b")));
   }
+}
+
+void RowEmitter::elementwise(const BodyOp &op) {
+  Tensor y = res(op);
+  std::string fn, extra;
+  elementFn(op, fn, extra);
+  // Per input: the tensor loaded and the unary op applied to it (inlined
+  // temporaries load their op's input).
   std::vector<Tensor> ins;
+  std::vector<std::string> wrap(op.inputs.size()), wrapExtra(op.inputs.size());
   for (size_t i = 0; i < op.inputs.size(); ++i) {
-    ins.push_back(in(op, i));
+    const BodyRef &r = op.inputs[i];
+    auto it =
+        r.kind == BodyRef::Kind::Tmp ? inlined.find(r.index) : inlined.end();
+    if (it != inlined.end()) {
+      ins.push_back(in(*it->second, 0));
+      elementFn(*it->second, wrap[i], wrapExtra[i]);
+    } else {
+      ins.push_back(in(op, i));
+    }
     checkReadable(ins.back());
   }
   // Vector form: 4 adjacent elements per thread, one vector access per
@@ -148,6 +217,9 @@ void RowEmitter::elementwise(const BodyOp &op) {
       else
         e.line("    for (int u = 0; u < 4; ++u) a{}[u] = ld({}, {});", k,
                ins[k].ptr, elementIndex(ins[k], y.shape, "row", "(i0 + u)"));
+      if (!wrap[k].empty())
+        e.line("    for (int u = 0; u < 4; ++u) a{}[u] = {}(a{}[u]{});", k,
+               wrap[k], k, wrapExtra[k]);
     }
     e.line("    float r[4];");
     e.line("#pragma unroll");
@@ -166,9 +238,13 @@ void RowEmitter::elementwise(const BodyOp &op) {
   }
   loop(y.shape, [&] {
     std::string args;
-    for (size_t i = 0; i < ins.size(); ++i)
-      args += fmt::format("{}ld({}, {})", i ? ", " : "", ins[i].ptr,
-                          elementIndex(ins[i], y.shape, "row", "i"));
+    for (size_t i = 0; i < ins.size(); ++i) {
+      std::string v = fmt::format("ld({}, {})", ins[i].ptr,
+                                  elementIndex(ins[i], y.shape, "row", "i"));
+      if (!wrap[i].empty())
+        v = fmt::format("{}({}{})", wrap[i], v, wrapExtra[i]);
+      args += fmt::format("{}{}", i ? ", " : "", v);
+    }
     std::string v = op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
                         ? args
                         : fmt::format("{}({}{})", fn, args, extra);
@@ -720,7 +796,11 @@ void RowEmitter::run() {
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::MoeRoute)
       fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
-  for (const format::BodyTemp &t : e.kernel.temps) {
+  findInlined();
+  for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
+    const format::BodyTemp &t = e.kernel.temps[j];
+    if (inlined.count(j))
+      continue; // never stored
     if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
       throw Unsupported("a temporary is not aligned with the row");
     if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32 &&
@@ -745,6 +825,8 @@ void RowEmitter::run() {
     e.line("  long wsoff = 0;");
   for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
     const format::BodyTemp &t = e.kernel.temps[j];
+    if (inlined.count(j))
+      continue;
     int64_t n = constProduct(t.shape, 1);
     const char *type = elementCType(t.dtype);
     if (!e.workspace) {
@@ -764,6 +846,10 @@ void RowEmitter::run() {
     e.line("  STRATA_SHARED float qsa_q[{}];", qsaQuery);
   }
   for (size_t i = 0; i < e.body.size(); ++i) {
+    const BodyOp &b = e.body[i];
+    if (b.outputs.size() == 1 && b.outputs[0].kind == BodyRef::Kind::Tmp &&
+        inlined.count(b.outputs[0].index) && inlined[b.outputs[0].index] == &b)
+      continue;
     if (i + 1 < e.body.size() && writeNorm(e.body[i], e.body[i + 1]))
       ++i;
     else
