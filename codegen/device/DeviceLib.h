@@ -1571,6 +1571,89 @@ STRATA_FN void mma_lower_split(float *acc, const mma_t *ah, const mma_t *al,
   }
 }
 
+/// The gated delta rule's intra-chunk products (delta_mma, delta_prep): wave
+/// w < CT (CT + 1) / 2 takes lower-triangular 16x16 tile w of K K^T and
+/// Q K^T (exact bf16 inputs, rows of K and Q at stride LK) into A = strictly
+/// lower (beta decay K K^T) (f32, stride LF) and P = decay-masked Q K^T,
+/// split hi/lo (stride LP).
+template <int CT, int DK, int LK, int LF, int LP>
+STRATA_FN void delta_chunk_products(const mma_t *Ks, const mma_t *Qs,
+                                    const float *Gs, const float *Bs, float *Af,
+                                    mma_t *Ph, mma_t *Pl, int w) {
+  if (w >= CT * (CT + 1) / 2)
+    return;
+  const int ta = w == 0 ? 0 : (CT == 2 && w < 3 ? 1 : 0);
+  const int tb = w == 2 ? 1 : 0;
+  float kk2[8] = {0, 0, 0, 0, 0, 0, 0, 0}, qk[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 2
+  for (int kk = 0; kk < DK; kk += 16) {
+    const mma_t *kb2 = Ks + tb * 16 * LK + kk;
+    mma_16x16x16(kk2, Ks + ta * 16 * LK + kk, LK, kb2, LK);
+    mma_16x16x16(qk, Qs + ta * 16 * LK + kk, LK, kb2, LK);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int r, c;
+    mma_acc_coord(i, &r, &c);
+    int t = ta * 16 + r, j = tb * 16 + c;
+    float decay = j <= t ? strata_exp(Gs[t] - Gs[j]) : 0.0f;
+    Af[t * LF + j] = j < t ? Bs[t] * decay * kk2[i] : 0.0f;
+    mma_split(decay * qk[i], Ph + t * LP + j, Pl + t * LP + j);
+  }
+}
+
+/// T = (I + A)^-1 of a chunk of C tokens (A strictly lower, f32 at stride
+/// LF): its 16x16 diagonal blocks by substitution (thread (block, column
+/// j) solves column j in registers), and for C = 32 T10 = -T11 (A10 T00)
+/// through X = A10 T00 [16][17] (two barriers inside). T in f32 at Tf and
+/// split hi/lo at Th / Tl (stride LT); with BETA each column j of the split
+/// copy is scaled by beta_j (T diag(beta), delta_prep's record).
+template <int C, int NT, int LF, int LT, bool BETA>
+STRATA_FN void delta_chunk_inverse(const float *Af, float *Tf, float *Xf,
+                                   const float *Bs, mma_t *Th, mma_t *Tl) {
+  if (tid_x() < C) {
+    const int bb = tid_x() / 16, j = tid_x() % 16;
+    const float *Ab = Af + bb * 16 * LF + bb * 16;
+    const float bj = BETA ? Bs[bb * 16 + j] : 1.0f;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float acc = r == j ? 1.0f : 0.0f;
+#pragma unroll
+      for (int m = 0; m < r; ++m)
+        acc -= Ab[r * LF + m] * x[m];
+      x[r] = acc;
+    }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      int t = bb * 16 + r, jj = bb * 16 + j;
+      Tf[t * LF + jj] = x[r];
+      mma_split(BETA ? x[r] * bj : x[r], Th + t * LT + jj, Tl + t * LT + jj);
+    }
+  }
+  if constexpr (C == 32) {
+    sync_block();
+    for (int e = tid_x(); e < 256; e += NT) {
+      int r = e / 16, j = e % 16;
+      float acc = 0;
+#pragma unroll
+      for (int m = 0; m < 16; ++m)
+        acc += Af[(16 + r) * LF + m] * Tf[m * LF + j];
+      Xf[r * 17 + j] = acc;
+    }
+    sync_block();
+    for (int e = tid_x(); e < 256; e += NT) {
+      int r = e / 16, j = e % 16;
+      float acc = 0;
+#pragma unroll
+      for (int m = 0; m < 16; ++m)
+        acc -= Tf[(16 + r) * LF + 16 + m] * Xf[m * 17 + j];
+      mma_split(BETA ? acc * Bs[j] : acc, Th + (16 + r) * LT + j,
+                Tl + (16 + r) * LT + j);
+    }
+  }
+}
+
 /// The gated delta rule in chunked form on the matrix units (bf16 q and k,
 /// the GPU policy). Same algebra as delta_chunked, as matrix products per
 /// chunk of C tokens (C = 16 or 32) and block (head h, NCOL = 32 state
@@ -1617,13 +1700,11 @@ STRATA_FN void delta_mma(const bf16 *q, const bf16 *k, const V *v, const G *g,
   const int h = bid_x(), kh = TILED ? h % HK : h / (H / HK);
   const int w = tid_x() >> 5, c0 = bid_y() * NCOL;
   const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k;
-  // This wave's output tile (rows rt, columns ct of the chunk's C x NCOL)
-  // and its lower-triangular tile (ta, tb) of the C x C products.
+  // This wave's output tile (rows rt, columns ct of the chunk's C x NCOL);
+  // delta_chunk_products gives it a lower-triangular tile of the C x C
+  // products.
   const bool out = w < CT * (NCOL / 16);
   const int rt = w / (NCOL / 16), ct = w % (NCOL / 16);
-  const bool tri = w < CT * (CT + 1) / 2;
-  const int ta = w == 0 ? 0 : (CT == 2 && w < 3 ? 1 : 0);
-  const int tb = w == 2 ? 1 : 0;
   float s[NST][8];
 #pragma unroll
   for (int m = 0; m < NST; ++m)
@@ -1695,67 +1776,9 @@ STRATA_FN void delta_mma(const bf16 *q, const bf16 *k, const V *v, const G *g,
         o[i] *= gam;
       }
     }
-    if (tri) {
-      float kk2[8] = {0, 0, 0, 0, 0, 0, 0, 0}, qk[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll 2
-      for (int kk = 0; kk < DK; kk += 16) {
-        const mma_t *kb2 = Ks + tb * 16 * LK + kk;
-        mma_16x16x16(kk2, Ks + ta * 16 * LK + kk, LK, kb2, LK);
-        mma_16x16x16(qk, Qs + ta * 16 * LK + kk, LK, kb2, LK);
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        int r, c;
-        mma_acc_coord(i, &r, &c);
-        int t = ta * 16 + r, j = tb * 16 + c;
-        float decay = j <= t ? strata_exp(Gs[t] - Gs[j]) : 0.0f;
-        Af[t * LF + j] = j < t ? Bs[t] * decay * kk2[i] : 0.0f;
-        mma_split(decay * qk[i], Ph + t * LC + j, Pl + t * LC + j);
-      }
-    }
+    delta_chunk_products<CT, DK, LK, LF, LC>(Ks, Qs, Gs, Bs, Af, Ph, Pl, w);
     sync_block();
-    // T's diagonal 16x16 blocks: thread (block, column j) solves column j
-    // of (I + A_bb)^-1 by substitution, in registers.
-    if (tid_x() < C) {
-      const int bb = tid_x() / 16, j = tid_x() % 16;
-      const float *Ab = Af + bb * 16 * LF + bb * 16;
-      float x[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float acc = r == j ? 1.0f : 0.0f;
-#pragma unroll
-        for (int m = 0; m < r; ++m)
-          acc -= Ab[r * LF + m] * x[m];
-        x[r] = acc;
-      }
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        int t = bb * 16 + r, jj = bb * 16 + j;
-        Tf[t * LF + jj] = x[r];
-        mma_split(x[r], Th + t * LC + jj, Tl + t * LC + jj);
-      }
-    }
-    if constexpr (CT == 2) {
-      // T10 = -T11 (A10 T00), through X = A10 T00.
-      sync_block();
-      for (int e = tid_x(); e < 256; e += NT) {
-        int r = e / 16, j = e % 16;
-        float acc = 0;
-#pragma unroll
-        for (int m = 0; m < 16; ++m)
-          acc += Af[(16 + r) * LF + m] * Tf[m * LF + j];
-        Xf[r * 17 + j] = acc;
-      }
-      sync_block();
-      for (int e = tid_x(); e < 256; e += NT) {
-        int r = e / 16, j = e % 16;
-        float acc = 0;
-#pragma unroll
-        for (int m = 0; m < 16; ++m)
-          acc -= Tf[(16 + r) * LF + 16 + m] * Xf[m * 17 + j];
-        mma_split(acc, Th + (16 + r) * LC + j, Tl + (16 + r) * LC + j);
-      }
-    }
+    delta_chunk_inverse<C, NT, LF, LC, false>(Af, Tf, Xf, Bs, Th, Tl);
     sync_block();
     // U = T B (T lower block-triangular: k tiles up to the row tile); U^T
     // and the decayed W^T = (exp(G_C - G_t) u_t)^T for the state update.
@@ -1872,71 +1895,9 @@ STRATA_FN void delta_prep(const bf16 *q, const bf16 *k, const G *g,
   if (w == 0)
     delta_stage_decays<H, C>(g, beta, t0, T, h, Gs, Bs);
   sync_block();
-  // K K^T and Q K^T of wave w's lower-triangular 16x16 tile (ta, tb).
-  if (w < CT * (CT + 1) / 2) {
-    const int ta = w == 0 ? 0 : (CT == 2 && w < 3 ? 1 : 0);
-    const int tb = w == 2 ? 1 : 0;
-    float kk2[8] = {0, 0, 0, 0, 0, 0, 0, 0}, qk[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll 2
-    for (int kk = 0; kk < DK; kk += 16) {
-      const mma_t *kb2 = Ks + tb * 16 * LK + kk;
-      mma_16x16x16(kk2, Ks + ta * 16 * LK + kk, LK, kb2, LK);
-      mma_16x16x16(qk, Qs + ta * 16 * LK + kk, LK, kb2, LK);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      int r, c;
-      mma_acc_coord(i, &r, &c);
-      int t = ta * 16 + r, j = tb * 16 + c;
-      float decay = j <= t ? strata_exp(Gs[t] - Gs[j]) : 0.0f;
-      Af[t * LF + j] = j < t ? Bs[t] * decay * kk2[i] : 0.0f;
-      mma_split(decay * qk[i], Ph + t * C + j, Pl + t * C + j);
-    }
-  }
+  delta_chunk_products<CT, DK, LK, LF, C>(Ks, Qs, Gs, Bs, Af, Ph, Pl, w);
   sync_block();
-  // T's diagonal 16x16 blocks: thread (block, column j) solves column j of
-  // (I + A_bb)^-1 by substitution, in registers.
-  if (tid_x() < C) {
-    const int bb = tid_x() / 16, j = tid_x() % 16;
-    const float *Ab = Af + bb * 16 * LF + bb * 16;
-    const float bj = Bs[bb * 16 + j];
-    float x[16];
-#pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      float acc = r == j ? 1.0f : 0.0f;
-#pragma unroll
-      for (int m = 0; m < r; ++m)
-        acc -= Ab[r * LF + m] * x[m];
-      x[r] = acc;
-    }
-#pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      int t = bb * 16 + r, jj = bb * 16 + j;
-      Tf[t * LF + jj] = x[r];
-      mma_split(x[r] * bj, Th + t * C + jj, Tl + t * C + jj);
-    }
-  }
-  if constexpr (CT == 2) {
-    // T10 = -T11 (A10 T00), through X = A10 T00.
-    sync_block();
-    for (int e = tid_x(); e < 256; e += NT) {
-      int r = e / 16, j = e % 16;
-      float acc = 0;
-#pragma unroll
-      for (int m = 0; m < 16; ++m)
-        acc += Af[(16 + r) * LF + m] * Tf[m * LF + j];
-      Xf[r * 17 + j] = acc;
-    }
-    sync_block();
-    for (int e = tid_x(); e < 256; e += NT) {
-      int r = e / 16, j = e % 16;
-      float acc = 0;
-#pragma unroll
-      for (int m = 0; m < 16; ++m)
-        acc -= Tf[(16 + r) * LF + 16 + m] * Xf[m * 17 + j];
-      mma_split(acc * Bs[j], Th + (16 + r) * C + j, Tl + (16 + r) * C + j);
-    }
-  }
+  delta_chunk_inverse<C, NT, LF, C, true>(Af, Tf, Xf, Bs, Th, Tl);
   sync_block();
   const strata_u4 *src = (const strata_u4 *)Th;
   strata_u4 *dst = (strata_u4 *)(ws + (chunk * H + h) * RB);
