@@ -698,6 +698,16 @@ bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
   return true;
 }
 
+/// Blocks of \p per rows covering \p rows: ceil(rows / per), or one or two
+/// more where rows grow with T (PlanDim floors coef T on its own; extra
+/// blocks find no row and exit).
+format::PlanDim rowGroups(const format::PlanDim &rows, int64_t per) {
+  if (rows.coef == 0)
+    return {0, (rows.constant + per - 1) / per, 1};
+  return {rows.coef, rows.constant / per + 1 + (rows.constant % per != 0),
+          rows.div * per};
+}
+
 bool RowEmitter::convRows() {
   const BodyOp &conv = e.body[0];
   if (conv.recipe != Recipe::Conv1dCausal || e.body.size() > 2)
@@ -725,15 +735,9 @@ bool RowEmitter::convRows() {
          w.shape[1].constant, e.intAttr(conv, "dilation"), kRowsPerBlock,
          kThreads, silu, x.ptr, w.ptr, y.ptr, dimExpr(rowShape[0]));
   e.line("}}");
-  const format::PlanDim &rows = rowShape[0];
-  // ceil(rows / 32) or more (PlanDim floors coef T on its own).
-  format::PlanDim blocks{rows.coef,
-                         rows.constant / kRowsPerBlock + 1 +
-                             (rows.constant % kRowsPerBlock != 0),
-                         rows.div * kRowsPerBlock};
-  if (rows.coef == 0)
-    blocks = {0, (rows.constant + kRowsPerBlock - 1) / kRowsPerBlock, 1};
-  e.out.grid = {{0, (c / 4 + kThreads - 1) / kThreads, 1}, blocks, {0, 1, 1}};
+  e.out.grid = {{0, (c / 4 + kThreads - 1) / kThreads, 1},
+                rowGroups(rowShape[0], kRowsPerBlock),
+                {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
   return true;
 }
@@ -762,14 +766,7 @@ void RowEmitter::run() {
            e.strAttr(op, "func") == "softmax", e.boolAttr(op, "norm"),
            rowPtr(x), rowPtr(y), rowPtr(ids));
     e.line("}}");
-    const format::PlanDim &rows = rowShape[0];
-    // ceil(rows / kRows) or more (PlanDim floors coef T on its own).
-    format::PlanDim blocks{
-        rows.coef, rows.constant / kRows + 1 + (rows.constant % kRows != 0),
-        rows.div * kRows};
-    if (rows.coef == 0)
-      blocks = {0, (rows.constant + kRows - 1) / kRows, 1};
-    e.out.grid = {blocks, {0, 1, 1}, {0, 1, 1}};
+    e.out.grid = {rowGroups(rowShape[0], kRows), {0, 1, 1}, {0, 1, 1}};
     e.out.block = {kThreads, 1, 1};
     return;
   }

@@ -556,21 +556,32 @@ bool readRefs(Reader &r, const json &obj, const std::string &path,
   return true;
 }
 
-bool readCode(Reader &r, const json &c, const std::string &cpath,
-              PlanCode &code) {
-  const json *grid = r.field(c, cpath, "grid");
-  const json *block = r.array(c, cpath, "block");
-  const json *args = r.array(c, cpath, "args");
-  if (!r.str(c, cpath, "module", code.module) ||
-      !r.str(c, cpath, "symbol", code.symbol) || !grid ||
-      !r.shape(*grid, cpath + ".grid", code.grid) || !block || !args ||
-      !r.u64(c, cpath, "shared_bytes", code.sharedBytes))
+/// A launch's "grid", "block" and "shared_bytes" (the code's own and its
+/// pre-launch's).
+bool readLaunch(Reader &r, const json &c, const std::string &cpath,
+                std::vector<PlanDim> &grid, std::vector<int64_t> &block,
+                uint64_t &sharedBytes) {
+  const json *g = r.field(c, cpath, "grid");
+  const json *b = r.array(c, cpath, "block");
+  if (!g || !r.shape(*g, cpath + ".grid", grid) || !b ||
+      !r.u64(c, cpath, "shared_bytes", sharedBytes))
     return false;
-  for (const json &e : *block) {
+  for (const json &e : *b) {
     if (!e.is_number_integer())
       return r.fail(cpath + ".block", "expected integers");
-    code.block.push_back(e.get<int64_t>());
+    block.push_back(e.get<int64_t>());
   }
+  return true;
+}
+
+bool readCode(Reader &r, const json &c, const std::string &cpath,
+              PlanCode &code) {
+  const json *args = r.array(c, cpath, "args");
+  if (!r.str(c, cpath, "module", code.module) ||
+      !r.str(c, cpath, "symbol", code.symbol) ||
+      !readLaunch(r, c, cpath, code.grid, code.block, code.sharedBytes) ||
+      !args)
+    return false;
   for (const json &e : *args) {
     if (!e.is_string())
       return r.fail(cpath + ".args", "expected strings");
@@ -582,17 +593,9 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
     if (!p.is_object())
       return r.fail(ppath, "expected an object");
     PlanPreLaunch pre;
-    const json *pgrid = r.field(p, ppath, "grid");
-    const json *pblock = r.array(p, ppath, "block");
-    if (!r.str(p, ppath, "symbol", pre.symbol) || !pgrid ||
-        !r.shape(*pgrid, ppath + ".grid", pre.grid) || !pblock ||
-        !r.u64(p, ppath, "shared_bytes", pre.sharedBytes))
+    if (!r.str(p, ppath, "symbol", pre.symbol) ||
+        !readLaunch(r, p, ppath, pre.grid, pre.block, pre.sharedBytes))
       return false;
-    for (const json &e : *pblock) {
-      if (!e.is_number_integer())
-        return r.fail(ppath + ".block", "expected integers");
-      pre.block.push_back(e.get<int64_t>());
-    }
     code.pre = std::move(pre);
   }
   if (c.contains("workspace_bytes")) {
