@@ -184,7 +184,7 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
                                      "-c"}
           : std::vector<std::string>{"-x",
                                      "cuda",
-                                     "--cuda-gpu-arch=sm_90",
+                                     "--cuda-gpu-arch=sm_90a",
                                      "--cuda-device-only",
                                      "-nocudainc",
                                      "-nocudalib",
@@ -257,7 +257,7 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
           } else if (!ptxas.empty()) {
             std::string cub = fmt::format("{}/{}.cubin", tmp, j.symbol);
             std::string plog = fmt::format("{}/{}.ptxas.txt", tmp, j.symbol);
-            if (runTool({ptxas, "-arch=sm_90", "-v", obj, "-o", cub}, plog) !=
+            if (runTool({ptxas, "-arch=sm_90a", "-v", obj, "-o", cub}, plog) !=
                 0)
               j.error = fmt::format("ptxas failed:\n{}", headOf(plog, 12));
             else {

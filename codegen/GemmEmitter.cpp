@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -145,6 +146,12 @@ private:
   int64_t tileBytes(const Gemm &g, int nbuf) const;
 
   void pickTile(Gemm &g, const std::string &variant);
+  /// Whether \p g's tile runs on wgmma (sm_90a): one warpgroup per 64 rows
+  /// (128-row tiles of 256 threads, 64-row tiles of 128), 64 or 128
+  /// columns, two LDS buffers. STRATA_GEMM_CORE=mma keeps mma.sync (an
+  /// A/B knob for measurements; the emitted source, and so the plan's
+  /// cache keys, say which).
+  bool useWgmma(const Gemm &g) const;
   /// Blocks of the kernel's \p nt threads that must fit one SM (a register
   /// cap: ptxas spends what launch_bounds allows): 85 registers a thread
   /// where every tile holds at most 32 accumulators, else 128 (two
@@ -228,7 +235,18 @@ bool GemmEmitter::rawAligned(const Gemm &g) {
 int64_t GemmEmitter::rawRowBytes(const Gemm &g) {
   // A window from the segment's start rounded down to 16 bytes: at most 15
   // bytes before it and the rest after it.
-  return rawAligned(g) ? superBytes(g) : (superBytes(g) + 15 + 15) / 16 * 16;
+  int64_t lr =
+      rawAligned(g) ? superBytes(g) : (superBytes(g) + 15 + 15) / 16 * 16;
+  // A wave decodes 8 rows at the same offset of each: rows a multiple of
+  // 128 bytes apart read the same banks (ncu: 56 % of the IQ3_S gate/up
+  // tile's LDS wavefronts were excess). Quantised pieces are a few bytes a
+  // row: an odd number of 16-byte units spreads the 8 rows over the banks
+  // (IQ3_S gate/up 324 -> 301 ms at T = 16,384). 16-bit rows stay as they
+  // are: padding them to 64 bytes mod 128 cost K2/K3 a block per SM
+  // (77 -> 90 and 98 -> 125 ms).
+  if (!g.w[0].quant())
+    return lr;
+  return (lr / 16) % 2 == 0 ? lr + 16 : lr;
 }
 
 void GemmEmitter::declareRegion() {
@@ -317,6 +335,14 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   g.nt = tm * tn >= 128 * 64 ? 256 : 128;
 }
 
+bool GemmEmitter::useWgmma(const Gemm &g) const {
+  const char *core = std::getenv("STRATA_GEMM_CORE");
+  return e.target == "sm_90" && g.mma && !g.skinny && doubleBuffer_ &&
+         g.k % kBK == 0 && g.bm % 64 == 0 && g.nt == 2 * g.bm &&
+         (g.bn == 64 || g.bn == 128) &&
+         !(core != nullptr && std::string(core) == "mma");
+}
+
 void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
                           const std::string &k, const std::string &dst) {
   if (w.quant()) {
@@ -377,8 +403,13 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     e.line("  sync_block();");
   }
   if (g.mma) {
-    int wm, wn;
-    waveGrid(g.bm, g.nt, wm, wn);
+    // wgmma (sm_90a): each warpgroup takes 64 rows of the tile, all its
+    // columns; the operands are read from LDS by the matrix unit (no
+    // per-wave fragment loads) while the waves stage the next K step.
+    const bool wg = useWgmma(g);
+    int wm = g.nt / 32, wn = 1;
+    if (!wg)
+      waveGrid(g.bm, g.nt, wm, wn);
     if ((g.bn / 16) % wn != 0)
       throw Unsupported("tile does not split over the waves");
     int fm = g.bm / 16 / wm, fn = g.bn / 16 / wn;
@@ -391,10 +422,15 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
               cw = (g.bn * 4 + g.nt - 1) / g.nt;
     // bf16 A rows of whole 8-element pieces: one 16-byte load per piece.
     const bool vecA = g.a.ctype == "bf16" && !partialK && g.k % 8 == 0;
+    // wgmma with two weights (gate and up): one B operand of 2 x bn rows,
+    // the second weight's rows after the first's in every k chunk, so one
+    // m64n(2 bn) reads A once for both.
+    const bool pairB = wg && nb == 2 && 2 * g.bn <= 128;
     e.line("  mma_t *As = (mma_t *)strata_lds;");
     for (size_t b = 0; b < nb; ++b)
       e.line("  mma_t *Bs{} = As + {};", b,
-             nbuf * (g.bm + static_cast<int>(b) * g.bn) * ld);
+             pairB ? nbuf * g.bm * ld + static_cast<int>(b) * g.bn * 8
+                   : nbuf * (g.bm + static_cast<int>(b) * g.bn) * ld);
     e.line("  const int wave = tid_x() >> 5, wm = wave % {}, wn = wave / {};",
            wm, wm);
     for (size_t b = 0; b < nb; ++b)
@@ -484,96 +520,165 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     }
     load("0");
     e.line("  int buf = 0;");
-    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
-    if (raw) {
-      // A superblock boundary: the next one's copies go into the other
-      // slot (its last readers passed the previous step's barrier), this
-      // one's must have landed.
-      e.line("    if (k0 % {} == 0) {{", st);
-      e.line("    const long kb = k0 / {};", st);
-      e.line("    if (k0 + {} < {}L) {{", st, g.k);
-      issueRaw("kb + 1", "(kb + 1) & 1");
-      e.line("    cp_async_commit(); cp_async_wait_one();");
-      e.line("    }} else cp_async_wait_all();");
-      e.line("    sync_block();");
-      e.line("    }}");
-      // This step's W pieces from the staged superblock.
-      const bool exact = g.n % g.bn == 0;
-      for (int ci = 0; ci < cw; ++ci) {
-        e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
-               guard(ci, g.bn * 4));
-        e.line("      int r = c >> 2, kc = (c & 3) * 8;");
-        if (!exact)
-          e.line("      const bool nok = {} < {}L;", g.colOf("r"), g.n);
-        for (size_t b = 0; b < nb; ++b) {
-          e.line("      {{ float v[8];");
-          std::string seg =
-              fmt::format("(Wr + (((k0 / {}) & 1) * {} + {}) * {} + r * {})",
-                          st, nb, b, g.bn * lr, lr);
-          if (window) {
-            // The segment's offset in its window: its global address mod 16.
-            e.line("      const uint8_t *seg = {};", seg);
-            e.line("      {{ long n = {}; n = n < {}L ? n : {}L; {}",
-                   g.colOf("r"), g.n, g.n - 1, wRow[b]);
-            e.line("        seg += (unsigned long long)(wrow + k0 / {} * "
-                   "{}L) & 15; }}",
-                   st, sb);
-            seg = "seg";
-          }
-          decodeW(g.w[b], seg, fmt::format("k0 % {} + kc", st), "v");
+    // Where a staged element lands in buffer `sb`: rows of ld elements
+    // for the fragment loads; for wgmma, 16-byte chunks [k / 8][row], the
+    // k chunks chunkLd elements apart: 32 bytes past a multiple of 128, so
+    // a quarter-wave's stores (2 rows x 4 chunks) take 8 distinct bank
+    // quads.
+    auto chunkLd = [](int rows) { return rows * 8 + 16; };
+    // (pairB: a weight's tile is half of a 2 x bn row one.)
+    auto slot = [&](const std::string &tile, int rows, const std::string &r,
+                    const std::string &kc, const std::string &sb) {
+      if (pairB && tile != "As")
+        rows *= 2;
+      return wg ? fmt::format("{} + {} * {} + ({}) / 8 * {} + {} * 8", tile, sb,
+                              rows * ld, kc, chunkLd(rows), r)
+                : fmt::format("{} + {} * {} + {} * {} + {}", tile, sb,
+                              rows * ld, r, ld, kc);
+    };
+    // Stores the K step at k0 into buffer `sb`: its W pieces decoded from
+    // the raw stage (copying the next superblock at a boundary), A's and
+    // (not raw) W's pieces from the registers load() filled.
+    auto stage = [&](const std::string &bufx) {
+      if (raw) {
+        // A superblock boundary: the next one's copies go into the other
+        // slot (its last readers passed the previous step's barrier), this
+        // one's must have landed.
+        e.line("    if (k0 % {} == 0) {{", st);
+        e.line("    const long kb = k0 / {};", st);
+        e.line("    if (k0 + {} < {}L) {{", st, g.k);
+        issueRaw("kb + 1", "(kb + 1) & 1");
+        e.line("    cp_async_commit(); cp_async_wait_one();");
+        e.line("    }} else cp_async_wait_all();");
+        e.line("    sync_block();");
+        e.line("    }}");
+        // This step's W pieces from the staged superblock.
+        const bool exact = g.n % g.bn == 0;
+        for (int ci = 0; ci < cw; ++ci) {
+          e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
+                 guard(ci, g.bn * 4));
+          e.line("      int r = c >> 2, kc = (c & 3) * 8;");
           if (!exact)
-            e.line("      for (int j = 0; j < 8; ++j) v[j] = nok ? v[j] : "
-                   "0.0f;");
-          e.line("      *(strata_u4 *)(Bs{} + buf * {} + r * {} + kc) = "
-                 "pack8_mma(v); }}",
-                 b, g.bn * ld, ld);
+            e.line("      const bool nok = {} < {}L;", g.colOf("r"), g.n);
+          for (size_t b = 0; b < nb; ++b) {
+            e.line("      {{ float v[8];");
+            std::string seg =
+                fmt::format("(Wr + (((k0 / {}) & 1) * {} + {}) * {} + r * {})",
+                            st, nb, b, g.bn * lr, lr);
+            if (window) {
+              // The segment's offset in its window: its global address mod
+              // 16.
+              e.line("      const uint8_t *seg = {};", seg);
+              e.line("      {{ long n = {}; n = n < {}L ? n : {}L; {}",
+                     g.colOf("r"), g.n, g.n - 1, wRow[b]);
+              e.line("        seg += (unsigned long long)(wrow + k0 / {} * "
+                     "{}L) & 15; }}",
+                     st, sb);
+              seg = "seg";
+            }
+            decodeW(g.w[b], seg, fmt::format("k0 % {} + kc", st), "v");
+            if (!exact)
+              e.line("      for (int j = 0; j < 8; ++j) v[j] = nok ? v[j] : "
+                     "0.0f;");
+            e.line("      *(strata_u4 *)({}) = pack8_mma(v); }}",
+                   slot("Bs" + std::to_string(b), g.bn, "r", "kc", bufx));
+          }
+          e.line("    }} }}");
         }
-        e.line("    }} }}");
       }
-    }
-    for (int ci = 0; ci < ca; ++ci)
-      e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)(As + "
-             "buf * {} + (c >> 2) * {} + (c & 3) * 8) = {}(pa[{}]); }}",
-             ci * g.nt, g.bm * 4, g.bm * ld, ld, vecA ? "mma_from_bf16x8" : "",
-             ci);
-    for (int ci = 0; ci < (raw ? 0 : cw); ++ci)
+      const std::string pr = "(c >> 2)", pk = "(c & 3) * 8";
+      for (int ci = 0; ci < ca; ++ci)
+        e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)({}) = "
+               "{}(pa[{}]); }}",
+               ci * g.nt, g.bm * 4, slot("As", g.bm, pr, pk, bufx),
+               vecA ? "mma_from_bf16x8" : "", ci);
+      for (int ci = 0; ci < (raw ? 0 : cw); ++ci)
+        for (size_t b = 0; b < nb; ++b)
+          e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)({}) "
+                 "= pw[{}][{}]; }}",
+                 ci * g.nt, g.bn * 4,
+                 slot("Bs" + std::to_string(b), g.bn, pr, pk, bufx), b, ci);
+    };
+    if (wg) {
+      // Step k0's wgmma run while the waves stage step k0 + 32 into the
+      // other buffer and load step k0 + 64; each warpgroup waits for its
+      // own wgmma before the step's barrier, so a buffer is rewritten only
+      // after every warpgroup's reads of it completed.
+      e.line("  {{ const long k0 = 0;");
+      stage("0");
+      e.line("  }}");
+      e.line("  fence_proxy_async(); sync_block();");
+      load(fmt::format("{} < {}L ? {} : 0", kBK, g.k, kBK));
+      e.line("  const int wgi = wave >> 2;");
+      e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+      e.line("    wg_fence();");
+      for (int kk = 0; kk < kBK; kk += 16) {
+        e.line("    {{ const wg_desc da = wg_desc_of(As + buf * {} + wgi * "
+               "512 + {}, {});",
+               g.bm * ld, kk / 8 * chunkLd(g.bm), chunkLd(g.bm) * 2);
+        if (pairB)
+          e.line("    wgmma_m64n128_pair(&acc0[0][0][0], &acc1[0][0][0], da, "
+                 "wg_desc_of(Bs0 + buf * {} + {}, {}));",
+                 2 * g.bn * ld, kk / 8 * chunkLd(2 * g.bn),
+                 chunkLd(2 * g.bn) * 2);
+        for (size_t b = 0; b < (pairB ? 0 : nb); ++b)
+          e.line("    wgmma_m64n{}(&acc{}[0][0][0], da, wg_desc_of(Bs{} + buf "
+                 "* {} + {}, {}));",
+                 g.bn, b, b, g.bn * ld, kk / 8 * chunkLd(g.bn),
+                 chunkLd(g.bn) * 2);
+        e.line("    }}");
+      }
+      e.line("    wg_commit();");
+      e.line("    if (k0 + {} < {}L) {{", kBK, g.k);
+      e.line("    {{ const long kn = k0 + {}; {{ const long k0 = kn;", kBK);
+      stage("(buf ^ 1)");
+      e.line("    }} }}");
+      load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", 2 * kBK, g.k, 2 * kBK));
+      e.line("    }}");
       for (size_t b = 0; b < nb; ++b)
-        e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)(Bs{} + "
-               "buf * {} + (c >> 2) * {} + (c & 3) * 8) = pw[{}][{}]; }}",
-               ci * g.nt, g.bn * 4, b, g.bn * ld, ld, b, ci);
-    e.line("    sync_block();");
-    // The last step reloads itself (valid addresses, no branch).
-    load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, g.k, kBK));
-    // Each wave's fragments once per 16 k (one ldmatrix.x4 per 16x16 on
-    // sm_90), then its fm x fn tiles from registers.
-    e.line("#pragma unroll");
-    e.line("    for (int kk = 0; kk < {}; kk += 16) {{", kBK);
-    e.line("      mma_fa fa[{}];", fm);
-    e.line("#pragma unroll");
-    e.line("      for (int i = 0; i < {}; ++i)", fm);
-    e.line("        fa[i] = mma_load_a(As + buf * {} + ((wm * {} + i) * 16) * "
-           "{} + kk, {});",
-           g.bm * ld, fm, ld, ld);
-    for (size_t b = 0; b < nb; ++b) {
-      e.line("      {{ mma_fb fb[{}];", fn);
+        for (int q = 0; q < fn * 8; q += 32)
+          e.line("    {}(&acc{}[0][0][0] + {});",
+                 b == 0 && q == 0 ? "wg_wait_all" : "wg_pin32", b, q);
+      e.line("    fence_proxy_async(); sync_block();");
+      e.line("    buf ^= 1;");
+      e.line("  }}");
+    } else {
+      e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+      stage("buf");
+      e.line("    sync_block();");
+      // The last step reloads itself (valid addresses, no branch).
+      load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, g.k, kBK));
+      // Each wave's fragments once per 16 k (one ldmatrix.x4 per 16x16 on
+      // sm_90), then its fm x fn tiles from registers.
       e.line("#pragma unroll");
-      e.line("      for (int j = 0; j < {}; ++j)", fn);
-      e.line(
-          "        fb[j] = mma_load_b(Bs{} + buf * {} + ((wn * {} + j) * 16) "
-          "* {} + kk, {});",
-          b, g.bn * ld, fn, ld, ld);
+      e.line("    for (int kk = 0; kk < {}; kk += 16) {{", kBK);
+      e.line("      mma_fa fa[{}];", fm);
       e.line("#pragma unroll");
       e.line("      for (int i = 0; i < {}; ++i)", fm);
-      e.line("#pragma unroll");
-      e.line("        for (int j = 0; j < {}; ++j)", fn);
-      e.line("          mma_16x16x16_f(acc{}[i][j], fa[i], fb[j]); }}", b);
+      e.line("        fa[i] = mma_load_a(As + buf * {} + ((wm * {} + i) * 16) "
+             "* {} + kk, {});",
+             g.bm * ld, fm, ld, ld);
+      for (size_t b = 0; b < nb; ++b) {
+        e.line("      {{ mma_fb fb[{}];", fn);
+        e.line("#pragma unroll");
+        e.line("      for (int j = 0; j < {}; ++j)", fn);
+        e.line(
+            "        fb[j] = mma_load_b(Bs{} + buf * {} + ((wn * {} + j) * 16) "
+            "* {} + kk, {});",
+            b, g.bn * ld, fn, ld, ld);
+        e.line("#pragma unroll");
+        e.line("      for (int i = 0; i < {}; ++i)", fm);
+        e.line("#pragma unroll");
+        e.line("        for (int j = 0; j < {}; ++j)", fn);
+        e.line("          mma_16x16x16_f(acc{}[i][j], fa[i], fb[j]); }}", b);
+      }
+      e.line("    }}");
+      if (nbuf == 2)
+        e.line("    buf ^= 1;");
+      else
+        e.line("    sync_block();");
+      e.line("  }}");
     }
-    e.line("    }}");
-    if (nbuf == 2)
-      e.line("    buf ^= 1;");
-    else
-      e.line("    sync_block();");
-    e.line("  }}");
     if (g.csTile && nbuf == 2) // Cs overwrites the tiles other waves read
       e.line("  sync_block();");
     if (g.csTile)

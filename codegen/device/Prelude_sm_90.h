@@ -236,3 +236,94 @@ STRATA_FN void stage8_bf16_async(mma_t *dst, const uint16_t *src) {
 }
 /// Eight bf16 values (packed bits) as eight matrix-unit elements.
 STRATA_FN strata_u4 mma_from_bf16x8(strata_u4 bits) { return bits; }
+
+// Warpgroup matrix unit (wgmma, sm_90a): a warpgroup of four waves computes
+// a 64 x N tile from A and B in shared memory, asynchronously. Operands are
+// K-major bf16 without swizzle, stored as 16-byte chunks [k / 8][row] (8
+// elements of one row each), so each 8 x 8 core matrix is 128 contiguous
+// bytes: the leading byte offset (next 8 k) is the chunks' stride (rows *
+// 16 or more), the stride byte offset (next 8 rows) 128
+// (test/device/wgmma/wgmma_desc_check.cu checks the convention on the H200).
+typedef unsigned long long wg_desc;
+/// The descriptor of the operand at \p p (16-byte aligned) whose k chunks
+/// are \p lbo bytes apart.
+STRATA_FN wg_desc wg_desc_of(const mma_t *p, uint32_t lbo) {
+  uint32_t s =
+      (uint32_t)(uint64_t)(const __attribute__((address_space(3))) mma_t *)p;
+  return (wg_desc)((s & 0x3ffff) >> 4) | (wg_desc)(lbo >> 4) << 16 |
+         (wg_desc)(128 >> 4) << 32;
+}
+/// Shared-memory stores by this thread become visible to the asynchronous
+/// proxy (wgmma's operand reads); before the barrier that publishes them.
+STRATA_FN void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+/// Orders register accesses to the accumulators before the wgmma that
+/// follow (required before the first wgmma of a batch).
+STRATA_FN void wg_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+/// Closes the batch of wgmma issued since the last commit.
+STRATA_FN void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+#define STRATA_WG4(d, i)                                                       \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define STRATA_WG16(d, i)                                                      \
+  STRATA_WG4(d, i), STRATA_WG4(d, i + 4), STRATA_WG4(d, i + 8),                \
+      STRATA_WG4(d, i + 12)
+/// Waits for every committed batch; \p d (32 accumulators) is read after
+/// this, never before (the empty asm ties the registers to the wait).
+STRATA_FN void wg_wait_all(float *d) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  asm volatile("" : STRATA_WG16(d, 0), STRATA_WG16(d, 16)::"memory");
+}
+/// Ties 32 more accumulators to a preceding wg_wait_all.
+STRATA_FN void wg_pin32(float *d) {
+  asm volatile("" : STRATA_WG16(d, 0), STRATA_WG16(d, 16)::"memory");
+}
+/// d[64 x 64] += A[64 x 16] * B[64 x 16]^T: 32 accumulators a thread, in
+/// mma_acc_coord's layout per 16 x 16 tile j (d + 8 j), rows of wave w of the
+/// warpgroup at 16 w.
+STRATA_FN void wgmma_m64n64(float *d, wg_desc a, wg_desc b) {
+  // scale-d is a predicate: set from a register (1: accumulate).
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+               " %32, %33, p, 1, 1, 0, 0;\n}"
+               : STRATA_WG16(d, 0), STRATA_WG16(d, 16)
+               : "l"(a), "l"(b), "r"(1)
+               : "memory");
+}
+/// wgmma_m64n64 over 128 columns (64 accumulators a thread).
+STRATA_FN void wgmma_m64n128(float *d, wg_desc a, wg_desc b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+      "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+      " %64, %65, p, 1, 1, 0, 0;\n}"
+      : STRATA_WG16(d, 0), STRATA_WG16(d, 16), STRATA_WG16(d, 32),
+        STRATA_WG16(d, 48)
+      : "l"(a), "l"(b), "r"(1)
+      : "memory");
+}
+/// wgmma over 128 columns whose halves are two operands' tiles (gate and
+/// up): columns 0-63 accumulate into \p d0, 64-127 into \p d1.
+STRATA_FN void wgmma_m64n128_pair(float *d0, float *d1, wg_desc a, wg_desc b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+      "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+      " %64, %65, p, 1, 1, 0, 0;\n}"
+      : STRATA_WG16(d0, 0), STRATA_WG16(d0, 16), STRATA_WG16(d1, 0),
+        STRATA_WG16(d1, 16)
+      : "l"(a), "l"(b), "r"(1)
+      : "memory");
+}

@@ -94,7 +94,8 @@ def check_plan(tag, target, plan_dir, report, failures):
             if res["occupancy"] <= 0:
                 failures.append(f"{tag}/{target}: kernel {r['index']} ({r['label']}) "
                                 f"cannot be resident (occupancy {res['occupancy']})")
-    # Matrix-unit GEMMs: v_wmma in the code object, mma.sync in the PTX.
+    # Matrix-unit GEMMs: v_wmma in the code object; mma.sync or (tiles of
+    # one warpgroup per 64 rows) wgmma in the PTX.
     od = objdump()
     checked = 0
     for i, k in enumerate(kernels):
@@ -112,8 +113,10 @@ def check_plan(tag, target, plan_dir, report, failures):
                                 f"{v}) has no v_wmma")
         else:
             ptx = open(base + ".ptx").read()
-            if "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" not in ptx:
-                failures.append(f"{tag}/{target}: kernel {i} ({v}) has no mma.sync")
+            if "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" not in ptx and \
+                    "wgmma.mma_async.sync.aligned.m64n" not in ptx:
+                failures.append(f"{tag}/{target}: kernel {i} ({v}) has neither mma.sync "
+                                "nor wgmma")
         checked += 1
     # Attention (bf16 activations on GPU targets) runs on the matrix units too.
     for i, k in enumerate(kernels):

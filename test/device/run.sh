@@ -14,6 +14,7 @@
 # the host fill; --check with them), then, if build-diffsuite/ is there,
 # the differential suite (every op, fused family and GEMM variant x block
 # type as a small model, strata-run --check per case x policy x T) and
+# checks the wgmma descriptor convention the sm_90a GEMM tiles use, and
 # writes one results file. Without an NVIDIA GPU it says SKIPPED and exits 77.
 #   bash test/device/run.sh [RESULTS_DIR]
 set -uo pipefail
@@ -77,6 +78,20 @@ for arch in $models; do
   echo "$arch bf16 T=37 synthetic 7: rc=$rc $v; $c" | tee -a "$FILE"
   [ $rc -eq 0 ] || fail=1
 done
+# The wgmma shared-memory descriptor convention the sm_90a GEMM tiles use
+# (K-major, no swizzle, 16-byte chunks [k / 8][row]), against a host product.
+if command -v nvcc > /dev/null 2>&1; then
+  if nvcc -gencode arch=compute_90a,code=sm_90a -o build-rt/wgmma_desc_check \
+      test/device/wgmma/wgmma_desc_check.cu > build-rt/wgmma.log 2>&1; then
+    build-rt/wgmma_desc_check | head -1 | tee -a "$FILE"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+  else
+    echo "wgmma desc: FAILED to build: $(tail -1 build-rt/wgmma.log)" | tee -a "$FILE"
+    fail=1
+  fi
+else
+  echo "wgmma desc: SKIPPED (no nvcc here)" | tee -a "$FILE"
+fi
 # The differential suite: one line per case x policy x T, and a total.
 if [ -d build-diffsuite ]; then
   python3 test/device/diffsuite.py run --bin build-rt/bin --dir build-diffsuite \
