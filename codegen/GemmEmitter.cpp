@@ -117,7 +117,9 @@ private:
   /// The region exceeds the static limit: dynamic shared memory, sized by
   /// the launch (plan.json shared_bytes).
   bool dynamic_ = false;
-  /// The most LDS a GEMM kernel takes (two blocks still fit an SM).
+  /// The most LDS a GEMM kernel takes (two blocks still fit an SM). 112
+  /// KiB would give the Q8_0/Q6_K tiles (~108 KiB) two buffers and wgmma:
+  /// measured 2.5 ms slower in all at T = 16,384, so they keep mma.sync.
   static constexpr int64_t kMaxLds = 100 * 1024;
   /// Declares the kernel's LDS region strata_lds (static or dynamic).
   void declareRegion();
@@ -146,11 +148,11 @@ private:
   int64_t tileBytes(const Gemm &g, int nbuf) const;
 
   void pickTile(Gemm &g, const std::string &variant);
-  /// Whether \p g's tile runs on wgmma (sm_90a): one warpgroup per 64 rows
-  /// (128-row tiles of 256 threads, 64-row tiles of 128), 64 or 128
-  /// columns, two LDS buffers. STRATA_GEMM_CORE=mma keeps mma.sync (an
-  /// A/B knob for measurements; the emitted source, and so the plan's
-  /// cache keys, say which).
+  /// Whether \p g's tile runs on wgmma (sm_90a): its warpgroups tile it as
+  /// bm / 64 down x the rest across, each 64 rows x 64 or 128 columns
+  /// (128 x 128 by two, 64 x 128 by two, 64 x 64 by one), two LDS buffers.
+  /// STRATA_GEMM_CORE=mma keeps mma.sync (an A/B knob for measurements; the
+  /// emitted source, and so the plan's cache keys, say which).
   bool useWgmma(const Gemm &g) const;
   /// Blocks of the kernel's \p nt threads that must fit one SM (a register
   /// cap: ptxas spends what launch_bounds allows): 85 registers a thread
@@ -337,10 +339,15 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
 
 bool GemmEmitter::useWgmma(const Gemm &g) const {
   const char *core = std::getenv("STRATA_GEMM_CORE");
-  return e.target == "sm_90" && g.mma && !g.skinny && doubleBuffer_ &&
-         g.k % kBK == 0 && g.bm % 64 == 0 && g.nt == 2 * g.bm &&
-         (g.bn == 64 || g.bn == 128) &&
-         !(core != nullptr && std::string(core) == "mma");
+  if (e.target != "sm_90" || !g.mma || g.skinny || !doubleBuffer_ ||
+      g.k % kBK != 0 || g.bm % 64 != 0 || g.nt % 128 != 0 ||
+      (core != nullptr && std::string(core) == "mma"))
+    return false;
+  const int groups = g.nt / 128, wgM = g.bm / 64;
+  if (groups % wgM != 0 || g.bn % (groups / wgM) != 0)
+    return false;
+  const int cols = g.bn / (groups / wgM);
+  return cols == 64 || cols == 128;
 }
 
 void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
@@ -407,7 +414,10 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     // columns; the operands are read from LDS by the matrix unit (no
     // per-wave fragment loads) while the waves stage the next K step.
     const bool wg = useWgmma(g);
-    int wm = g.nt / 32, wn = 1;
+    // wgmma: warpgroups wgM down x wgN across; each wave 16 rows of its
+    // warpgroup's 64 and all of its columns.
+    const int wgM = g.bm / 64, wgN = wg ? g.nt / 128 / wgM : 1;
+    int wm = 4 * wgM, wn = wgN;
     if (!wg)
       waveGrid(g.bm, g.nt, wm, wn);
     if ((g.bn / 16) % wn != 0)
@@ -425,7 +435,7 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
     // wgmma with two weights (gate and up): one B operand of 2 x bn rows,
     // the second weight's rows after the first's in every k chunk, so one
     // m64n(2 bn) reads A once for both.
-    const bool pairB = wg && nb == 2 && 2 * g.bn <= 128;
+    const bool pairB = wg && nb == 2 && wgN == 1 && 2 * g.bn <= 128;
     e.line("  mma_t *As = (mma_t *)strata_lds;");
     for (size_t b = 0; b < nb; ++b)
       e.line("  mma_t *Bs{} = As + {};", b,
@@ -609,11 +619,13 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
       e.line("  }}");
       e.line("  fence_proxy_async(); sync_block();");
       load(fmt::format("{} < {}L ? {} : 0", kBK, g.k, kBK));
-      e.line("  const int wgi = wave >> 2;");
+      e.line("  const int wgm = (wave >> 2) % {}, wgn = (wave >> 2) / {};", wgM,
+             wgM);
+      const int cols = g.bn / wgN;
       e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
       e.line("    wg_fence();");
       for (int kk = 0; kk < kBK; kk += 16) {
-        e.line("    {{ const wg_desc da = wg_desc_of(As + buf * {} + wgi * "
+        e.line("    {{ const wg_desc da = wg_desc_of(As + buf * {} + wgm * "
                "512 + {}, {});",
                g.bm * ld, kk / 8 * chunkLd(g.bm), chunkLd(g.bm) * 2);
         if (pairB)
@@ -623,8 +635,8 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
                  chunkLd(2 * g.bn) * 2);
         for (size_t b = 0; b < (pairB ? 0 : nb); ++b)
           e.line("    wgmma_m64n{}(&acc{}[0][0][0], da, wg_desc_of(Bs{} + buf "
-                 "* {} + {}, {}));",
-                 g.bn, b, b, g.bn * ld, kk / 8 * chunkLd(g.bn),
+                 "* {} + wgn * {} + {}, {}));",
+                 cols, b, b, g.bn * ld, cols * 8, kk / 8 * chunkLd(g.bn),
                  chunkLd(g.bn) * 2);
         e.line("    }}");
       }
