@@ -296,21 +296,6 @@ STRATA_FN void wgmma_m64n64(float *d, wg_desc a, wg_desc b) {
                : "l"(a), "l"(b), "r"(1)
                : "memory");
 }
-/// wgmma_m64n64 over 128 columns (64 accumulators a thread).
-STRATA_FN void wgmma_m64n128(float *d, wg_desc a, wg_desc b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
-      "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
-      " %64, %65, p, 1, 1, 0, 0;\n}"
-      : STRATA_WG16(d, 0), STRATA_WG16(d, 16), STRATA_WG16(d, 32),
-        STRATA_WG16(d, 48)
-      : "l"(a), "l"(b), "r"(1)
-      : "memory");
-}
 /// wgmma over 128 columns whose halves are two operands' tiles (gate and
 /// up): columns 0-63 accumulate into \p d0, 64-127 into \p d1.
 STRATA_FN void wgmma_m64n128_pair(float *d0, float *d1, wg_desc a, wg_desc b) {
@@ -326,4 +311,8 @@ STRATA_FN void wgmma_m64n128_pair(float *d0, float *d1, wg_desc a, wg_desc b) {
         STRATA_WG16(d1, 16)
       : "l"(a), "l"(b), "r"(1)
       : "memory");
+}
+/// wgmma_m64n64 over 128 columns (64 accumulators a thread).
+STRATA_FN void wgmma_m64n128(float *d, wg_desc a, wg_desc b) {
+  wgmma_m64n128_pair(d, d + 32, a, b);
 }
