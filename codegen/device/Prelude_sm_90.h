@@ -94,6 +94,13 @@ STRATA_FN float strata_hw_f16_to_f32(uint16_t h) {
   return f;
 }
 #define STRATA_HW_F16_TO_F32(h) strata_hw_f16_to_f32(h)
+/// prmt.b32 for the block decoders' codebook lookups (strata_byte_perm).
+STRATA_FN uint32_t strata_hw_prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
+}
+#define STRATA_BYTE_PERM(a, b, s) strata_hw_prmt(a, b, s)
 STRATA_FN float strata_tanh(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));

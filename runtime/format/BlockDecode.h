@@ -361,16 +361,65 @@ STRATA_FN void strata_dq8_q6_k(const uint8_t *block, int i0, float *out) {
   }
 }
 
+/// PTX's prmt.b32 (default mode): byte i of the result is byte (s >> 4i) & 7
+/// of the eight bytes b:a (a the low four), or, where bit 3 of that nibble
+/// is set, that byte's sign bit replicated. Targets with the instruction
+/// define STRATA_BYTE_PERM(a, b, s); elsewhere it is computed here.
+STRATA_FN uint32_t strata_byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#ifdef STRATA_BYTE_PERM
+  return STRATA_BYTE_PERM(a, b, s);
+#else
+  uint64_t ab = static_cast<uint64_t>(b) << 32 | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t n = (s >> (4 * i)) & 0xf;
+    uint32_t byte = static_cast<uint32_t>(ab >> (8 * (n & 7))) & 0xff;
+    if (n & 8)
+      byte = byte & 0x80 ? 0xff : 0;
+    r |= byte << (8 * i);
+  }
+  return r;
+#endif
+}
+
+/// kvalues_iq4nl as four little-endian words of int8 bytes (codes 0-3, 4-7,
+/// 8-11, 12-15; BlockDecodeTest checks them against the table).
+#define STRATA_IQ4NL_W0 0xbfad9881u
+#define STRATA_IQ4NL_W1 0xf6eaddcfu
+#define STRATA_IQ4NL_W2 0x26190d01u
+#define STRATA_IQ4NL_W3 0x71594535u
+
+/// out[k] = scale * kvalues_iq4nl[(q[k] >> shift) & 0xf] for k < 8: four
+/// codebook lookups per pair of byte permutes over the codebook in
+/// registers (on the GPU no memory access per element; the table reads
+/// were one L1 access each).
+STRATA_FN void strata_iq4nl8(const uint8_t *q, int shift, float scale,
+                             float *out) {
+  for (int h = 0; h < 2; ++h) {
+    uint32_t w = static_cast<uint32_t>(q[4 * h]) |
+                 static_cast<uint32_t>(q[4 * h + 1]) << 8 |
+                 static_cast<uint32_t>(q[4 * h + 2]) << 16 |
+                 static_cast<uint32_t>(q[4 * h + 3]) << 24;
+    uint32_t v = (w >> shift) & 0x0f0f0f0fu; // four codes, one a byte
+    // The codes as the selector's four nibbles (bytes 0 and 2 of v | v >> 4).
+    uint32_t sel = strata_byte_perm(v | (v >> 4), 0, 0x20) & 0x7777;
+    uint32_t lo = strata_byte_perm(STRATA_IQ4NL_W0, STRATA_IQ4NL_W1, sel);
+    uint32_t hi = strata_byte_perm(STRATA_IQ4NL_W2, STRATA_IQ4NL_W3, sel);
+    uint32_t upper = ((v >> 3) & 0x01010101u) * 0xffu; // codes 8-15
+    uint32_t r = (lo & ~upper) | (hi & upper);
+    for (int k = 0; k < 4; ++k)
+      out[4 * h + k] =
+          scale * static_cast<float>(static_cast<int8_t>(r >> (8 * k)));
+  }
+}
+
 /// IQ4_NL, 32 elements in 18 bytes: d (f16) @0, qs[16] @2, nibbles laid out
 /// as Q4_0's. y = d * kvalues_iq4nl[nibble].
 STRATA_FN void strata_dq8_iq4_nl(const uint8_t *block, int i0, float *out) {
   float d = strata_f16_to_f32(strata_load_u16_a2(block));
   uint8_t qs[8];
   strata_load8<false>(block + 2 + (i0 & 15), qs);
-  int shift = i0 & 16 ? 4 : 0;
-  for (int k = 0; k < 8; ++k)
-    out[k] =
-        d * static_cast<float>(strata_kvalues_iq4nl[(qs[k] >> shift) & 0xf]);
+  strata_iq4nl8(qs, i0 & 16 ? 4 : 0, d, out);
 }
 
 /// IQ4_XS, 256 elements in 136 bytes: d (f16) @0, scales_h (u16) @2,
@@ -387,10 +436,7 @@ STRATA_FN void strata_dq8_iq4_xs(const uint8_t *block, int i0, float *out) {
              static_cast<float>(ls - 32);
   uint8_t qs[8];
   strata_load8<true>(block + 8 + 16 * ib + (i0 & 15), qs);
-  int shift = i0 & 16 ? 4 : 0;
-  for (int k = 0; k < 8; ++k)
-    out[k] =
-        dl * static_cast<float>(strata_kvalues_iq4nl[(qs[k] >> shift) & 0xf]);
+  strata_iq4nl8(qs, i0 & 16 ? 4 : 0, dl, out);
 }
 
 /// IQ3_S, 256 elements in 110 bytes: d (f16) @0, qs[64] @2, qh[8] @66,

@@ -222,4 +222,40 @@ TEST(BlockDecodeScalars, F16MatchesTheCompilersConversionOffNaN) {
 }
 #endif
 
+// The codebook words the byte-permute lookup uses are kvalues_iq4nl, and the
+// lookup (strata_byte_perm's portable form here; prmt.b32 on sm_90, checked
+// there by the differential suite) gives every code at both nibble
+// positions.
+TEST(BlockDecodeScalars, Iq4nlLookupIsTheTable) {
+  const uint32_t words[4] = {STRATA_IQ4NL_W0, STRATA_IQ4NL_W1, STRATA_IQ4NL_W2,
+                             STRATA_IQ4NL_W3};
+  for (int c = 0; c < 16; ++c)
+    ASSERT_EQ(static_cast<int8_t>(words[c / 4] >> (8 * (c % 4))),
+              strata_kvalues_iq4nl[c])
+        << c;
+  for (int shift : {0, 4})
+    for (int c = 0; c < 16; ++c)
+      for (int pos = 0; pos < 8; ++pos) {
+        uint8_t q[8];
+        for (int k = 0; k < 8; ++k) // the other codes differ from c
+          q[k] = static_cast<uint8_t>(((c + k + 1) & 15) << shift |
+                                      ((c + 3 * k) & 15) << (4 - shift));
+        q[pos] =
+            static_cast<uint8_t>(c << shift | ((c + 5) & 15) << (4 - shift));
+        float out[8];
+        strata_iq4nl8(q, shift, 0.5f, out);
+        for (int k = 0; k < 8; ++k)
+          ASSERT_EQ(out[k], 0.5f * strata_kvalues_iq4nl[(q[k] >> shift) & 15])
+              << "shift " << shift << " code " << c << " at " << k;
+      }
+}
+
+// prmt.b32's sign-replicating selectors (bit 3 of a nibble).
+TEST(BlockDecodeScalars, BytePermReplicatesSigns) {
+  EXPECT_EQ(strata_byte_perm(0x80402010u, 0x7f00ff01u, 0x3210), 0x80402010u);
+  EXPECT_EQ(strata_byte_perm(0x80402010u, 0x7f00ff01u, 0x7654), 0x7f00ff01u);
+  EXPECT_EQ(strata_byte_perm(0x80402010u, 0x7f00ff01u, 0x8b9f), 0x00ff0000u);
+  EXPECT_EQ(strata_byte_perm(0x80402010u, 0x7f00ff01u, 0x0020), 0x10104010u);
+}
+
 } // namespace
