@@ -3,8 +3,10 @@
 # the code generator compiles kernels (no SDK headers), and its tables must be
 # device data. Compiles block_decode_kernels.cu, which includes the header
 # with a device prelude, and checks:
-#   1. gfx1151 code object (-x hip, -Werror): builds; the five strata_ tables
-#      are OBJECT symbols of the code object's .rodata, with their sizes.
+#   1. gfx1151 code object (-x hip, -Werror): builds; the four strata_ grid
+#      tables are OBJECT symbols of the code object's .rodata, with their
+#      sizes (kvalues_iq4nl is not read by the decoders: strata_iq4nl8 holds
+#      the codebook in registers).
 #   2. sm_90 PTX (-x cuda, -Werror): builds; the tables are initialised .global
 #      arrays; ptxas (if installed) assembles the PTX.
 # usage: block_decode_device_check.sh SOURCE_DIR WORK_DIR
@@ -32,7 +34,7 @@ hip=(-x hip --offload-arch=gfx1151 --cuda-device-only --no-gpu-bundle-output
 cuda=(-x cuda --cuda-gpu-arch=sm_90 --cuda-device-only -nocudainc -nocudalib
       -O3 -Wall -Wextra -Werror -Wno-unknown-cuda-version -I "$src")
 tables="strata_iq3s_grid:2048 strata_iq3xxs_grid:1024 strata_iq2xxs_grid:2048
-        strata_ksigns_iq2xs:128 strata_kvalues_iq4nl:16"
+        strata_ksigns_iq2xs:128"
 
 # 1. gfx1151
 co=$work/block_decode.gfx1151.co
