@@ -57,8 +57,10 @@ struct Gemm {
   std::vector<Tensor> w; ///< one weight, or gate and up (swiglu)
   int64_t n = 0, k = 0;  ///< N and K
   std::string mRows;     ///< C expression of M (rows of A)
-  int64_t mPer = 1;      ///< A rows per leading-dim row of the result
-  bool mma = true;       ///< matrix units (else f32 FMA)
+  /// C expression of tile row m's row of A (a gather for the experts).
+  std::string aIndex = "m";
+  int64_t mPer = 1; ///< A rows per leading-dim row of the result
+  bool mma = true;  ///< matrix units (else f32 FMA)
   int bm = 64, bn = 64, nt = 128;
   /// The epilogue stages an f32 [bm][bn] tile (Cs) in the LDS region after
   /// the K loop (hc_read's stream mean).
@@ -89,6 +91,12 @@ format::PlanDim tilesOf(const format::PlanDim &rows, int64_t mult,
     d.div /= g;
   }
   return d;
+}
+
+/// Declares `arow`, tile row m's row of A.
+std::string aRowOf(const Gemm &g) {
+  return fmt::format("const {} *arow = {} + (long)({}) * {}L;", g.a.ctype,
+                     g.a.ptr, g.aIndex, g.k);
 }
 
 /// The waves' grid over a matrix-unit tile: wm waves down, wn across.
@@ -517,15 +525,15 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     for (int ci = 0; ci < ca; ++ci) {
       e.line("    {{ int c = tid_x() + {}; {} {{", ci * g.nt,
              guard(ci, g.bm * 4));
-      e.line("      int r = c >> 2, kc = (c & 3) * 8; long m = m0 + r;");
-      e.line("      const bool mok = m < M; if (!mok) m = M - 1;");
       if (vecA) {
-        e.line("      {{ {} pa[{}] = *(const strata_u4 *)(arow + k0 + kc); "
-               "}}",
-               aRow, ci);
-        e.line("      pa[{}] = mok ? pa[{}] : strata_u4{{0, 0, 0, 0}};", ci,
-               ci);
+        // The row was found once (arw); the zeroing waits for the store,
+        // so nothing waits on the load before the next step.
+        e.line("      pa[{}] = *(const strata_u4 *)({} + (long)arw[{}] * {}L "
+               "+ k0 + (c & 3) * 8);",
+               ci, g.a.ptr, ci, g.k);
       } else {
+        e.line("      int r = c >> 2, kc = (c & 3) * 8; long m = m0 + r;");
+        e.line("      const bool mok = m < M; if (!mok) m = M - 1;");
         e.line("      float v[8];");
         e.line("      {{ {} for (int j = 0; j < 8; ++j) v[j] = {}; }}", aRow,
                partialK ? "(k0 + kc + j < " + std::to_string(g.k) +
@@ -553,6 +561,16 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     issueRaw("0", "0");
     e.line("  cp_async_commit();");
   }
+  if (vecA) {
+    // Each thread's A rows, found once: the gather's index load and
+    // division are not repeated every K step. Bit ci of amask: piece ci's
+    // row is below M.
+    e.line("  int arw[{}]; unsigned amask = 0;", ca);
+    for (int ci = 0; ci < ca; ++ci)
+      e.line("  {{ long m = m0 + ((tid_x() + {}) >> 2); if (m < M) amask |= "
+             "{}u; else m = M - 1; arw[{}] = (int)({}); }}",
+             ci * g.nt, 1u << ci, ci, g.aIndex);
+  }
   load("0");
   e.line("  int buf = 0;");
   // Where a staged element lands in buffer `sb`: rows of ld elements
@@ -571,10 +589,10 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
               : fmt::format("{} + {} * {} + {} * {} + {}", tile, sb, rows * ld,
                             r, ld, kc);
   };
-  // Stores the K step at k0 into buffer `sb`: its W pieces decoded from
-  // the raw stage (copying the next superblock at a boundary), A's and
-  // (not raw) W's pieces from the registers load() filled.
-  auto stage = [&](const std::string &bufx) {
+  // Stores the K step at k0 into buffer `sb`: stageW its W pieces decoded
+  // from the raw stage (copying the next superblock at a boundary),
+  // stageRegs the pieces load() left in registers.
+  auto stageW = [&](const std::string &bufx) {
     if (raw) {
       // A superblock boundary: the next one's copies go into the other
       // slot (its last readers passed the previous step's barrier), this
@@ -621,18 +639,29 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
         e.line("    }} }}");
       }
     }
+  };
+  // Stores the K step's pieces held in the registers load() filled: A's,
+  // and W's where not raw-staged.
+  auto stageRegs = [&](const std::string &bufx) {
     const std::string pr = "(c >> 2)", pk = "(c & 3) * 8";
-    for (int ci = 0; ci < ca; ++ci)
-      e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)({}) = "
-             "{}(pa[{}]); }}",
-             ci * g.nt, g.bm * 4, slot("As", g.bm, pr, pk, bufx),
-             vecA ? "mma_from_bf16x8" : "", ci);
     for (int ci = 0; ci < (raw ? 0 : cw); ++ci)
       for (size_t b = 0; b < nb; ++b)
         e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)({}) "
                "= pw[{}][{}]; }}",
                ci * g.nt, g.bn * 4,
                slot("Bs" + std::to_string(b), g.bn, pr, pk, bufx), b, ci);
+    for (int ci = 0; ci < ca; ++ci)
+      e.line("    {{ int c = tid_x() + {}; if (c < {}) *(strata_u4 *)({}) = "
+             "{}; }}",
+             ci * g.nt, g.bm * 4, slot("As", g.bm, pr, pk, bufx),
+             vecA ? fmt::format("amask & {}u ? mma_from_bf16x8(pa[{}]) : "
+                                "strata_u4{{0, 0, 0, 0}}",
+                                1u << ci, ci)
+                  : fmt::format("pa[{}]", ci));
+  };
+  auto stage = [&](const std::string &bufx) {
+    stageW(bufx);
+    stageRegs(bufx);
   };
   if (wg) {
     // Step k0's wgmma run while the waves stage step k0 + 32 into the
@@ -667,10 +696,15 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     }
     e.line("    wg_commit();");
     e.line("    if (k0 + {} < {}L) {{", kBK, g.k);
+    // The register-held pieces first, then the load two steps ahead, then
+    // the W decode: the load has the decode's time to land.
     e.line("    {{ const long kn = k0 + {}; {{ const long k0 = kn;", kBK);
-    stage("(buf ^ 1)");
+    stageRegs("(buf ^ 1)");
     e.line("    }} }}");
     load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", 2 * kBK, g.k, 2 * kBK));
+    e.line("    {{ const long kn = k0 + {}; {{ const long k0 = kn;", kBK);
+    stageW("(buf ^ 1)");
+    e.line("    }} }}");
     e.line("    }}");
     for (size_t b = 0; b < nb; ++b)
       for (int q = 0; q < fn * 8; q += 32)
@@ -1050,8 +1084,7 @@ void GemmEmitter::runChains() {
              g.bn / e.tensor(c.streamMean->inputs[0]).shape[1].constant);
     else
       e.line("  const long n0 = (long)(bid_y() - {}) * {};", ybase, g.bn);
-    std::string aRow =
-        fmt::format("const {} *arow = {} + m * {}L;", g.a.ctype, g.a.ptr, g.k);
+    std::string aRow = aRowOf(g);
     std::string wRow =
         g.w[0].quant()
             ? fmt::format("const uint8_t *wrow = {} + n * {}L;", g.w[0].ptr,
@@ -1169,11 +1202,9 @@ void GemmEmitter::runGrouped() {
   e.line("  const long M = {}[ex + 1];", off.ptr);
   e.line("  const long m0 = {}[ex] + (long)pick[1] * {};", off.ptr, g.bm);
   e.line("  const long n0 = (long)bid_y() * {};", g.bn);
-  std::string aRow =
-      swiglu ? fmt::format("const {} *arow = {} + (long)({}[m] / {}) * {}L;",
-                           g.a.ctype, g.a.ptr, perm.ptr, slotsPerToken, g.k)
-             : fmt::format("const {} *arow = {} + m * {}L;", g.a.ctype, g.a.ptr,
-                           g.k);
+  if (swiglu)
+    g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
+  std::string aRow = aRowOf(g);
   std::vector<std::string> wRows;
   for (const Tensor &w : g.w) {
     int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
