@@ -7,12 +7,26 @@
 # the GPU machine has no clang), the prompt, and the CPU backend's f32
 # logits (the reference the goldens hold to ~1e-12).
 #   bash test/device/prepare.sh [BUILD_DIR]
+# STRATA_DEVICE_SYNTHETIC=SEED: shapes-only GGUFs (KBs instead of ~32 MB, so
+# all five models fit one device call beside the diffsuite), the CPU
+# logits from weights synthesised with SEED, and build-device/SYNTHETIC
+# holding SEED: test/device/run.sh then runs the models with the same
+# --synthetic-weights (the file-weight path stays covered by the diffsuite,
+# whose cases carry real blocks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 B=$BUILD/bin
 OUT=build-device
+SEED=${STRATA_DEVICE_SYNTHETIC:-}
+if [ -n "$SEED" ] && ! [[ "$SEED" =~ ^[0-9]+$ ]]; then
+  echo "error: STRATA_DEVICE_SYNTHETIC must be a seed (digits), not '$SEED'" >&2
+  exit 1
+fi
 rm -rf "$OUT" && mkdir -p "$OUT"
+[ -z "$SEED" ] || echo "$SEED" > "$OUT/SYNTHETIC"
+synth_flag=${SEED:+--shapes-only}
+weights_flag=${SEED:+--synthetic-weights $SEED}
 # Prompts of 1, 37 (no tile's multiple) and 100 tokens.
 for t in 1 37 100; do
   python3 -c "import random; random.seed($t); print(','.join(str(random.randrange(1, 250)) for _ in range($t)))" > "$OUT/tokens-$t.txt"
@@ -27,7 +41,7 @@ for model in qwen3 qwen3moe qwen3next qwen4exp qwen4exp_f16hc; do
   else
     types=$(python3 -c "import sys; sys.path.insert(0, 'test/golden'); from llama_golden import ARCH_MIX, MIX; print(ARCH_MIX.get('$arch', (MIX,))[0])")
   fi
-  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 3 --types "$types" -o "$OUT/$model.gguf" > /dev/null
+  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 3 --types "$types" $synth_flag -o "$OUT/$model.gguf" > /dev/null
   for prec in bf16 f32; do
     "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$model.gguf" --max-tokens 128 \
       --target sm_90 --precision "$prec" -o "$OUT/$model.$prec.sm90" > /dev/null
@@ -35,7 +49,7 @@ for model in qwen3 qwen3moe qwen3next qwen4exp qwen4exp_f16hc; do
   "$B/strata-compile" "models/$arch.strata" --gguf "$OUT/$model.gguf" --max-tokens 128 -o "$OUT/$model.host" > /dev/null
   for t in 1 37 100; do
     "$B/strata-run" "$OUT/$model.host" --gguf "$OUT/$model.gguf" --tokens-file "$OUT/tokens-$t.txt" \
-      --dump-logits "$OUT/$model.cpu-f32.T$t.logits" > /dev/null
+      $weights_flag --dump-logits "$OUT/$model.cpu-f32.T$t.logits" > /dev/null
   done
   rm -rf "$OUT/$model.host"
 done

@@ -39,11 +39,16 @@ fail=0
 # Every model prepare.sh made whose GGUF is here (a device call may carry a
 # subset: the tree and what it carries must stay under the call's limit).
 models=$(ls build-device/*.gguf 2>/dev/null | xargs -r -n1 basename | sed 's/\.gguf$//')
+# Shapes-only GGUFs (prepare.sh with STRATA_DEVICE_SYNTHETIC): the weights
+# of the seed the CPU logits were made with.
+wflag=()
+[ -f build-device/SYNTHETIC ] && wflag=(--synthetic-weights "$(cat build-device/SYNTHETIC)")
+[ ${#wflag[@]} -gt 0 ] && echo "bundled models: shapes-only GGUFs, ${wflag[*]}" | tee -a "$FILE"
 for arch in $models; do
   for prec in bf16 f32; do
     for t in 1 37 100; do
       plan=build-device/$arch.$prec.sm90
-      log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
+      log=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" "${wflag[@]}" \
         --tokens-file "build-device/tokens-$t.txt" --check --dump-logits "$plan.T$t.gpu.logits" 2>&1)
       rc=$?
       line=$(echo "$log" | grep -m1 '^check:' || echo "check: FAILED: $(echo "$log" | tail -1)")
@@ -53,7 +58,7 @@ for arch in $models; do
       echo "$arch $prec T=$t: rc=$rc $line; $cmp" | tee -a "$FILE"
       [ $rc -eq 0 ] && [ $crc -eq 0 ] || fail=1
       # Without --check the launches run as one CUDA graph: its logits too.
-      glog=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" \
+      glog=$(build-rt/bin/strata-run "$plan" --gguf "build-device/$arch.gguf" "${wflag[@]}" \
         --tokens-file "build-device/tokens-$t.txt" --repeat 2 --dump-logits "$plan.T$t.graph.logits" 2>&1)
       grc=$?
       gline=$(echo "$glog" | grep -m1 '^graph:' || echo "graph: FAILED: $(echo "$glog" | tail -1)")
