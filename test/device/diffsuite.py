@@ -753,7 +753,7 @@ def hc_cases(types: tuple[str, ...]) -> list[Case]:
     cases = []
     for d, n, lr, t in ((64, 4, 16, "f32"), (256, 4, 32, "q8_0"),
                         (128, 4, 32, "bf16"), (64, 4, 32, "q4_0"),
-                        (128, 2, 32, "f16")):
+                        (128, 2, 32, "f16"), (320, 4, 96, "f16")):
         if t not in types:
             continue
         b = Body(d)
