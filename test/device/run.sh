@@ -83,20 +83,22 @@ for arch in $models; do
   echo "$arch bf16 T=37 synthetic 7: rc=$rc $v; $c" | tee -a "$FILE"
   [ $rc -eq 0 ] || fail=1
 done
-# The wgmma shared-memory descriptor convention the sm_90a GEMM tiles use
-# (K-major, no swizzle, 16-byte chunks [k / 8][row]), against a host product.
-if command -v nvcc > /dev/null 2>&1; then
-  if nvcc -gencode arch=compute_90a,code=sm_90a -o build-rt/wgmma_desc_check \
-      test/device/wgmma/wgmma_desc_check.cu > build-rt/wgmma.log 2>&1; then
-    build-rt/wgmma_desc_check | head -1 | tee -a "$FILE"
+# The wgmma conventions, each against a host product: the shared-memory
+# descriptors the sm_90a GEMM tiles use (K-major, no swizzle, 16-byte chunks
+# [k / 8][row]); the register A operand with B staged by cp.async.bulk and
+# an mbarrier (what a swapped tile, decoded weights as A, would use).
+for check in wgmma_desc_check wgmma_rs_bulk_check; do
+  if ! command -v nvcc > /dev/null 2>&1; then
+    echo "$check: SKIPPED (no nvcc here)" | tee -a "$FILE"
+  elif nvcc -gencode arch=compute_90a,code=sm_90a -o "build-rt/$check" \
+      "test/device/wgmma/$check.cu" > "build-rt/$check.log" 2>&1; then
+    "build-rt/$check" | head -1 | tee -a "$FILE"
     [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
   else
-    echo "wgmma desc: FAILED to build: $(tail -1 build-rt/wgmma.log)" | tee -a "$FILE"
+    echo "$check: FAILED to build: $(tail -1 "build-rt/$check.log")" | tee -a "$FILE"
     fail=1
   fi
-else
-  echo "wgmma desc: SKIPPED (no nvcc here)" | tee -a "$FILE"
-fi
+done
 # The differential suite: one line per case x policy x T, and a total.
 if [ -d build-diffsuite ]; then
   python3 test/device/diffsuite.py run --bin build-rt/bin --dir build-diffsuite \
