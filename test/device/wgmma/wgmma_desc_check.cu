@@ -13,6 +13,8 @@
 #include <ctime>
 #include <cuda_bf16.h>
 
+#include "HostProduct.h"
+
 __device__ uint64_t desc(const void *p, uint32_t lbo, uint32_t sbo) {
   uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
   return (uint64_t)((a & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
@@ -84,31 +86,12 @@ int main() {
   float fA[M * K], fB[N * K], ref[M * N], out[M * N];
   unsigned seed = (unsigned)time(nullptr); // fresh inputs each run
   srand(seed);
-  for (int i = 0; i < M * K; ++i) {
-    hA[i] = __float2bfloat16((rand() % 17 - 8) / 4.0f);
-    fA[i] = __bfloat162float(hA[i]);
-  }
-  for (int i = 0; i < N * K; ++i) {
-    hB[i] = __float2bfloat16((rand() % 13 - 6) / 2.0f);
-    fB[i] = __bfloat162float(hB[i]);
-  }
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      float s = 0;
-      for (int kk = 0; kk < K; ++kk)
-        s += fA[m * K + kk] * fB[n * K + kk];
-      ref[m * N + n] = s;
-    }
-  __nv_bfloat16 *dA, *dB;
-  float *dC;
-  cudaMalloc(&dA, sizeof hA);
-  cudaMalloc(&dB, sizeof hB);
-  cudaMalloc(&dC, sizeof out);
-  cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice);
-  cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice);
-  cudaMemset(dC, 0xff, sizeof out); // poisoned: NaN unless written
-  k<<<1, 256>>>(dA, dB, dC);
-  cudaError_t e = cudaMemcpy(out, dC, sizeof out, cudaMemcpyDeviceToHost);
+  fillExact(hA, fA, M * K, 17, 4.0f);
+  fillExact(hB, fB, N * K, 13, 2.0f);
+  productABt(fA, fB, ref, M, N, K);
+  cudaError_t e = runOnDevice(hA, sizeof hA, hB, sizeof hB, out, sizeof out,
+                              [](const __nv_bfloat16 *a, const __nv_bfloat16 *b,
+                                 float *c) { k<<<1, 256>>>(a, b, c); });
   if (e != cudaSuccess) {
     printf("wgmma desc: FAIL (%s)\n", cudaGetErrorString(e));
     return 1;
