@@ -66,8 +66,7 @@ run() {
   if ! nvidia-smi > /dev/null 2>&1; then
     echo "SKIPPED: no NVIDIA GPU here (bench/ab.sh run runs on the lent GPU machine)"; exit 77
   fi
-  (cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_RUNTIME_ONLY=ON > /dev/null &&
-    cmake --build build-rt -j > /dev/null) || { echo "bench/ab.sh: error: the runtime did not build" >&2; exit 1; }
+  bash test/device/build_runtime.sh || exit 1
   mkdir -p "$res"
   local stamp raw
   stamp=$(date -u +%Y%m%dT%H%M%SZ)

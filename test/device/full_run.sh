@@ -10,8 +10,7 @@ cd "$(dirname "$0")/../.."
 RES=${1:?results folder}
 mkdir -p "$RES"
 nvidia-smi > /dev/null 2>&1 || { echo "SKIPPED: no NVIDIA GPU"; exit 77; }
-cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_RUNTIME_ONLY=ON > build-rt.log 2>&1 &&
-  cmake --build build-rt -j > build-rt.log 2>&1 || { tail -30 build-rt.log; exit 1; }
+bash test/device/build_runtime.sh || exit 1
 GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)
 for run in "last 1024" "last 4096" "last 16384" "all 16384"; do
   set -- $run

@@ -17,8 +17,7 @@ LENGTHS=${*:-1 1024}
 mkdir -p "$RES"
 nvidia-smi > /dev/null 2>&1 || { echo "SKIPPED: no NVIDIA GPU"; exit 77; }
 [ -f build-full/tokens-4096.txt ] || { echo "error: build-full/ missing (see full_run.sh)"; exit 1; }
-cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_RUNTIME_ONLY=ON > build-rt.log 2>&1 &&
-  cmake --build build-rt -j > build-rt.log 2>&1 || { tail -30 build-rt.log; exit 1; }
+bash test/device/build_runtime.sh || exit 1
 GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)
 SUMMARY="$RES/graphs-summary.txt"
 echo "# full qwen4exp plan-last, synthetic weights seed 1, --repeat $REPEAT, GPU $GPU, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$SUMMARY"

@@ -26,8 +26,7 @@ if ! nvidia-smi > /dev/null 2>&1; then
   exit 77
 fi
 [ -d build-device ] || [ -d build-diffsuite ] || { echo "error: build-device/ and build-diffsuite/ missing: run test/device/prepare.sh (and/or test/device/diffsuite.py prepare) and carry them"; exit 1; }
-cmake -S . -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_RUNTIME_ONLY=ON > build-rt.log 2>&1 &&
-  cmake --build build-rt -j > build-rt.log 2>&1 || { tail -30 build-rt.log; exit 1; }
+bash test/device/build_runtime.sh || exit 1
 FILE="$RES/device-$(date -u +%Y%m%dT%H%M%SZ).txt"
 {
   echo "# test/device/run.sh: generated sm_90 kernels on the cuda backend, --check against the cpu backend"
