@@ -344,14 +344,15 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
           variant.find("valu_f32") == std::string::npos &&
           variant.find("ffma_f32") == std::string::npos;
   // Except f32 weights under bf16 activations on sm_90 (the MoE router,
-  // K 2560 x N 512: 123 ms of the prefill on the FMA tile at T = 16,384):
-  // the matrix units over three bf16 terms of W (split).
+  // K 2560 x N 512: 123 ms of the prefill on the FMA tile at T = 16,384;
+  // the delta rule's gate projections, N 48: 22 ms): the matrix units over
+  // three bf16 terms of W (split). A few columns keep the warp dot products.
   if (e.target == "sm_90" && g.w.size() == 1 && g.w[0].ctype == "float" &&
-      g.a.ctype == "bf16" && g.n >= 64 && g.k % kBK == 0 &&
+      g.a.ctype == "bf16" && g.n > kSkinnyN && g.k % kBK == 0 &&
       !std::getenv("STRATA_EXP_NOSPLIT")) {
     g.mma = true;
     g.split = 3;
-    g.bm = 128, g.bn = 128, g.nt = 256;
+    g.bm = 128, g.bn = g.n <= 64 ? 64 : 128, g.nt = 256;
     return;
   }
   if (!g.mma) {

@@ -974,7 +974,7 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
         if t == "f32":
             # f32 weights under bf16 activations (the MoE router): sm_90
             # runs them on the matrix units as three bf16 terms of W.
-            for n in (200, 512):
+            for n in (48, 200, 512):
                 b = Body(256)
                 b(f"%h = rms_norm(%x, {b.w('norm.weight', (256,), init='norm')}) "
                   "{eps = 1e-6}")
