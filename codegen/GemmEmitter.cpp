@@ -72,6 +72,10 @@ struct Gemm {
   /// Column c of the tile -> global column (default n0 + c).
   std::function<std::string(const std::string &)> colOf;
   std::vector<std::string> epilogue; ///< lines; `v` is the accumulator(s)
+  /// f32 weights on the matrix units (sm_90, bf16 A): W as the sum of
+  /// `split` bf16 terms, K walked once per term (step k0: term k0 / K at
+  /// k0 % K), so each product is exact and the sum keeps ~24 bits of W.
+  int split = 1;
 };
 
 /// Tiles covering rows(T) * mult rows: floor((coef*mult*T)/(div*tile)) +
@@ -339,6 +343,18 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   g.mma = g.w[0].ctype != "float" &&
           variant.find("valu_f32") == std::string::npos &&
           variant.find("ffma_f32") == std::string::npos;
+  // Except f32 weights under bf16 activations on sm_90 (the MoE router,
+  // K 2560 x N 512: 123 ms of the prefill on the FMA tile at T = 16,384;
+  // the delta rule's gate projections, N 48: 22 ms): the matrix units over
+  // three bf16 terms of W (split). A few columns keep the warp dot products.
+  if (e.target == "sm_90" && g.w.size() == 1 && g.w[0].ctype == "float" &&
+      g.a.ctype == "bf16" && g.n > kSkinnyN && g.k % kBK == 0 &&
+      !std::getenv("STRATA_EXP_NOSPLIT")) {
+    g.mma = true;
+    g.split = 3;
+    g.bm = 128, g.bn = g.n <= 64 ? 64 : 128, g.nt = 256;
+    return;
+  }
   if (!g.mma) {
     g.bm = 32, g.nt = 256;
     // A few columns (the hyper-connection injection logits, N = 4): warp
@@ -418,7 +434,10 @@ void GemmEmitter::wPiece(const Gemm &g, const Tensor &w,
     e.line("        for (int j = 0; j < 8; ++j) v[j] = k0 + kc + j < {}L ? "
            "ld(wrow, k0 + kc + j) : 0.0f;",
            g.k);
-  else
+  else if (g.split > 1) {
+    decodeW(w, "wrow", fmt::format("k0 % {}L + kc", g.k), "v");
+    e.line("        strata_split_bf16(v, (int)(k0 / {}L));", g.k);
+  } else
     decodeW(w, "wrow", "k0 + kc", "v");
   e.line("      }} }}");
   if (!exact)
@@ -459,6 +478,8 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
                              const std::vector<std::string> &wRow) {
   const size_t nb = g.w.size();
   const bool partialK = g.k % kBK != 0;
+  // The K walked: K, or K per bf16 term of split f32 weights.
+  const int64_t kTot = g.k * g.split;
   // wgmma (sm_90a): each warpgroup takes 64 rows of the tile, all its
   // columns; the operands are read from LDS by the matrix unit (no
   // per-wave fragment loads) while the waves stage the next K step.
@@ -545,8 +566,9 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
         // The row was found once (arw); the zeroing waits for the store,
         // so nothing waits on the load before the next step.
         e.line("      pa[{}] = *(const strata_u4 *)({} + (long)arw[{}] * {}L "
-               "+ k0 + (c & 3) * 8);",
-               ci, g.a.ptr, ci, g.k);
+               "+ {} + (c & 3) * 8);",
+               ci, g.a.ptr, ci, g.k,
+               g.split > 1 ? fmt::format("k0 % {}L", g.k) : "k0");
       } else {
         e.line("      int r = c >> 2, kc = (c & 3) * 8; long m = m0 + r;");
         e.line("      const bool mok = m < M; if (!mok) m = M - 1;");
@@ -688,7 +710,7 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     stage("0");
     e.line("  }}");
     e.line("  fence_proxy_async(); sync_block();");
-    load(fmt::format("{} < {}L ? {} : 0", kBK, g.k, kBK));
+    load(fmt::format("{} < {}L ? {} : 0", kBK, kTot, kBK));
     e.line("  const int wgm = (wave >> 2) % {}, wgn = (wave >> 2) / {};", wgM,
            wgM);
     const int cols = g.bn / wgN;
@@ -700,7 +722,7 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     // down 305 -> 201, K3 212 -> 136; H200, T = 16,384: dense GEMMs 536 ->
     // 480 ms, gate/up 229 -> 219, down 166 -> 161, K3 80 -> 78, K2 59 -> 60.
     e.line("#pragma unroll {}", raw ? st / kBK : 2);
-    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", kTot, kBK);
     e.line("    wg_fence();");
     for (int kk = 0; kk < kBK; kk += 16) {
       e.line("    {{ const wg_desc da = wg_desc_of(As + buf * {} + wgm * "
@@ -719,13 +741,13 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
       e.line("    }}");
     }
     e.line("    wg_commit();");
-    e.line("    if (k0 + {} < {}L) {{", kBK, g.k);
+    e.line("    if (k0 + {} < {}L) {{", kBK, kTot);
     // The register-held pieces first, then the load two steps ahead, then
     // the W decode: the load has the decode's time to land.
     e.line("    {{ const long kn = k0 + {}; {{ const long k0 = kn;", kBK);
     stageRegs("(buf ^ 1)");
     e.line("    }} }}");
-    load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", 2 * kBK, g.k, 2 * kBK));
+    load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", 2 * kBK, kTot, 2 * kBK));
     e.line("    {{ const long kn = k0 + {}; {{ const long k0 = kn;", kBK);
     stageW("(buf ^ 1)");
     e.line("    }} }}");
@@ -738,11 +760,11 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     e.line("    buf ^= 1;");
     e.line("  }}");
   } else {
-    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", g.k, kBK);
+    e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", kTot, kBK);
     stage("buf");
     e.line("    sync_block();");
     // The last step reloads itself (valid addresses, no branch).
-    load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, g.k, kBK));
+    load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, kTot, kBK));
     // Each wave's fragments once per 16 k (one ldmatrix.x4 per 16x16 on
     // sm_90), then its fm x fn tiles from registers.
     e.line("#pragma unroll");

@@ -971,6 +971,19 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
                             f"--logits last: [1, {k}] x {t} [72, {k}] "
                             "(last_rows; the 16-row tile)",
                             flags=("--logits", "last"), types=(t,)))
+        if t == "f32":
+            # f32 weights under bf16 activations (the MoE router): sm_90
+            # runs them on the matrix units as three bf16 terms of W.
+            for n in (48, 200, 512):
+                b = Body(256)
+                b(f"%h = rms_norm(%x, {b.w('norm.weight', (256,), init='norm')}) "
+                  "{eps = 1e-6}")
+                b(f"%y = matmul(%h, {b.w('w.weight', (n, 256), t)})")
+                b.output("%y", n)
+                cases.append(b.case(f"matmul_f32w_bf16a_n{n}", "matmul",
+                                    f"rms_norm then [T, 256] x f32 [{n}, 256] "
+                                    "(bf16 A under the bf16 policy)",
+                                    types=(t,)))
         if bk == 32:
             # K % 256 != 0 but K % 128 == 0: sm_90 stages raw blocks 128
             # elements of K at a time (the experts' down projection, K = 640).
