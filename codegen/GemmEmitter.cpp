@@ -348,8 +348,7 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   // the delta rule's gate projections, N 48: 22 ms): the matrix units over
   // three bf16 terms of W (split). A few columns keep the warp dot products.
   if (e.target == "sm_90" && g.w.size() == 1 && g.w[0].ctype == "float" &&
-      g.a.ctype == "bf16" && g.n > kSkinnyN && g.k % kBK == 0 &&
-      !std::getenv("STRATA_EXP_NOSPLIT")) {
+      g.a.ctype == "bf16" && g.n > kSkinnyN && g.k % kBK == 0) {
     g.mma = true;
     g.split = 3;
     g.bm = 128, g.bn = g.n <= 64 ? 64 : 128, g.nt = 256;
