@@ -144,21 +144,47 @@ void emitAttentionKernel(Emitter &e) {
   // f32 activations keep f32 arithmetic (the f32 policy's bar is NMSE
   // 1e-5): the FMA kernel.
   int64_t bq = kBQ, hpb = 1; // query tokens and heads per block
+  bool wg = false;           // the warpgroup form was emitted
   bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" &&
              v.t.ctype == "bf16" && d % 16 == 0 && dv % 16 == 0;
   for (const Access *a : {&q, &k, &v})
     mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
           a->stride[1] % 8 == 0;
   int64_t threads = kThreads;
+  // sm_90: the warpgroup form (attention_wg) where its tiles fit: 128 query
+  // rows (NHB heads of a KV group x 128 / NHB tokens) per staged chunk of
+  // 64 keys, wgmma for both products.
+  const ir::Target *target = ir::lookupTarget(e.target);
+  int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
+  int64_t hg = h / hkv;
+  if (mma && e.target == "sm_90" && d <= 256 && dv % 64 == 0 && dv <= 256 &&
+      (block == 0 || (block <= 64 && 64 % block == 0 && 64 / block <= 32) ||
+       block % 64 == 0)) {
+    int64_t nhb = hg % 4 == 0 ? 4 : hg % 2 == 0 ? 2 : 1;
+    int64_t bqw = 128 / nhb, lc = 64 * 8 + 8;
+    int64_t ncw = (e.plan.maxTokens / 64 + 32) / 32;
+    int64_t shared = 2 * 2 * lc * (2 * (d / 8) + dv / 8) +
+                     (block > 0 ? 4 * (bqw * nbw + ncw) : 0);
+    if (shared <= limit) {
+      bq = bqw, hpb = nhb, threads = 256;
+      e.out.sharedBytes = static_cast<uint64_t>(shared);
+      e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+      e.prologue();
+      e.line("  attention_wg<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
+             "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+             nhb, h, d, dv, hg, e.boolAttr(op, "causal"), gated, block, nb, nbw,
+             ncw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+             v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+      mma = false;
+      wg = true;
+    }
+  }
   if (mma) {
     // NSP waves split a row group's value columns (at most 128 each: no
     // spills at DV = 256) and its keys; as many heads of the KV group per
     // block (NRG, up to 12 waves) and keys per chunk (KC) as shared memory
     // allows.
-    const ir::Target *target = ir::lookupTarget(e.target);
-    int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
     int64_t nsp = (dv + 127) / 128;
-    int64_t hg = h / hkv;
     int64_t nrg = 0, kc = 0, shared = 0;
     for (int64_t g = hg; g >= 1 && !nrg; --g) {
       if (hg % g || g * nsp > 12)
@@ -190,7 +216,7 @@ void emitAttentionKernel(Emitter &e) {
              v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
     }
   }
-  if (!mma) {
+  if (!mma && !wg) {
     // Keys per staged chunk: the most (32, 16 or 8) whose tiles fit 44 KiB
     // of static LDS/shared (sm_90 allows 48 KiB static).
     auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };

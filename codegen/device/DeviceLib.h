@@ -1376,6 +1376,229 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
     }
 }
 
+#ifdef STRATA_TARGET_SM90
+/// Flash attention on the warpgroup matrix units (sm_90a) for query heads
+/// that share a KV head. Block (x, y): 8 waves, two warpgroups of 64 rows;
+/// wave w takes head h0 + w % NHB (h0 = NHB y; NHB divides HG) and the 16
+/// tokens from t0 + 16 (w / NHB) (t0 = BQ x, BQ = 128 / NHB), so each
+/// staged chunk of 64 keys and values serves 128 query rows. Per chunk and
+/// warpgroup: S = Q K^T by wgmma with both operands in shared memory
+/// (K-major), the online softmax on S's accumulators (each row's 64 values
+/// over the 4 lanes of a quad: 2 shuffles for the max; sums stay per lane
+/// until the end), then O += P V with P straight from the accumulators as
+/// the register A operand (its layout is the accumulator's) and V MN-major,
+/// as it lies in memory. Chunk c + 1 is copied (cp.async) while chunk c is
+/// computed; the copies of chunk c are waited for before the proxy fence,
+/// so the fence has nothing in flight to drain. Keys past TK read key TK - 1
+/// (finite, masked). Masks as attention_gqa's; with QSA, the chunks none of
+/// the BQ tokens selects are skipped (a bitmap of chunks). Dynamic shared
+/// memory: Q [2][D / 8][64 x 8 + 8], then two buffers of K [D / 8][64 x 8 +
+/// 8] and V [DV / 8][64 x 8 + 8] (bf16), the QSA row bitmaps [BQ][NBW] and
+/// the chunk bitmap [NCW].
+template <int NHB, int H, int D, int DV, int HG, bool CAUSAL, bool GATED,
+          int BLOCK, int NB, int NBW, int NCW, long QT, long QH, long KT,
+          long KH, long VT, long VH, long GT, long GH, class G, class Y>
+STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
+                            const G *gate, const int32_t *index, Y *y, long T,
+                            long TK, float scale) {
+  constexpr int NT = 256, BQ = 128 / NHB, KC = 64, LC = KC * 8 + 8;
+  constexpr int QSZ = (D / 8) * LC, KSZ = (D / 8) * LC, VSZ = (DV / 8) * LC;
+  static_assert(D % 16 == 0 && DV % 64 == 0 && DV <= 256, "attention_wg");
+  static_assert(BLOCK == 0 || (KC % BLOCK == 0 && KC / BLOCK <= 32) ||
+                    BLOCK % KC == 0,
+                "attention_wg: QSA block");
+  extern STRATA_SHARED __attribute__((aligned(128))) uint8_t strata_dyn[];
+  mma_t *Qs = (mma_t *)strata_dyn;
+  mma_t *Ks = Qs + 2 * QSZ;
+  mma_t *Vs = Ks + 2 * KSZ;
+  uint32_t *sel = (uint32_t *)(Vs + 2 * VSZ);
+  uint32_t *csel = sel + BQ * NBW;
+  const long t0 = (long)bid_x() * BQ;
+  const int h0 = bid_y() * NHB, kh = h0 / HG;
+  const int tid = tid_x(), w = tid >> 5, wg = w >> 2, g = (tid & 31) >> 2,
+            qd = tid & 3;
+  const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k,
+                 *vb = (const uint16_t *)v;
+  // Q: warpgroup wg's row R is wave 4 wg + R / 16's row R % 16.
+  for (int i = tid; i < 128 * (D / 8); i += NT) {
+    int row = i / (D / 8), c8 = i % (D / 8);
+    int ww = row >> 4;
+    long tt = t0 + 16 * (ww / NHB) + (row & 15);
+    if (tt >= T)
+      tt = T - 1; // computed, never stored
+    cp_async16(Qs + (ww >> 2) * QSZ + c8 * LC + (row & 63) * 8,
+               qb + tt * QT + (h0 + ww % NHB) * QH + c8 * 8);
+  }
+  const long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
+  const int nch = (int)(last / KC) + 1;
+  if constexpr (BLOCK > 0) {
+    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
+    for (int i = tid; i < NCW; i += NT)
+      csel[i] = 0;
+    sync_block();
+    // Chunk c is needed when any row selects a block overlapping it.
+    for (int c = tid; c < nch; c += NT) {
+      long b0 = (long)c * KC / BLOCK;
+      constexpr int NBC = BLOCK < KC ? KC / BLOCK : 1;
+      uint32_t any = 0;
+      if (b0 < NBW * 32)
+        for (int r = 0; r < BQ; ++r)
+          any |= sel[r * NBW + b0 / 32] >> (b0 % 32);
+      if (any & (NBC == 32 ? 0xffffffffu : (1u << NBC) - 1u))
+        __atomic_fetch_or(&csel[c / 32], 1u << (c % 32), __ATOMIC_RELAXED);
+    }
+    sync_block();
+  }
+  // The next needed chunk after c (nch when none).
+  auto next = [&](int c) {
+    if constexpr (BLOCK == 0) {
+      return c + 1;
+    } else {
+      for (int n = c + 1; n < nch;) {
+        uint32_t word = csel[n / 32] >> (n % 32);
+        if (word)
+          return n + __builtin_ctz(word) < nch ? n + __builtin_ctz(word) : nch;
+        n = (n / 32 + 1) * 32;
+      }
+      return nch;
+    }
+  };
+  auto load = [&](int c, int buf) {
+    for (int i = tid; i < KC * (D / 8); i += NT) {
+      int jj = i / (D / 8), c8 = i % (D / 8);
+      long j = (long)c * KC + jj;
+      if (j >= TK)
+        j = TK - 1;
+      cp_async16(Ks + buf * KSZ + c8 * LC + jj * 8,
+                 kb + j * KT + kh * KH + c8 * 8);
+    }
+    for (int i = tid; i < KC * (DV / 8); i += NT) {
+      int jj = i / (DV / 8), c8 = i % (DV / 8);
+      long j = (long)c * KC + jj;
+      if (j >= TK)
+        j = TK - 1;
+      cp_async16(Vs + buf * VSZ + c8 * LC + jj * 8,
+                 vb + j * VT + kh * VH + c8 * 8);
+    }
+    cp_async_commit();
+  };
+  // Rows g and g + 8 of this wave: their tokens (local to the block).
+  const int tl0 = 16 * (w / NHB) + g, tl1 = tl0 + 8;
+  const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
+  float o[DV / 2];
+#pragma unroll
+  for (int i = 0; i < DV / 2; ++i)
+    o[i] = 0;
+  float m0 = -__builtin_inff(), m1 = -__builtin_inff(), l0 = 0, l1 = 0;
+  int c = next(-1), buf = 0;
+  if (c < nch)
+    load(c, 0);
+  else
+    cp_async_commit();
+  for (; c < nch; buf ^= 1) {
+    const int cn = next(c);
+    cp_async_wait_all();
+    fence_proxy_async();
+    sync_block();
+    if (cn < nch)
+      load(cn, buf ^ 1);
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      s[i] = 0;
+    wg_fence();
+#pragma unroll
+    for (int dk = 0; dk < D; dk += 16)
+      wgmma_m64n64(s, wg_desc_of(Qs + wg * QSZ + (dk / 8) * LC, LC * 2),
+                   wg_desc_of(Ks + buf * KSZ + (dk / 8) * LC, LC * 2));
+    wg_commit();
+    wg_wait_all(s);
+    // Masks (causal, past TK, QSA) and each row's maximum, in log2 units.
+    const long j0 = (long)c * KC, ta = t0 + tl0, tb = t0 + tl1;
+    uint32_t bitsA = 0xffffffffu, bitsB = 0xffffffffu;
+    if constexpr (BLOCK > 0) {
+      long b0 = j0 / BLOCK;
+      bitsA = b0 < NBW * 32 ? sel[tl0 * NBW + b0 / 32] >> (b0 % 32) : 0;
+      bitsB = b0 < NBW * 32 ? sel[tl1 * NBW + b0 / 32] >> (b0 % 32) : 0;
+    }
+    float mxA = -__builtin_inff(), mxB = -__builtin_inff();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
+      const long j = j0 + col, t = (i & 2) ? tb : ta;
+      bool ok = j < TK && (!CAUSAL || j <= t);
+      if constexpr (BLOCK > 0)
+        ok = ok &&
+             ((((i & 2) ? bitsB : bitsA) >> (BLOCK < KC ? col / BLOCK : 0)) &
+              1u);
+      s[i] = ok ? s[i] * sc2 : -__builtin_inff();
+      if (i & 2)
+        mxB = __builtin_fmaxf(mxB, s[i]);
+      else
+        mxA = __builtin_fmaxf(mxA, s[i]);
+    }
+    mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 1));
+    mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 2));
+    mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 1));
+    mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 2));
+    const float nA = __builtin_fmaxf(m0, mxA), nB = __builtin_fmaxf(m1, mxB);
+    // A row with no key yet subtracts 0: its p and correction are 0.
+    const float uA = nA == -__builtin_inff() ? 0.0f : nA;
+    const float uB = nB == -__builtin_inff() ? 0.0f : nB;
+    const float cA = __nvvm_ex2_approx_f(m0 - uA),
+                cB = __nvvm_ex2_approx_f(m1 - uB);
+    m0 = nA, m1 = nB;
+    float sA = 0, sB = 0;
+    uint32_t pa[KC / 16][4];
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      const float u = (i & 2) ? uB : uA;
+      const float p0 = __nvvm_ex2_approx_f(s[i] - u),
+                  p1 = __nvvm_ex2_approx_f(s[i + 1] - u);
+      if (i & 2)
+        sB += p0 + p1;
+      else
+        sA += p0 + p1;
+      pa[i / 8][(i % 8) / 2] = mma_pack2(p0, p1);
+    }
+    l0 = l0 * cA + sA;
+    l1 = l1 * cB + sB;
+#pragma unroll
+    for (int i = 0; i < DV / 2; ++i)
+      o[i] *= (i & 2) ? cB : cA;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KC / 16; ++kk)
+      wgmma_rs_mn<DV>(o, pa[kk],
+                      wg_desc_mn(Vs + buf * VSZ + kk * 128, 128, LC * 2));
+    wg_commit();
+    wg_wait_all(o);
+#pragma unroll
+    for (int i = 32; i < DV / 2; i += 32)
+      wg_pin32(o + i);
+    c = cn;
+  }
+  cp_async_wait_all();
+  l0 += shfl_xor_f(l0, 1);
+  l0 += shfl_xor_f(l0, 2);
+  l1 += shfl_xor_f(l1, 1);
+  l1 += shfl_xor_f(l1, 2);
+  const int h = h0 + w % NHB;
+#pragma unroll
+  for (int i = 0; i < DV / 2; ++i) {
+    const long t = t0 + ((i & 2) ? tl1 : tl0);
+    const float l = (i & 2) ? l1 : l0;
+    const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
+    if (t >= T)
+      continue;
+    float val = l > 0 ? o[i] / l : 0.0f;
+    if (GATED)
+      val *= sm_sigmoid(ld(gate, t * GT + h * GH + col));
+    st(y, (t * H + h) * DV + col, val);
+  }
+}
+#endif
+
 /// One wave stages a delta-rule chunk's cumulative log decays (an inclusive
 /// scan over the wave) and betas of head \p h from token t0; past T: decay
 /// 0 (G stays), beta 0, so those tokens change nothing.

@@ -323,3 +323,58 @@ STRATA_FN void wgmma_m64n128_pair(float *d0, float *d1, wg_desc a, wg_desc b) {
 STRATA_FN void wgmma_m64n128(float *d, wg_desc a, wg_desc b) {
   wgmma_m64n128_pair(d, d + 32, a, b);
 }
+/// The descriptor of an MN-major operand at \p p: groups of 8 k-rows
+/// (16 bytes each, 8 columns) \p lbo bytes apart, groups of 8 columns \p sbo
+/// apart (test/device/wgmma/wgmma_mn_check.cu checks it on the H200).
+STRATA_FN wg_desc wg_desc_mn(const mma_t *p, uint32_t lbo, uint32_t sbo) {
+  uint32_t s =
+      (uint32_t)(uint64_t)(const __attribute__((address_space(3))) mma_t *)p;
+  return (wg_desc)((s & 0x3ffff) >> 4) | (wg_desc)(lbo >> 4) << 16 |
+         (wg_desc)(sbo >> 4) << 32;
+}
+#define STRATA_WG32(d, i) STRATA_WG16(d, i), STRATA_WG16(d, i + 16)
+/// d[64 x N] += A[64 x 16] (registers: the mma.sync m16n8k16 A fragment of
+/// wave w's rows 16 w..) * B[16 x N], B MN-major (wg_desc_mn): N / 2
+/// accumulators a thread in wgmma_m64n64's layout, for N = 64, 128, 256.
+template <int N>
+STRATA_FN void wgmma_rs_mn(float *d, const uint32_t *a, wg_desc b) {
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma_rs_mn: N");
+  if constexpr (N == 64)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+                 "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+                 " {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}"
+                 : STRATA_WG32(d, 0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+                 : "memory");
+  else if constexpr (N == 128)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+        "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+        "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+        "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+        " {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}"
+        : STRATA_WG32(d, 0), STRATA_WG32(d, 32)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+        : "memory");
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+        "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+        "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+        "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,"
+        "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,"
+        "%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,"
+        "%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,"
+        "%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
+        " {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}"
+        : STRATA_WG32(d, 0), STRATA_WG32(d, 32), STRATA_WG32(d, 64),
+          STRATA_WG32(d, 96)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+        : "memory");
+}

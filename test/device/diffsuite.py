@@ -439,6 +439,10 @@ def attention_cases() -> list[Case]:
         ("gated_hd256", 2, 1, 256, 256, True, True, False),
         ("dv_ne_dk", 4, 2, 64, 128, False, True, False),
         ("noncausal_hd64", 4, 2, 64, 64, False, False, False),
+        # qwen4exp's grouping (12 query heads a KV head; sm_90's warpgroup
+        # form: 4 heads x 32 tokens a block) and qwen3next's (8).
+        ("gated_hd256_hg12", 12, 1, 256, 256, True, True, True),
+        ("gated_hd256_hg8", 16, 2, 256, 256, True, True, False),
     ]
     for name, h, hkv, hd, dv, gated, causal, nr in forms:
         width = (2 if gated else 1) * h * hd + hkv * (hd + dv)
@@ -459,10 +463,12 @@ def attention_cases() -> list[Case]:
     # top 64 of up to 350 blocks of 2 (qsa_top_select: radix select, more
     # than one block per thread in its scans); top 150 of up to 175 (the
     # cut among the zero scores of relu: ties broken by the lower block).
-    for hd, cr, top, hi, di in ((64, 4, 4, 2, 64), (128, 8, 2, 1, 128),
-                                (64, 16, 1, 2, 32), (64, 2, 64, 2, 64),
-                                (64, 4, 150, 2, 64)):
-        h, hkv = 4, 2
+    # The last is qwen4exp's shape (12 query heads a KV head, head dim 256,
+    # blocks of 4) at a budget the long prompt's rows exceed.
+    for hd, cr, top, hi, di, h, hkv in (
+            (64, 4, 4, 2, 64, 4, 2), (128, 8, 2, 1, 128, 4, 2),
+            (64, 16, 1, 2, 32, 4, 2), (64, 2, 64, 2, 64, 4, 2),
+            (64, 4, 150, 2, 64, 4, 2), (256, 4, 32, 2, 64, 12, 1)):
         width = 2 * h * hd + 2 * hkv * hd
         b = Body(width)
         qkv(b, h, hkv, hd, hd, True, True)
@@ -484,7 +490,9 @@ def attention_cases() -> list[Case]:
           f"block = {cr}}}")
         b(f"%o1 = reshape(%o) : f32[T, {h * hd}]")
         b.output("%o1", h * hd)
-        cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}_top{top}", "attention",
+        cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}_top{top}"
+                            f"{'' if h // hkv == 2 else f'_hg{h // hkv}'}",
+                            "attention",
                             f"QSA: gated attention over the top {top} blocks "
                             f"of {cr} tokens picked by block_mean + "
                             f"qsa_select (indexer: {hi} heads of {di})",
