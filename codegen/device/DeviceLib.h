@@ -1385,11 +1385,15 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
 /// warpgroup: S = Q K^T by wgmma with both operands in shared memory
 /// (K-major), the online softmax on S's accumulators (each row's 64 values
 /// over the 4 lanes of a quad: 2 shuffles for the max; sums stay per lane
-/// until the end), then O += P V with P straight from the accumulators as
+/// until the end), and O += P V with P straight from the accumulators as
 /// the register A operand (its layout is the accumulator's) and V MN-major,
-/// as it lies in memory. Chunk c + 1 is copied (cp.async) while chunk c is
-/// computed; the copies of chunk c are waited for before the proxy fence,
-/// so the fence has nothing in flight to drain. Keys past TK read key TK - 1
+/// as it lies in memory. Software-pipelined by one chunk: step j issues
+/// S_j and then O += P_{j-1} V_{j-1}, so the matrix units run the P V
+/// product while the waves do step j's softmax; the O rescale waits for it.
+/// Hence K runs one chunk ahead of V: step j copies (cp.async) K_{j+1} and
+/// V_j, each into the buffer its chunk two steps back has left, and waits
+/// for K_j and V_{j-1} (copied a step earlier) before the proxy fence, which
+/// then has nothing in flight to drain. Keys past TK read key TK - 1
 /// (finite, masked). Masks as attention_gqa's; with QSA, the chunks none of
 /// the BQ tokens selects are skipped (a bitmap of chunks). Dynamic shared
 /// memory: Q [2][D / 8][64 x 8 + 8], then two buffers of K [D / 8][64 x 8 +
@@ -1450,7 +1454,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     sync_block();
   }
   // The next needed chunk after c (nch when none).
-  auto next = [&](int c) {
+  auto next = [&](int c) __attribute__((always_inline)) {
     if constexpr (BLOCK == 0) {
       return c + 1;
     } else {
@@ -1463,7 +1467,11 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
       return nch;
     }
   };
-  auto load = [&](int c, int buf) {
+  float o[DV / 2];
+#pragma unroll
+  for (int i = 0; i < DV / 2; ++i)
+    o[i] = 0;
+  auto loadK = [&](int c, int buf) __attribute__((always_inline)) {
     for (int i = tid; i < KC * (D / 8); i += NT) {
       int jj = i / (D / 8), c8 = i % (D / 8);
       long j = (long)c * KC + jj;
@@ -1472,6 +1480,8 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
       cp_async16(Ks + buf * KSZ + c8 * LC + jj * 8,
                  kb + j * KT + kh * KH + c8 * 8);
     }
+  };
+  auto loadV = [&](int c, int buf) __attribute__((always_inline)) {
     for (int i = tid; i < KC * (DV / 8); i += NT) {
       int jj = i / (DV / 8), c8 = i % (DV / 8);
       long j = (long)c * KC + jj;
@@ -1480,28 +1490,52 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
       cp_async16(Vs + buf * VSZ + c8 * LC + jj * 8,
                  vb + j * VT + kh * VH + c8 * 8);
     }
-    cp_async_commit();
+  };
+  // O += P V for the chunk whose V is in buffer vbuf (P from registers).
+  auto issuePV = [&](const uint32_t(*pp)[4],
+                     int vbuf) __attribute__((always_inline)) {
+#pragma unroll
+    for (int kk = 0; kk < KC / 16; ++kk)
+      wgmma_rs_mn<DV>(o, pp[kk],
+                      wg_desc_mn(Vs + vbuf * VSZ + kk * 128, 128, LC * 2));
+    wg_commit();
+  };
+  auto waitPV = [&]() __attribute__((always_inline)) {
+    wg_wait_all(o);
+#pragma unroll
+    for (int i = 32; i < DV / 2; i += 32)
+      wg_pin32(o + i);
   };
   // Rows g and g + 8 of this wave: their tokens (local to the block).
   const int tl0 = 16 * (w / NHB) + g, tl1 = tl0 + 8;
   const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
-  float o[DV / 2];
-#pragma unroll
-  for (int i = 0; i < DV / 2; ++i)
-    o[i] = 0;
   float m0 = -__builtin_inff(), m1 = -__builtin_inff(), l0 = 0, l1 = 0;
-  int c = next(-1), buf = 0;
+  // P of the previous step's chunk and this step's: two register sets used
+  // in turn (steps unrolled by two), so no copy joins them and the P being
+  // written never shares a register with the P an in-flight P V reads.
+  uint32_t pA[KC / 16][4], pB[KC / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < KC / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      pA[kk][r] = 0;
+  for (int i = tid; i < VSZ / 8; i += NT)
+    zero8(Vs + VSZ + i * 8);
+  int c = next(-1), step = 0;
   if (c < nch)
-    load(c, 0);
-  else
-    cp_async_commit();
-  for (; c < nch; buf ^= 1) {
-    const int cn = next(c);
+    loadK(c, 0);
+  cp_async_commit();
+  // One step: chunk c; P V of the previous chunk from pp; this P into pc.
+  auto stepFn = [&](const uint32_t(*pp)[4],
+                    uint32_t(*pc)[4]) __attribute__((always_inline)) {
+    const int cn = next(c), b = step & 1;
     cp_async_wait_all();
     fence_proxy_async();
     sync_block();
     if (cn < nch)
-      load(cn, buf ^ 1);
+      loadK(cn, b ^ 1);
+    loadV(c, b);
+    cp_async_commit();
     float s[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i)
@@ -1510,9 +1544,13 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 #pragma unroll
     for (int dk = 0; dk < D; dk += 16)
       wgmma_m64n64(s, wg_desc_of(Qs + wg * QSZ + (dk / 8) * LC, LC * 2),
-                   wg_desc_of(Ks + buf * KSZ + (dk / 8) * LC, LC * 2));
+                   wg_desc_of(Ks + b * KSZ + (dk / 8) * LC, LC * 2));
     wg_commit();
-    wg_wait_all(s);
+    // Step 0's P is 0 and its V buffer zeros: one uniform path, so no
+    // accumulator is read on a path the compiler could not prove waited.
+    wg_fence();
+    issuePV(pp, b ^ 1);
+    wg_wait_but_one(s);
     // Masks (causal, past TK, QSA) and each row's maximum, in log2 units.
     const long j0 = (long)c * KC, ta = t0 + tl0, tb = t0 + tl1;
     uint32_t bitsA = 0xffffffffu, bitsB = 0xffffffffu;
@@ -1549,7 +1587,6 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
                 cB = __nvvm_ex2_approx_f(m1 - uB);
     m0 = nA, m1 = nB;
     float sA = 0, sB = 0;
-    uint32_t pa[KC / 16][4];
 #pragma unroll
     for (int i = 0; i < 32; i += 2) {
       const float u = (i & 2) ? uB : uA;
@@ -1559,24 +1596,39 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
         sB += p0 + p1;
       else
         sA += p0 + p1;
-      pa[i / 8][(i % 8) / 2] = mma_pack2(p0, p1);
+      pc[i / 8][(i % 8) / 2] = mma_pack2(p0, p1);
     }
     l0 = l0 * cA + sA;
     l1 = l1 * cB + sB;
+    // O holds the chunks before this one (scale m before it): rescale once
+    // the P V in flight has landed.
+    waitPV();
 #pragma unroll
     for (int i = 0; i < DV / 2; ++i)
       o[i] *= (i & 2) ? cB : cA;
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < KC / 16; ++kk)
-      wgmma_rs_mn<DV>(o, pa[kk],
-                      wg_desc_mn(Vs + buf * VSZ + kk * 128, 128, LC * 2));
-    wg_commit();
-    wg_wait_all(o);
-#pragma unroll
-    for (int i = 32; i < DV / 2; i += 32)
-      wg_pin32(o + i);
     c = cn;
+    ++step;
+  };
+  bool lastInB = false;
+  while (c < nch) {
+    stepFn(pA, pB);
+    lastInB = true;
+    if (c >= nch)
+      break;
+    stepFn(pB, pA);
+    lastInB = false;
+  }
+  // The last chunk's P V (its V was copied by the last step).
+  if (step > 0) {
+    cp_async_wait_all();
+    fence_proxy_async();
+    sync_block();
+    wg_fence();
+    if (lastInB)
+      issuePV(pB, (step - 1) & 1);
+    else
+      issuePV(pA, (step - 1) & 1);
+    waitPV();
   }
   cp_async_wait_all();
   l0 += shfl_xor_f(l0, 1);

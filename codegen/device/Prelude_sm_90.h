@@ -285,6 +285,12 @@ STRATA_FN void wg_wait_all(float *d) {
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   asm volatile("" : STRATA_WG16(d, 0), STRATA_WG16(d, 16)::"memory");
 }
+/// Waits for every committed batch but the newest (batches complete in
+/// order); \p d (32 accumulators of an older batch) is read after this.
+STRATA_FN void wg_wait_but_one(float *d) {
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  asm volatile("" : STRATA_WG16(d, 0), STRATA_WG16(d, 16)::"memory");
+}
 /// Ties 32 more accumulators to a preceding wg_wait_all.
 STRATA_FN void wg_pin32(float *d) {
   asm volatile("" : STRATA_WG16(d, 0), STRATA_WG16(d, 16)::"memory");
