@@ -1471,33 +1471,52 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 #pragma unroll
   for (int i = 0; i < DV / 2; ++i)
     o[i] = 0;
+  // A chunk's rows of X (K or V: W values a row, rows XT apart) into
+  // buffer dst ([W / 8][64 x 8 + 8]). Whole chunks (the common case) by
+  // fixed offsets from one source and one destination pointer a thread;
+  // the chunk past TK reads key TK - 1 instead.
+  auto loadX =
+      [&]<int W, long XT, long XH>(const uint16_t *x, mma_t *dst,
+                                   int c) __attribute__((always_inline)) {
+        const long j0 = (long)c * KC;
+        if constexpr (NT % (W / 8) == 0 && KC % (NT / (W / 8)) == 0) {
+          constexpr int RP = NT / (W / 8); // rows a pass
+          if (j0 + KC <= TK) {
+            const int jj = tid / (W / 8), c8 = tid % (W / 8);
+            const uint16_t *src = x + (j0 + jj) * XT + kh * XH + c8 * 8;
+            mma_t *d = dst + c8 * LC + jj * 8;
+#pragma unroll
+            for (int n = 0; n < KC / RP; ++n)
+              cp_async16_ca(d + n * RP * 8, src + n * RP * XT);
+            return;
+          }
+        }
+        for (int i = tid; i < KC * (W / 8); i += NT) {
+          int jj = i / (W / 8), c8 = i % (W / 8);
+          long j = j0 + jj;
+          if (j >= TK)
+            j = TK - 1;
+          cp_async16_ca(dst + c8 * LC + jj * 8, x + j * XT + kh * XH + c8 * 8);
+        }
+      };
   auto loadK = [&](int c, int buf) __attribute__((always_inline)) {
-    for (int i = tid; i < KC * (D / 8); i += NT) {
-      int jj = i / (D / 8), c8 = i % (D / 8);
-      long j = (long)c * KC + jj;
-      if (j >= TK)
-        j = TK - 1;
-      cp_async16(Ks + buf * KSZ + c8 * LC + jj * 8,
-                 kb + j * KT + kh * KH + c8 * 8);
-    }
+    loadX.template operator()<D, KT, KH>(kb, Ks + buf * KSZ, c);
   };
   auto loadV = [&](int c, int buf) __attribute__((always_inline)) {
-    for (int i = tid; i < KC * (DV / 8); i += NT) {
-      int jj = i / (DV / 8), c8 = i % (DV / 8);
-      long j = (long)c * KC + jj;
-      if (j >= TK)
-        j = TK - 1;
-      cp_async16(Vs + buf * VSZ + c8 * LC + jj * 8,
-                 vb + j * VT + kh * VH + c8 * 8);
-    }
+    loadX.template operator()<DV, VT, VH>(vb, Vs + buf * VSZ, c);
   };
   // O += P V for the chunk whose V is in buffer vbuf (P from registers).
+  // Descriptor words: Q (this warpgroup's), K and V buffer 0, stepped by
+  // 32-bit adds from values made opaque each step (see strata_opaque).
+  const wg_desc dq = wg_desc_of(Qs + wg * QSZ, LC * 2),
+                dk0 = wg_desc_of(Ks, LC * 2), dv0 = wg_desc_mn(Vs, 128, LC * 2);
+  const uint32_t khi = (uint32_t)(dk0 >> 32), vhi = (uint32_t)(dv0 >> 32);
   auto issuePV = [&](const uint32_t(*pp)[4],
                      int vbuf) __attribute__((always_inline)) {
+    const uint32_t vlo = strata_opaque((uint32_t)dv0) + vbuf * (VSZ * 2 / 16);
 #pragma unroll
     for (int kk = 0; kk < KC / 16; ++kk)
-      wgmma_rs_mn<DV>(o, pp[kk],
-                      wg_desc_mn(Vs + vbuf * VSZ + kk * 128, 128, LC * 2));
+      wgmma_rs_mn<DV>(o, pp[kk], wg_desc_make(vlo + kk * 16, vhi));
     wg_commit();
   };
   auto waitPV = [&]() __attribute__((always_inline)) {
@@ -1540,11 +1559,13 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 #pragma unroll
     for (int i = 0; i < 32; ++i)
       s[i] = 0;
+    const uint32_t qlo = strata_opaque((uint32_t)dq),
+                   klo = strata_opaque((uint32_t)dk0) + b * (KSZ * 2 / 16);
     wg_fence();
 #pragma unroll
     for (int dk = 0; dk < D; dk += 16)
-      wgmma_m64n64(s, wg_desc_of(Qs + wg * QSZ + (dk / 8) * LC, LC * 2),
-                   wg_desc_of(Ks + b * KSZ + (dk / 8) * LC, LC * 2));
+      wgmma_m64n64(s, wg_desc_make(qlo + (dk / 8) * (LC * 2 / 16), khi),
+                   wg_desc_make(klo + (dk / 8) * (LC * 2 / 16), khi));
     wg_commit();
     // Step 0's P is 0 and its V buffer zeros: one uniform path, so no
     // accumulator is read on a path the compiler could not prove waited.
@@ -1552,7 +1573,14 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     issuePV(pp, b ^ 1);
     wg_wait_but_one(s);
     // Masks (causal, past TK, QSA) and each row's maximum, in log2 units.
-    const long j0 = (long)c * KC, ta = t0 + tl0, tb = t0 + tl1;
+    const long j0 = (long)c * KC;
+    // Each row's last visible column of the chunk (-1: none), so the masks
+    // are 32-bit compares against compile-time columns.
+    auto lastCol = [&](int tl) __attribute__((always_inline)) {
+      long lim = (CAUSAL && t0 + tl < TK ? t0 + tl : TK - 1) - j0;
+      return (int)(lim < -1 ? -1 : lim > KC ? KC : lim);
+    };
+    const int limA = lastCol(tl0), limB = lastCol(tl1);
     uint32_t bitsA = 0xffffffffu, bitsB = 0xffffffffu;
     if constexpr (BLOCK > 0) {
       long b0 = j0 / BLOCK;
@@ -1563,8 +1591,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
-      const long j = j0 + col, t = (i & 2) ? tb : ta;
-      bool ok = j < TK && (!CAUSAL || j <= t);
+      bool ok = col <= ((i & 2) ? limB : limA);
       if constexpr (BLOCK > 0)
         ok = ok &&
              ((((i & 2) ? bitsB : bitsA) >> (BLOCK < KC ? col / BLOCK : 0)) &

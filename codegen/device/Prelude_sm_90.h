@@ -62,6 +62,14 @@ STRATA_FN void cp_async16(void *lds, const void *g) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g)
                : "memory");
 }
+/// cp_async16 through L1 (cp.async.ca): a wave's 16-byte pieces of one
+/// 512-byte row reach L2 as whole-line requests.
+STRATA_FN void cp_async16_ca(void *lds, const void *g) {
+  uint32_t s =
+      (uint32_t)(uint64_t)(__attribute__((address_space(3))) void *)lds;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g)
+               : "memory");
+}
 /// Closes the group of copies issued since the last commit.
 STRATA_FN void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -337,6 +345,19 @@ STRATA_FN wg_desc wg_desc_mn(const mma_t *p, uint32_t lbo, uint32_t sbo) {
       (uint32_t)(uint64_t)(const __attribute__((address_space(3))) mma_t *)p;
   return (wg_desc)((s & 0x3ffff) >> 4) | (wg_desc)(lbo >> 4) << 16 |
          (wg_desc)(sbo >> 4) << 32;
+}
+/// A descriptor from its two words; the low word (start address >> 4 in
+/// bits 0-13, LBO in 16-29) advances by bytes >> 4 within shared memory
+/// without carrying into the LBO, so loops step it with one 32-bit add.
+STRATA_FN wg_desc wg_desc_make(uint32_t lo, uint32_t hi) {
+  return (wg_desc)hi << 32 | lo;
+}
+/// \p x, opaque to the optimiser: values derived from it after this are
+/// not hoisted out of the loop it sits in (keeps per-step descriptors from
+/// being precomputed into dozens of live registers).
+STRATA_FN uint32_t strata_opaque(uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
 }
 #define STRATA_WG32(d, i) STRATA_WG16(d, i), STRATA_WG16(d, i + 16)
 /// d[64 x N] += A[64 x 16] (registers: the mma.sync m16n8k16 A fragment of
