@@ -157,7 +157,11 @@ void emitAttentionKernel(Emitter &e) {
   const ir::Target *target = ir::lookupTarget(e.target);
   int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
   int64_t hg = h / hkv;
-  if (mma && e.target == "sm_90" && d <= 256 && dv % 64 == 0 && dv <= 256 &&
+  // Its epilogue reads the gate and writes the output by element pairs.
+  bool pairs = !gated ||
+               (g.off % 2 == 0 && g.stride[0] % 2 == 0 && g.stride[1] % 2 == 0);
+  if (mma && pairs && e.target == "sm_90" && d <= 256 && dv % 64 == 0 &&
+      dv <= 256 &&
       (block == 0 || (block <= 64 && 64 % block == 0 && 64 / block <= 32) ||
        block % 64 == 0)) {
     int64_t nhb = hg % 4 == 0 ? 4 : hg % 2 == 0 ? 2 : 1;

@@ -1377,6 +1377,26 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
 }
 
 #ifdef STRATA_TARGET_SM90
+/// Elements i and i + 1 (i even, the pair 4-byte aligned): one 32-bit
+/// access for bf16, else two.
+STRATA_FN void ld2(const bf16 *p, int64_t i, float *a, float *b) {
+  const uint32_t w = *(const uint32_t *)(p + i);
+  *a = sm_bf16_to_f32((uint16_t)w);
+  *b = sm_bf16_to_f32((uint16_t)(w >> 16));
+}
+template <class T>
+STRATA_FN void ld2(const T *p, int64_t i, float *a, float *b) {
+  *a = ld(p, i);
+  *b = ld(p, i + 1);
+}
+STRATA_FN void st2(bf16 *p, int64_t i, float a, float b) {
+  *(uint32_t *)(p + i) =
+      (uint32_t)sm_f32_to_bf16(a) | (uint32_t)sm_f32_to_bf16(b) << 16;
+}
+template <class T> STRATA_FN void st2(T *p, int64_t i, float a, float b) {
+  st(p, i, a);
+  st(p, i + 1, b);
+}
 /// Flash attention on the warpgroup matrix units (sm_90a) for query heads
 /// that share a KV head. Block (x, y): 8 waves, two warpgroups of 64 rows;
 /// wave w takes head h0 + w % NHB (h0 = NHB y; NHB divides HG) and the 16
@@ -1630,9 +1650,13 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     // O holds the chunks before this one (scale m before it): rescale once
     // the P V in flight has landed.
     waitPV();
+    // Once the rows' maxima settle most steps change nothing: the wave
+    // skips the 128 multiplies when none of its rows moved.
+    if (__nvvm_vote_any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) {
 #pragma unroll
-    for (int i = 0; i < DV / 2; ++i)
-      o[i] *= (i & 2) ? cB : cA;
+      for (int i = 0; i < DV / 2; ++i)
+        o[i] *= (i & 2) ? cB : cA;
+    }
     c = cn;
     ++step;
   };
@@ -1663,17 +1687,25 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   l1 += shfl_xor_f(l1, 1);
   l1 += shfl_xor_f(l1, 2);
   const int h = h0 + w % NHB;
+  // Each lane holds column pairs (2 qd, 2 qd + 1): one 2-element access
+  // each for the gate and the output (the emitter keeps both 4-byte
+  // aligned).
+  const float rA = l0 > 0 ? 1.0f / l0 : 0.0f, rB = l1 > 0 ? 1.0f / l1 : 0.0f;
 #pragma unroll
-  for (int i = 0; i < DV / 2; ++i) {
+  for (int i = 0; i < DV / 2; i += 2) {
     const long t = t0 + ((i & 2) ? tl1 : tl0);
-    const float l = (i & 2) ? l1 : l0;
-    const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
+    const int col = 8 * (i >> 2) + 2 * qd;
     if (t >= T)
       continue;
-    float val = l > 0 ? o[i] / l : 0.0f;
-    if (GATED)
-      val *= sm_sigmoid(ld(gate, t * GT + h * GH + col));
-    st(y, (t * H + h) * DV + col, val);
+    const float r = (i & 2) ? rB : rA;
+    float v0 = o[i] * r, v1 = o[i + 1] * r;
+    if (GATED) {
+      float g0, g1;
+      ld2(gate, t * GT + h * GH + col, &g0, &g1);
+      v0 *= sm_sigmoid(g0);
+      v1 *= sm_sigmoid(g1);
+    }
+    st2(y, (t * H + h) * DV + col, v0, v1);
   }
 }
 #endif
