@@ -26,6 +26,14 @@ bool Device::launchCode(const CodeLaunch &launch, std::string &error) {
   return false;
 }
 
+bool Device::encodeTensorMap(const TensorMapRequest &, TensorMapBytes &,
+                             std::string &error) {
+  error = fmt::format("backend '{}' has no tensor maps (a TMA feature of "
+                      "cuda on sm_90)",
+                      name());
+  return false;
+}
+
 bool Device::beginCapture(std::string &error) {
   error = fmt::format("backend '{}' has no graphs to capture launches into",
                       name());

@@ -64,6 +64,24 @@ struct DeviceFunction {
   void *handle = nullptr;
 };
 
+/// The 128 bytes of an encoded tensor map (the driver's CUtensorMap: its
+/// alignment, its size), passed to a kernel by value.
+struct alignas(64) TensorMapBytes {
+  uint64_t words[16] = {};
+};
+
+/// What a tensor map describes (the plan's PlanTensorMap at one T, with
+/// its operand's device address): the arguments of cuTensorMapEncodeTiled.
+struct TensorMapRequest {
+  const void *base = nullptr; ///< the first element
+  format::PlanDType dtype = format::PlanDType::BF16;
+  uint32_t rank = 0;
+  uint64_t dims[5] = {};    ///< innermost first
+  uint64_t strides[4] = {}; ///< bytes, dims 1..rank-1
+  uint32_t box[5] = {};
+  uint32_t swizzle = 0; ///< 0, 32, 64 or 128 bytes
+};
+
 /// One launch of generated code (a plan kernel's `code`).
 struct CodeLaunch {
   const DeviceFunction *function = nullptr;
@@ -73,6 +91,10 @@ struct CodeLaunch {
   /// Each kernel parameter as 8 bytes, in order: device addresses and the
   /// token count T (a 64-bit integer), as the plan's `code.args` name them.
   std::vector<uint64_t> args;
+  /// Per argument, the tensor map passed in its place (an index into
+  /// `maps`) or -1; empty when the launch has none.
+  std::vector<int32_t> argMaps;
+  std::vector<TensorMapBytes> maps;
   std::string name; ///< for diagnostics: "kernel 12 (matmul) <symbol>"
 };
 
@@ -133,6 +155,11 @@ public:
                             DeviceFunction &out, std::string &error);
   /// Enqueues one launch of generated code.
   virtual bool launchCode(const CodeLaunch &launch, std::string &error);
+  /// Encodes the tensor map \p req describes into \p out (host-side work,
+  /// no launch); only backends with a tensor memory accelerator (cuda on
+  /// sm_90) have them.
+  virtual bool encodeTensorMap(const TensorMapRequest &req, TensorMapBytes &out,
+                               std::string &error);
 
   /// Timing in stream order: resizes the event pool to \p n slots,
   /// records slot \p slot after the work enqueued so far, and reads the

@@ -204,6 +204,48 @@ TensorArg Executor::bodyArg(const Bound &bd, const format::PlanKernel &k,
   return a;
 }
 
+bool Executor::encodeTensorMap(CodeLaunch &l, const format::PlanTensorMap &m,
+                               int64_t tokens, std::string &error) {
+  const uint32_t i = m.operand.index;
+  const uint8_t *base =
+      m.operand.isWeight
+          ? static_cast<const uint8_t *>(main_.weights[i])
+          : static_cast<const uint8_t *>(main_.arena) + plan_.buffers[i].offset;
+  const uint64_t bytes =
+      m.operand.isWeight ? weightBytes_[i] : plan_.buffers[i].bytes;
+  TensorMapRequest req;
+  req.base = base + m.offset;
+  req.dtype = m.dtype;
+  req.rank = static_cast<uint32_t>(m.dims.size());
+  // The tensor's last byte at this T, which the validator bounded for
+  // buffers at maxTokens; weights are checked here.
+  unsigned __int128 end = m.offset;
+  for (uint32_t d = 0; d < req.rank; ++d) {
+    req.dims[d] =
+        static_cast<uint64_t>(std::max<int64_t>(m.dims[d].at(tokens), 1));
+    req.box[d] = m.box[d];
+    if (d > 0)
+      req.strides[d - 1] = m.strides[d - 1];
+    end += d == 0 ? req.dims[0] * format::planDTypeSize(m.dtype)
+                  : (req.dims[d] - 1) * (unsigned __int128)m.strides[d - 1];
+  }
+  req.swizzle = m.swizzle;
+  if (end > bytes) {
+    error =
+        fmt::format("{}: a tensor map spans {} bytes of {} {} ({} bytes) "
+                    "at T = {}",
+                    l.name, static_cast<uint64_t>(end),
+                    m.operand.isWeight ? "weight" : "buffer", i, bytes, tokens);
+    return false;
+  }
+  l.maps.emplace_back();
+  if (!device_->encodeTensorMap(req, l.maps.back(), error)) {
+    error = fmt::format("{}: {}", l.name, error);
+    return false;
+  }
+  return true;
+}
+
 bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
   if (launchesT_ == tokens)
     return true;
@@ -247,6 +289,15 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
         l.args.push_back(weight ? reinterpret_cast<uint64_t>(main_.weights[i])
                                 : reinterpret_cast<uint64_t>(
                                       main_.arena + plan_.buffers[i].offset));
+      } else if (a.rfind("tmap:", 0) == 0) {
+        // The validator checked N; the dims are the run's.
+        const format::PlanTensorMap &m =
+            code.tensorMaps[std::stoul(a.substr(5))];
+        if (!encodeTensorMap(l, m, tokens, error))
+          return false;
+        l.argMaps.resize(l.args.size(), -1);
+        l.argMaps.push_back(static_cast<int32_t>(l.maps.size() - 1));
+        l.args.push_back(0); // the map goes in its place
       } else {
         error = fmt::format("{}: unknown argument '{}'", l.name, a);
         return false;

@@ -185,6 +185,10 @@ private:
   /// The launches of the generated code at T' = \p tokens (computed once
   /// per prompt length; a graph of another length is released).
   bool prepareLaunches(int64_t tokens, std::string &error);
+  /// Appends to \p l's maps the encoding of \p m at \p tokens (its
+  /// operand's address, its dims at that T, checked against the storage).
+  bool encodeTensorMap(CodeLaunch &l, const format::PlanTensorMap &m,
+                       int64_t tokens, std::string &error);
   /// Launches every kernel at T' = \p t one at a time, with the
   /// per-kernel modes (check, profile events, buffer capture, NaN check).
   bool launchEach(int64_t t, std::string &error);

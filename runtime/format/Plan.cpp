@@ -207,6 +207,20 @@ json codeToJson(const PlanCode &c) {
             {"block", c.block},
             {"shared_bytes", c.sharedBytes},
             {"args", c.args}};
+  if (!c.tensorMaps.empty()) {
+    json maps = json::array();
+    for (const PlanTensorMap &m : c.tensorMaps)
+      maps.push_back(
+          {{"operand",
+            {{m.operand.isWeight ? "weight" : "buffer", m.operand.index}}},
+           {"offset", m.offset},
+           {"dtype", planDTypeName(m.dtype)},
+           {"dims", shapeToJson(m.dims)},
+           {"strides", m.strides},
+           {"box", m.box},
+           {"swizzle", m.swizzle}});
+    j["tensor_maps"] = std::move(maps);
+  }
   if (c.pre)
     j["pre"] = {{"symbol", c.pre->symbol},
                 {"grid", shapeToJson(c.pre->grid)},
@@ -587,6 +601,55 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
       return r.fail(cpath + ".args", "expected strings");
     code.args.push_back(e.get<std::string>());
   }
+  if (c.contains("tensor_maps")) {
+    const json *maps = r.array(c, cpath, "tensor_maps");
+    if (!maps)
+      return false;
+    for (size_t i = 0; i < maps->size(); ++i) {
+      const json &m = (*maps)[i];
+      std::string mpath = fmt::format("{}.tensor_maps[{}]", cpath, i);
+      if (!m.is_object())
+        return r.fail(mpath, "expected an object");
+      PlanTensorMap tm;
+      const json *op = r.field(m, mpath, "operand");
+      if (!op)
+        return false;
+      if (!op->is_object() || op->size() != 1 ||
+          !(op->contains("buffer") || op->contains("weight")))
+        return r.fail(mpath + ".operand",
+                      "expected {\"buffer\": N} or {\"weight\": N}");
+      tm.operand.isWeight = op->contains("weight");
+      if (!r.index(op->begin().value(), mpath + ".operand", tm.operand.index))
+        return false;
+      std::string dtype;
+      uint64_t swizzle = 0;
+      const json *dims = r.field(m, mpath, "dims");
+      const json *strides = r.array(m, mpath, "strides");
+      const json *box = r.array(m, mpath, "box");
+      if (!r.u64(m, mpath, "offset", tm.offset) ||
+          !r.str(m, mpath, "dtype", dtype) || !dims ||
+          !r.shape(*dims, mpath + ".dims", tm.dims) || !strides || !box ||
+          !r.u64(m, mpath, "swizzle", swizzle))
+        return false;
+      auto dt = planDTypeFromName(dtype);
+      if (!dt)
+        return r.fail(mpath + ".dtype",
+                      fmt::format("unknown dtype '{}'", dtype));
+      tm.dtype = *dt;
+      tm.swizzle = static_cast<uint32_t>(std::min<uint64_t>(swizzle, 1u << 30));
+      for (const json &e : *strides) {
+        if (!e.is_number_unsigned())
+          return r.fail(mpath + ".strides", "expected non-negative integers");
+        tm.strides.push_back(e.get<uint64_t>());
+      }
+      for (const json &e : *box) {
+        if (!e.is_number_unsigned() || e.get<uint64_t>() > 0xffffffffu)
+          return r.fail(mpath + ".box", "expected non-negative integers");
+        tm.box.push_back(static_cast<uint32_t>(e.get<uint64_t>()));
+      }
+      code.tensorMaps.push_back(std::move(tm));
+    }
+  }
   if (c.contains("pre")) {
     const json &p = c["pre"];
     std::string ppath = cpath + ".pre";
@@ -903,6 +966,68 @@ public:
     return false;
   }
 
+  /// Why tensor map \p m cannot be encoded (the driver's rules for
+  /// cuTensorMapEncodeTiled, and buffer operands' storage at maxTokens),
+  /// or "" when it can.
+  std::string tensorMapProblem(const PlanTensorMap &m) const {
+    const size_t rank = m.dims.size();
+    if (m.operand.isWeight ? m.operand.index >= p_.weights.size()
+                           : m.operand.index >= p_.buffers.size())
+      return fmt::format("its operand ({} {}) is out of range",
+                         m.operand.isWeight ? "weight" : "buffer",
+                         m.operand.index);
+    if (rank < 1 || rank > 5 || m.strides.size() != rank - 1 ||
+        m.box.size() != rank)
+      return fmt::format("{} dims, {} strides, {} box sizes (1 to 5 dims, "
+                         "a stride for each dim after the first, a box size "
+                         "for each)",
+                         rank, m.strides.size(), m.box.size());
+    if (m.dtype != PlanDType::F32 && m.dtype != PlanDType::F16 &&
+        m.dtype != PlanDType::BF16 && m.dtype != PlanDType::I32)
+      return fmt::format("element type {} (f32, f16, bf16 or i32)",
+                         planDTypeName(m.dtype));
+    const uint64_t elem = planDTypeSize(m.dtype);
+    if (m.offset % 16)
+      return fmt::format("offset {} is not a multiple of 16 bytes", m.offset);
+    for (uint64_t st : m.strides)
+      if (st == 0 || st % 16 || st >= (uint64_t(1) << 40))
+        return fmt::format("stride {} is not a positive multiple of 16 "
+                           "bytes below 2^40",
+                           st);
+    for (uint32_t b : m.box)
+      if (b < 1 || b > 256)
+        return fmt::format("box size {} is outside 1..256", b);
+    if (m.box[0] * elem % 16)
+      return fmt::format("the box's inner size ({} bytes) is not a "
+                         "multiple of 16",
+                         m.box[0] * elem);
+    if (m.swizzle != 0 && m.swizzle != 32 && m.swizzle != 64 &&
+        m.swizzle != 128)
+      return fmt::format("swizzle {} (0, 32, 64 or 128 bytes)", m.swizzle);
+    if (m.swizzle && m.box[0] * elem > m.swizzle)
+      return fmt::format("the box's inner size ({} bytes) exceeds the "
+                         "{}-byte swizzle span",
+                         m.box[0] * elem, m.swizzle);
+    // Dims grow with T: at T = 1 none may be empty, at maxTokens the
+    // tensor must fit the driver's range and a buffer's storage.
+    unsigned __int128 end = m.offset;
+    for (size_t d = 0; d < rank; ++d) {
+      const PlanDim &dim = m.dims[d];
+      if (dim.coef < 0 || dim.div < 1 || dim.at(1) < 1 ||
+          dim.at(std::max<int64_t>(p_.maxTokens, 1)) > (int64_t(1) << 32))
+        return fmt::format("dim {} is not within 1..2^32 for every T in "
+                           "1..{}",
+                           d, p_.maxTokens);
+      const uint64_t n = dim.at(std::max<int64_t>(p_.maxTokens, 1));
+      end += d == 0 ? n * elem : (n - 1) * (unsigned __int128)m.strides[d - 1];
+    }
+    if (!m.operand.isWeight && end > p_.buffers[m.operand.index].bytes)
+      return fmt::format("it spans {} bytes of buffer {} ({} bytes)",
+                         static_cast<uint64_t>(end), m.operand.index,
+                         p_.buffers[m.operand.index].bytes);
+    return "";
+  }
+
   /// Checks dims and returns the element count at maxTokens, or -1.
   int64_t checkShape(const std::vector<PlanDim> &shape,
                      const std::string &what) {
@@ -1212,6 +1337,19 @@ public:
             c.workspace.constant < 0)
           return fail(what + ": its code's workspace size is not a "
                              "non-negative function of T");
+        for (size_t m = 0; m < c.tensorMaps.size(); ++m)
+          if (std::string why = tensorMapProblem(c.tensorMaps[m]); !why.empty())
+            return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
+        for (const std::string &a : c.args)
+          if (a.rfind("tmap:", 0) == 0) {
+            const std::string n = a.substr(5);
+            if (n.empty() || n.size() > 6 ||
+                n.find_first_not_of("0123456789") != std::string::npos ||
+                std::stoul(n) >= c.tensorMaps.size())
+              return fail(fmt::format("{}: argument '{}' names no tensor map "
+                                      "(the code has {})",
+                                      what, a, c.tensorMaps.size()));
+          }
       }
       for (const PlanOperand &o : k.inputs)
         if (!o.isWeight && !defined(o.index))

@@ -140,6 +140,22 @@ struct PlanPreLaunch {
   uint64_t sharedBytes = 0;
 };
 
+/// A tensor map (the TMA's descriptor of a global tensor, sm_90) that the
+/// runtime encodes for the kernel parameter `tmap:N` and passes by value
+/// (128 bytes): the operand's storage from `offset` seen as a tensor of
+/// `dims` (innermost first, each a function of T), `strides` bytes apart
+/// (dims 1.. ), copied `box` elements at a time into shared memory with
+/// `swizzle` (0, 32, 64 or 128 bytes). Elements past the dims read as 0.
+struct PlanTensorMap {
+  PlanOperand operand;
+  uint64_t offset = 0; ///< bytes from the operand's start, 16-byte aligned
+  PlanDType dtype = PlanDType::BF16;
+  std::vector<PlanDim> dims;     ///< 1 to 5, innermost first
+  std::vector<uint64_t> strides; ///< bytes, one per dim after the first
+  std::vector<uint32_t> box;     ///< elements a copy, one per dim, 1..256
+  uint32_t swizzle = 0;
+};
+
 struct PlanCode {
   std::string module;
   std::string symbol;
@@ -147,6 +163,8 @@ struct PlanCode {
   std::vector<int64_t> block;
   uint64_t sharedBytes = 0;
   std::vector<std::string> args;
+  /// The tensor maps `tmap:N` arguments name (N indexes this list).
+  std::vector<PlanTensorMap> tensorMaps;
   std::optional<PlanPreLaunch> pre;
   /// Workspace bytes the code itself needs, f(T); {0, 0, 1} = none. Code
   /// that asks for workspace keeps no body temporaries there (the delta

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/Device.h"
 #include "runtime/gpu/Driver.h"
 
 #include <fmt/format.h>
@@ -29,6 +30,8 @@ struct CudaApi {
   static constexpr const char *kMissingHint = "no NVIDIA driver here?";
   /// Dynamic shared memory a launch may use without cuFuncSetAttribute.
   static constexpr uint32_t kSharedWithoutOptIn = 48 * 1024;
+  /// Tensor maps for the TMA (cuTensorMapEncodeTiled).
+  static constexpr bool kTensorMaps = true;
 
   using Module = CUmodule;
   using Function = CUfunction;
@@ -162,6 +165,48 @@ struct CudaApi {
     constexpr CUfunction_attribute kMaxDynamicShared = 8;
     return STRATA_GPU_CALL(s, cuFuncSetAttribute, f, kMaxDynamicShared,
                            static_cast<int>(bytes));
+  }
+
+  /// Encodes \p r as a tiled tensor map: no interleave, every element
+  /// stride 1, L2 promotion by 128 bytes, elements out of bounds read as 0.
+  static Status encodeTensorMap(const Symbols &s, const TensorMapRequest &r,
+                                TensorMapBytes &out) {
+    static_assert(sizeof(CUtensorMap) == sizeof(TensorMapBytes) &&
+                  alignof(CUtensorMap) == alignof(TensorMapBytes));
+    // CUtensorMapDataType values (cuda.h): INT32 3, FLOAT16 6, FLOAT32 7,
+    // BFLOAT16 9. The plan's validator admits only these four.
+    int type = 9;
+    switch (r.dtype) {
+    case format::PlanDType::I32:
+      type = 3;
+      break;
+    case format::PlanDType::F16:
+      type = 6;
+      break;
+    case format::PlanDType::F32:
+      type = 7;
+      break;
+    default:
+      break;
+    }
+    // CUtensorMapSwizzle: NONE 0, 32B 1, 64B 2, 128B 3.
+    const int swizzle = r.swizzle == 128  ? 3
+                        : r.swizzle == 64 ? 2
+                        : r.swizzle == 32 ? 1
+                                          : 0;
+    unsigned long long dims[5] = {}, strides[4] = {};
+    unsigned int box[5] = {}, elementStrides[5] = {1, 1, 1, 1, 1};
+    for (uint32_t d = 0; d < r.rank && d < 5; ++d) {
+      dims[d] = r.dims[d];
+      box[d] = r.box[d];
+      if (d + 1 < r.rank)
+        strides[d] = r.strides[d];
+    }
+    constexpr int kNoInterleave = 0, kL2Promote128 = 2, kOobZero = 0;
+    return STRATA_GPU_CALL(
+        s, cuTensorMapEncodeTiled, reinterpret_cast<CUtensorMap *>(out.words),
+        type, r.rank, const_cast<void *>(r.base), dims, strides, box,
+        elementStrides, kNoInterleave, swizzle, kL2Promote128, kOobZero);
   }
 
   /// Enqueues \p f on \p stream.

@@ -27,6 +27,10 @@ using CUevent = struct CUevent_st *;
 using CUgraph = struct CUgraph_st *;
 using CUgraphExec = struct CUgraphExec_st *;
 using CUstreamCaptureMode = int;
+/// cuda.h's CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
 
 // HIP module API (hip_runtime_api.h).
 using hipError_t = int;

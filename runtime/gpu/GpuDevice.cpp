@@ -73,6 +73,8 @@ public:
   bool loadFunction(const std::string &path, const std::string &symbol,
                     DeviceFunction &out, std::string &error) override;
   bool launchCode(const CodeLaunch &launch, std::string &error) override;
+  bool encodeTensorMap(const TensorMapRequest &req, TensorMapBytes &out,
+                       std::string &error) override;
   bool createEvents(size_t n, std::string &error) override;
   bool recordEvent(size_t slot, std::string &error) override;
   bool eventSeconds(size_t from, size_t to, double &seconds,
@@ -503,11 +505,20 @@ bool GpuDevice<Api>::launchCode(const CodeLaunch &launch, std::string &error) {
       allowed = launch.sharedBytes;
     }
   }
-  // The driver reads each parameter through a pointer to its value; every
-  // parameter of generated code is 8 bytes (an address or T).
+  // The driver reads each parameter through a pointer to its value: 8
+  // bytes (an address or T), or a tensor map's 128.
   params_.resize(launch.args.size());
-  for (size_t i = 0; i < launch.args.size(); ++i)
-    params_[i] = const_cast<uint64_t *>(&launch.args[i]);
+  for (size_t i = 0; i < launch.args.size(); ++i) {
+    const int32_t m = i < launch.argMaps.size() ? launch.argMaps[i] : -1;
+    if (m >= 0 && static_cast<size_t>(m) >= launch.maps.size()) {
+      error = message(fmt::format("launching {}: argument {} names tensor "
+                                  "map {} of {}",
+                                  launch.name, i, m, launch.maps.size()));
+      return false;
+    }
+    params_[i] = m >= 0 ? const_cast<uint64_t *>(launch.maps[m].words)
+                        : const_cast<uint64_t *>(&launch.args[i]);
+  }
   if (Status st = Api::launch(sym_, stream_, f, launch.grid, launch.block,
                               launch.sharedBytes,
                               params_.empty() ? nullptr : params_.data());
@@ -528,6 +539,27 @@ bool GpuDevice<Api>::launchCode(const CodeLaunch &launch, std::string &error) {
     lastLaunch_ = launch.name;
   }
   return true;
+}
+
+template <class Api>
+bool GpuDevice<Api>::encodeTensorMap(const TensorMapRequest &req,
+                                     TensorMapBytes &out, std::string &error) {
+  if constexpr (!Api::kTensorMaps) {
+    return Device::encodeTensorMap(req, out, error);
+  } else {
+    if (!bind(error))
+      return false;
+    if (Status st = Api::encodeTensorMap(sym_, req, out); !st.ok()) {
+      error =
+          failure(st, fmt::format("encoding a tensor map ({}, rank {}, "
+                                  "inner dim {}, box {}x{}, swizzle {})",
+                                  format::planDTypeName(req.dtype), req.rank,
+                                  req.dims[0], req.box[0],
+                                  req.rank > 1 ? req.box[1] : 1, req.swizzle));
+      return false;
+    }
+    return true;
+  }
 }
 
 template <class Api>

@@ -30,6 +30,8 @@ struct HipApi {
   /// Any dynamic LDS size goes without an opt-in.
   static constexpr uint32_t kSharedWithoutOptIn =
       std::numeric_limits<uint32_t>::max();
+  /// No tensor maps (the TMA is NVIDIA's).
+  static constexpr bool kTensorMaps = false;
 
   using Module = hipModule_t;
   using Function = hipFunction_t;

@@ -127,7 +127,11 @@ def check_plan(tag, target, plan_dir, report, failures):
         if target == "gfx1151":
             ok = "v_wmma_f32_16x16x16_f16" in run([od, "-d", "--mcpu=gfx1151", base + ".co"])
         else:
-            ok = "mma.sync.aligned.m16n8k16" in open(base + ".ptx").read()
+            # sm_90: the warpgroup form (wgmma for both products) where its
+            # tiles fit, else mma.sync.
+            ptx = open(base + ".ptx").read()
+            ok = "wgmma.mma_async.sync.aligned.m64n" in ptx or \
+                "mma.sync.aligned.m16n8k16" in ptx
         if not ok:
             failures.append(f"{tag}/{target}: attention kernel {i} is not on the matrix units")
         checked += 1

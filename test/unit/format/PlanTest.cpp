@@ -358,3 +358,85 @@ TEST(Plan, NamesThatAreNotUtf8AreWrittenNotThrown) {
   ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
   EXPECT_EQ(q.arch, "qwen\xef\xbf\xbd\xef\xbf\xbd"); // U+FFFD twice
 }
+
+TEST(Plan, TensorMapsRoundTripAndValidation) {
+  // x [T, 64] f32 (buffer 1, 8 x 64 x 4 bytes at maxTokens): the map sees
+  // it as dims {64, T}, rows 256 bytes apart, 32 x 8 boxes.
+  Plan p = smallPlan();
+  p.target = "sm_90";
+  PlanCode c;
+  c.module = "kernels/k.cubin";
+  c.symbol = "k";
+  c.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
+  c.block = {128, 1, 1};
+  c.args = {"buffer:0", "tmap:0", "T"};
+  PlanTensorMap m;
+  m.operand = {false, 1};
+  m.dtype = PlanDType::F32;
+  m.dims = {{0, 64, 1}, {1, 0, 1}};
+  m.strides = {256};
+  m.box = {32, 8};
+  m.swizzle = 128;
+  c.tensorMaps = {m};
+  p.kernels[0].code = c;
+  std::string text = planToJson(p), err;
+  Plan q;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(planToJson(q), text);
+  ASSERT_EQ(q.kernels[0].code->tensorMaps.size(), 1u);
+  const PlanTensorMap &r = q.kernels[0].code->tensorMaps[0];
+  EXPECT_FALSE(r.operand.isWeight);
+  EXPECT_EQ(r.operand.index, 1u);
+  EXPECT_EQ(r.dims[1], (PlanDim{1, 0, 1}));
+  EXPECT_EQ(r.strides, (std::vector<uint64_t>{256}));
+  EXPECT_EQ(r.box, (std::vector<uint32_t>{32, 8}));
+  EXPECT_EQ(r.swizzle, 128u);
+  // Code without maps writes no field.
+  Plan none = p;
+  none.kernels[0].code->tensorMaps.clear();
+  none.kernels[0].code->args = {"buffer:0", "T"};
+  EXPECT_EQ(planToJson(none).find("tensor_maps"), std::string::npos);
+
+  // What the driver would refuse is refused where the plan is read, named.
+  auto refused = [&](auto edit, const std::string &why) {
+    Plan b = p;
+    edit(b.kernels[0].code->tensorMaps[0]);
+    std::string e = errorOf(planToJson(b));
+    EXPECT_NE(e.find("tensor map 0: " + why), std::string::npos) << e;
+  };
+  refused([](PlanTensorMap &t) { t.box = {32, 300}; },
+          "box size 300 is outside 1..256");
+  refused([](PlanTensorMap &t) { t.box = {2, 8}; },
+          "the box's inner size (8 bytes) is not a multiple of 16");
+  refused([](PlanTensorMap &t) { t.box = {64, 8}; },
+          "the box's inner size (256 bytes) exceeds the 128-byte swizzle");
+  refused([](PlanTensorMap &t) { t.swizzle = 16; }, "swizzle 16");
+  refused([](PlanTensorMap &t) { t.strides = {200}; },
+          "stride 200 is not a positive multiple of 16");
+  refused([](PlanTensorMap &t) { t.strides = {}; }, "2 dims, 0 strides");
+  refused([](PlanTensorMap &t) { t.offset = 8; },
+          "offset 8 is not a multiple of 16 bytes");
+  refused([](PlanTensorMap &t) { t.dtype = PlanDType::Bool; },
+          "element type bool");
+  refused([](PlanTensorMap &t) { t.operand = {false, 9}; },
+          "its operand (buffer 9) is out of range");
+  // Rows 512 bytes apart overrun x's 2,048 bytes at maxTokens = 8.
+  refused([](PlanTensorMap &t) { t.strides = {512}; },
+          "it spans 3840 bytes of buffer 1 (2048 bytes)");
+  refused([](PlanTensorMap &t) { t.dims[1] = {1, -1, 1}; },
+          "dim 1 is not within 1..2^32");
+  // An argument naming a map the code does not have.
+  Plan b = p;
+  b.kernels[0].code->args = {"tmap:1"};
+  std::string e = errorOf(planToJson(b));
+  EXPECT_NE(e.find("argument 'tmap:1' names no tensor map (the code has 1)"),
+            std::string::npos)
+      << e;
+  // A malformed operand is a JSON-path error.
+  std::string j = text;
+  size_t at = j.find("\"buffer\"", j.find("\"tensor_maps\""));
+  ASSERT_NE(at, std::string::npos) << j;
+  j.replace(at, 8, "\"arena\"");
+  e = errorOf(j);
+  EXPECT_NE(e.find("tensor_maps[0].operand"), std::string::npos) << e;
+}

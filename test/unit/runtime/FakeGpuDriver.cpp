@@ -23,7 +23,9 @@
 using namespace strata::runtime::gpu;
 using strata::runtime::test::FakeGpuState;
 using strata::runtime::test::FakeLaunch;
+using strata::runtime::test::FakeTensorMap;
 using strata::runtime::test::kFakeLaunchMs;
+using strata::runtime::test::kFakeTensorMapMagic;
 
 extern "C" {
 #define CUDA_FN(Name, Ret, Params) Ret Name Params;
@@ -108,6 +110,9 @@ thread_local bool cudaCurrent = false;
 struct FakeFunction {
   std::string name;
   int numParams = 0;
+  /// Each parameter's bytes: 8, or 128 for a tensor map ("<n>" in the
+  /// image means n 8-byte parameters; "8,128,8" lists sizes).
+  std::vector<int> paramBytes;
   std::string op; ///< "" (records only), "axpy", "rows", "scale",
                   ///< "wsscale", "wscopy"
   uint64_t width = 1;
@@ -274,8 +279,20 @@ int doLoadModule(FakeGpuState &s, void **out, const void *image) {
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     FakeFunction f;
-    if (!(fields >> f.name >> f.numParams))
+    std::string params;
+    if (!(fields >> f.name >> params) || params.empty())
       continue;
+    if (params.find(',') == std::string::npos &&
+        params.find_first_not_of("0123456789") == std::string::npos) {
+      f.numParams = std::stoi(params);
+      f.paramBytes.assign(f.numParams, 8);
+    } else {
+      std::istringstream sizes(params);
+      std::string size;
+      while (std::getline(sizes, size, ','))
+        f.paramBytes.push_back(size == "128" ? 128 : 8);
+      f.numParams = static_cast<int>(f.paramBytes.size());
+    }
     if (fields >> f.op && !(fields >> f.width))
       f.width = 1;
     m->functions[f.name] = f;
@@ -335,7 +352,7 @@ int execute(FakeGpuState &s, const Recorded &r) {
         return kLaunchFailed;
       std::memcpy(out + r * f.width, row, f.width * 4);
     }
-  } else if (f.op == "scale" && a.size() == 3) {
+  } else if (f.op == "scale" && (a.size() == 3 || a.size() == 3 + 16)) {
     uint64_t n = a[2] * f.width;
     float *in = floats(s, a[0], n), *out = floats(s, a[1], n);
     if (!in || !out)
@@ -384,9 +401,12 @@ int doLaunch(FakeGpuState &s, void *function, unsigned gx, unsigned gy,
   l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
   l.sharedBytes = shared;
   for (int i = 0; i < f->numParams; ++i) {
-    uint64_t v;
-    std::memcpy(&v, params[i], sizeof(v));
-    l.args.push_back(v);
+    // A tensor map is 128 bytes: its 16 words in order.
+    for (int w = 0; w < f->paramBytes[i] / 8; ++w) {
+      uint64_t v;
+      std::memcpy(&v, static_cast<const char *>(params[i]) + 8 * w, sizeof(v));
+      l.args.push_back(v);
+    }
   }
   // Captured, a launch runs only when its graph does.
   if (st->capturing) {
@@ -726,6 +746,57 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
   }
   return doLaunch(cudaState, f, gx, gy, gz, bx, by, bz, shared, stream, params,
                   extra);
+}
+
+CUresult cuTensorMapEncodeTiled(CUtensorMap *map, int type, unsigned int rank,
+                                void *address, const unsigned long long *dims,
+                                const unsigned long long *strides,
+                                const unsigned int *box,
+                                const unsigned int *elementStrides,
+                                int interleave, int swizzle, int l2Promotion,
+                                int oobFill) {
+  if (int r = cudaReady(__func__))
+    return r;
+  // The driver's rules (cuda.h) for the data types the runtime uses: INT32
+  // 3, FLOAT16 6, FLOAT32 7, BFLOAT16 9.
+  const int elem = type == 6 || type == 9 ? 2 : type == 3 || type == 7 ? 4 : 0;
+  if (!map || !address || elem == 0 || rank < 1 || rank > 5 || !dims ||
+      (rank > 1 && !strides) || !box || !elementStrides || interleave != 0 ||
+      swizzle < 0 || swizzle > 3 || l2Promotion < 0 || l2Promotion > 3 ||
+      oobFill < 0 || oobFill > 1 ||
+      reinterpret_cast<uintptr_t>(address) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(map) % 64 != 0)
+    return kInvalidValue;
+  for (unsigned d = 0; d < rank; ++d) {
+    if (dims[d] == 0 || dims[d] > (1ull << 32) || box[d] == 0 || box[d] > 256 ||
+        elementStrides[d] == 0 || elementStrides[d] > 8)
+      return kInvalidValue;
+    if (d + 1 < rank && (strides[d] % 16 != 0 || strides[d] >= (1ull << 40)))
+      return kInvalidValue;
+  }
+  const unsigned inner = box[0] * elem;
+  if (inner % 16 != 0 || (swizzle > 0 && inner > (16u << swizzle)))
+    return kInvalidValue;
+  // The fake's encoding: a readable record the tests decode.
+  FakeTensorMap m;
+  m.type = type;
+  m.rank = rank;
+  m.address = reinterpret_cast<uint64_t>(address);
+  for (unsigned d = 0; d < rank; ++d) {
+    m.dims[d] = dims[d];
+    m.box[d] = box[d];
+    if (d + 1 < rank)
+      m.strides[d] = strides[d];
+  }
+  m.swizzle = swizzle;
+  m.l2Promotion = l2Promotion;
+  m.oobFill = oobFill;
+  cudaState.tensorMaps.push_back(m);
+  std::memset(map, 0, sizeof(*map));
+  map->opaque[0] = kFakeTensorMapMagic;
+  map->opaque[1] = cudaState.tensorMaps.size() - 1;
+  map->opaque[2] = m.address;
+  return kSuccess;
 }
 
 CUresult cuEventCreate(CUevent *event, unsigned int flags) {

@@ -9,12 +9,14 @@
 // vendor's state through fakeCudaState() / fakeHipState().
 //
 // Module images are text: a first line starting "FAKE", then one
-// "<symbol> <parameters> [<op> [<width>]]" line per function; a launch copies
-// that many 8-byte argument values and, when it runs, applies the op to
+// "<symbol> <parameters> [<op> [<width>]]" line per function (parameters: a
+// count of 8-byte values, or their sizes listed, "8,128,8", where 128 is a
+// tensor map); a launch copies the argument values (a tensor map as its 16
+// words) and, when it runs, applies the op to
 // host memory (float32; `width` elements per row, default 1):
 //   axpy  (x, y, n):        y[i] = 2 x[i] + y[i]          for i < n*width
 //   rows  (table, ids, out, n): out row r = table row ids[r] (int32), r < n
-//   scale (in, out, n):     out[i] = 2 in[i] + 1           for i < n*width
+//   scale (in, out, n [, a tensor map]): out[i] = 2 in[i] + 1, i < n*width
 // Streams capture launches only: a copy, fill, event or wait on a capturing
 // stream (or an allocation during a capture) fails and invalidates it, as a
 // driver does for what cannot be captured. A graph launch runs its recorded
@@ -40,6 +42,20 @@ struct FakeLaunch {
   std::vector<uint64_t> args; ///< each parameter's 8-byte value, in order
 };
 
+/// One cuTensorMapEncodeTiled call the fake accepted. The 128 bytes it
+/// writes are words {kFakeTensorMapMagic, index in tensorMaps, address, 0,
+/// ...}, so a test can tell which map a launch received.
+struct FakeTensorMap {
+  int type = 0;
+  unsigned rank = 0;
+  uint64_t address = 0;
+  uint64_t dims[5] = {};
+  uint64_t strides[4] = {};
+  unsigned box[5] = {};
+  int swizzle = 0, l2Promotion = 0, oobFill = 0;
+};
+constexpr uint64_t kFakeTensorMapMagic = 0x50414d524f534e45ull; // "ENSORMAP"
+
 /// One vendor's fake device.
 struct FakeGpuState {
   bool initialized = false; ///< cuInit / hipInit was called
@@ -59,6 +75,8 @@ struct FakeGpuState {
   int liveGraphs = 0;                ///< captured, not yet destroyed
   int liveGraphExecs = 0;            ///< instantiated, not yet destroyed
   int graphLaunches = 0;
+  /// cuda: every tensor map encoded, in order.
+  std::vector<FakeTensorMap> tensorMaps;
   /// cuda: (function, bytes) of each dynamic shared memory opt-in.
   std::vector<std::pair<std::string, int>> sharedOptIns;
   int liveEvents = 0;

@@ -381,6 +381,76 @@ TEST_P(GpuBackend, LaunchMarshalsEveryArgument) {
   EXPECT_TRUE(fake->sharedOptIns.empty());
 }
 
+/// Tensor maps (TMA descriptors): cuda encodes them through
+/// cuTensorMapEncodeTiled with the request's fields and passes the 128
+/// bytes by value in the argument's place; a failed encoding is a message
+/// naming the call; hip has none.
+TEST_P(GpuBackend, TensorMapsAreEncodedAndPassedByValue) {
+  std::unique_ptr<Device> dev = open();
+  ASSERT_NE(dev, nullptr);
+  std::string error;
+  void *a = dev->alloc(64 * 1024, error);
+  ASSERT_NE(a, nullptr) << error;
+  TensorMapRequest req;
+  req.base = a;
+  req.dtype = format::PlanDType::BF16;
+  req.rank = 2;
+  req.dims[0] = 256, req.dims[1] = 100;
+  req.strides[0] = 512;
+  req.box[0] = 64, req.box[1] = 32;
+  req.swizzle = 128;
+  TensorMapBytes map;
+  if (GetParam().name != std::string("cuda")) {
+    EXPECT_FALSE(dev->encodeTensorMap(req, map, error));
+    EXPECT_TRUE(contains(error, "backend 'hip' has no tensor maps")) << error;
+    return;
+  }
+  ASSERT_TRUE(dev->encodeTensorMap(req, map, error)) << error;
+  ASSERT_EQ(fake->tensorMaps.size(), 1u);
+  const FakeTensorMap &m = fake->tensorMaps[0];
+  EXPECT_EQ(m.type, 9) << "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16";
+  EXPECT_EQ(m.rank, 2u);
+  EXPECT_EQ(m.address, reinterpret_cast<uintptr_t>(a));
+  EXPECT_EQ(m.dims[0], 256u);
+  EXPECT_EQ(m.dims[1], 100u);
+  EXPECT_EQ(m.strides[0], 512u);
+  EXPECT_EQ(m.box[0], 64u);
+  EXPECT_EQ(m.box[1], 32u);
+  EXPECT_EQ(m.swizzle, 3) << "CU_TENSOR_MAP_SWIZZLE_128B";
+  EXPECT_EQ(m.l2Promotion, 2);
+  EXPECT_EQ(m.oobFill, 0) << "out-of-bounds elements read as zero";
+
+  // In a launch the map takes its argument's place, 128 bytes by value.
+  TempDir dir;
+  DeviceFunction fn = load(*dev, dir, "FAKE\ntma 8,128,8\n", "tma");
+  CodeLaunch l;
+  l.function = &fn;
+  l.args = {11, 0, 33};
+  l.argMaps = {-1, 0, -1};
+  l.maps = {map};
+  l.name = "kernel 5 (attention) tma";
+  ASSERT_TRUE(dev->launchCode(l, error)) << error;
+  ASSERT_EQ(fake->launches.size(), 1u);
+  std::vector<uint64_t> want = {11, kFakeTensorMapMagic, 0,
+                                reinterpret_cast<uintptr_t>(a)};
+  want.resize(1 + 16, 0);
+  want.push_back(33);
+  EXPECT_EQ(fake->launches[0].args, want);
+  // An argument naming a map the launch does not carry.
+  l.argMaps = {-1, 1, -1};
+  EXPECT_FALSE(dev->launchCode(l, error));
+  EXPECT_TRUE(contains(error, "argument 1 names tensor map 1 of 1")) << error;
+
+  // What the driver refuses is a message naming the call and the map.
+  req.box[1] = 300;
+  EXPECT_FALSE(dev->encodeTensorMap(req, map, error));
+  EXPECT_TRUE(contains(error, "encoding a tensor map (bf16, rank 2, inner "
+                              "dim 256, box 64x300, swizzle 128): "
+                              "cuTensorMapEncodeTiled failed"))
+      << error;
+  EXPECT_EQ(fake->tensorMaps.size(), 1u);
+}
+
 TEST_P(GpuBackend, LargeDynamicSharedMemory) {
   std::unique_ptr<Device> dev = open();
   ASSERT_NE(dev, nullptr);
@@ -957,6 +1027,65 @@ TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   ex.reset();
   EXPECT_EQ(fake->liveGraphExecs, 0);
   EXPECT_TRUE(fake->allocations.empty());
+}
+
+/// A plan argument `tmap:N`: the executor encodes the code's tensor map N
+/// over its operand at the run's T (dims as functions of T) and launches
+/// with it, plain and from a graph; a backend without tensor maps refuses
+/// the run with a message.
+TEST_P(GpuBackend, ExecutorEncodesTensorMapsPerLength) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::ofstream(p.planDir + "/tm.fake")
+      << fmt::format("FAKE\nscale 8,8,8,128 scale {}\n", kWidth);
+  format::PlanCode &c = *p.plan.kernels[1].code;
+  c.module = "tm.fake";
+  c.args = {"buffer:1", "buffer:2", "T", "tmap:0"};
+  // x [T, kWidth] f32 as dims {kWidth, T}, rows kWidth * 4 bytes apart.
+  format::PlanTensorMap m;
+  m.operand = {false, 1};
+  m.dtype = format::PlanDType::F32;
+  m.dims = {{0, kWidth, 1}, {1, 0, 1}};
+  m.strides = {kWidth * 4};
+  m.box = {kWidth, 2};
+  c.tensorMaps = {m};
+  std::string error;
+  ASSERT_TRUE(format::validatePlan(p.plan, error)) << error;
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  RunOutput out;
+  std::vector<int32_t> a = {3, 1, 4};
+  if (GetParam().name != std::string("cuda")) {
+    EXPECT_FALSE(ex->run(a, out, error));
+    EXPECT_TRUE(contains(error, "kernel 1 (silu) scale: backend 'hip' has "
+                                "no tensor maps"))
+        << error;
+    return;
+  }
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_TRUE(ex->run(a, out, error)) << error;
+    EXPECT_EQ(out.data, p.expected(a));
+  }
+  EXPECT_TRUE(ex->graphUse().used);
+  // Encoded once for T = 3 (the launches are prepared once per length).
+  ASSERT_EQ(fake->tensorMaps.size(), 1u);
+  EXPECT_EQ(fake->tensorMaps[0].dims[0], uint64_t(kWidth));
+  EXPECT_EQ(fake->tensorMaps[0].dims[1], 3u);
+  EXPECT_EQ(fake->tensorMaps[0].strides[0], uint64_t(kWidth * 4));
+  EXPECT_EQ(fake->tensorMaps[0].type, 7) << "CU_TENSOR_MAP_DATA_TYPE_FLOAT32";
+  const FakeLaunch &last = fake->launches.back();
+  ASSERT_EQ(last.args.size(), 3u + 16);
+  EXPECT_EQ(last.args[2], 3u);
+  EXPECT_EQ(last.args[3], kFakeTensorMapMagic);
+  EXPECT_EQ(last.args[5], fake->tensorMaps[0].address);
+  // Another length encodes again, with its own dims.
+  std::vector<int32_t> b = {7, 5};
+  ASSERT_TRUE(ex->run(b, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(b));
+  ASSERT_EQ(fake->tensorMaps.size(), 2u);
+  EXPECT_EQ(fake->tensorMaps[1].dims[1], 2u);
+  EXPECT_EQ(fake->tensorMaps[1].address, fake->tensorMaps[0].address);
 }
 
 /// A kernel whose code has a pre-launch (the gated delta rule's pre-pass):
