@@ -406,7 +406,7 @@ def attention_cases() -> list[Case]:
     cases = []
 
     def qkv(b: Body, h: int, hkv: int, hd: int, dv: int, gated: bool,
-            norm_rope: bool) -> None:
+            norm_rope: bool, vnorm: bool = False) -> None:
         """%q, %k, %v (and %gate) from the rows %x."""
         # Row layout: q heads, gate heads, k heads, v heads (dv wide).
         qg = (2 if gated else 1) * h * hd
@@ -420,7 +420,13 @@ def attention_cases() -> list[Case]:
         q, k = ("%q1", "%k1") if norm_rope else ("%q", "%k")
         b(f"{q} = reshape(%q0) : f32[T, {h}, {hd}]")
         b(f"{k} = reshape(%k0) : f32[T, {hkv}, {hd}]")
-        b(f"%v = reshape(%v0) : f32[T, {hkv}, {dv}]")
+        if vnorm:
+            # v a buffer of its own (bf16 under the GPU policy), not a view
+            # of the f32 table: what sm_90's warpgroup form needs.
+            b(f"%v1 = reshape(%v0) : f32[T, {hkv}, {dv}]")
+            b(f"%v = rms_norm(%v1, {b.w('v_norm.weight', (dv,), init='norm')}) {{eps = 1e-6}}")
+        else:
+            b(f"%v = reshape(%v0) : f32[T, {hkv}, {dv}]")
         if norm_rope:
             b("%pos = arange(%tok)")
             b(f"%q2 = rms_norm(%q1, {b.w('q_norm.weight', (hd,), init='norm')}) {{eps = 1e-6}}")
@@ -444,10 +450,20 @@ def attention_cases() -> list[Case]:
         ("gated_hd256_hg12", 12, 1, 256, 256, True, True, True),
         ("gated_hd256_hg8", 16, 2, 256, 256, True, True, False),
     ]
-    for name, h, hkv, hd, dv, gated, causal, nr in forms:
+    # Every operand a bf16 buffer of its own (v normalised too), so sm_90
+    # runs the warpgroup form: ungated, non-causal, DV != DK, and 4, 2 and
+    # 1 heads of a KV group per block.
+    vforms = [
+        ("wg_gqa_hd128", 8, 2, 128, 128, False, True, True),
+        ("wg_noncausal_hd64", 4, 1, 64, 64, False, False, True),
+        ("wg_dv_ne_dk", 4, 2, 64, 128, False, True, True),
+        ("wg_mha_hd64", 2, 2, 64, 64, True, True, True),
+    ]
+    for name, h, hkv, hd, dv, gated, causal, nr in forms + vforms:
+        vnorm = name.startswith("wg_")
         width = (2 if gated else 1) * h * hd + hkv * (hd + dv)
         b = Body(width)
-        qkv(b, h, hkv, hd, dv, gated, nr)
+        qkv(b, h, hkv, hd, dv, gated, nr, vnorm)
         g = ", %gate" if gated else ""
         b(f"%o = attention(%q, %k, %v{g}) {{scale = {1 / math.sqrt(hd):.9g}, "
           f"causal = {'true' if causal else 'false'}"
@@ -458,7 +474,8 @@ def attention_cases() -> list[Case]:
                             f"attention H={h} HKV={hkv} HD={hd} DV={dv}"
                             f"{' gated' if gated else ''}"
                             f"{'' if causal else ' non-causal'}"
-                            f"{'; q, k: rms_norm + neox rope' if nr else ''}"))
+                            f"{'; q, k: rms_norm + neox rope' if nr else ''}"
+                            f"{'; v: rms_norm' if vnorm else ''}"))
     # QSA: the indexer picks each query's blocks of cr tokens.
     # top 64 of up to 350 blocks of 2 (qsa_top_select: radix select, more
     # than one block per thread in its scans); top 150 of up to 175 (the
