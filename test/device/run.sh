@@ -86,8 +86,10 @@ done
 # descriptors the sm_90a GEMM tiles use (K-major, no swizzle, 16-byte chunks
 # [k / 8][row]); the register A operand with B staged by cp.async.bulk and
 # an mbarrier (what a swapped tile, decoded weights as A, would use); the
-# MN-major B operand (V as it lies in memory) of attention_wg.
-for check in wgmma_desc_check wgmma_rs_bulk_check wgmma_mn_check; do
+# MN-major B operand (V as it lies in memory) of attention_wg; which reading
+# of the descriptor the 128-byte-swizzled MN-major operand takes (what a TMA
+# copy of V would feed; a probe until it has run).
+for check in wgmma_desc_check wgmma_rs_bulk_check wgmma_mn_check wgmma_mn_sw128_probe; do
   if ! command -v nvcc > /dev/null 2>&1; then
     echo "$check: SKIPPED (no nvcc here)" | tee -a "$FILE"
   elif nvcc -gencode arch=compute_90a,code=sm_90a -o "build-rt/$check" \
