@@ -32,6 +32,8 @@
 #include <cublas_v2.h>
 #endif
 
+#include "../test/device/wgmma/WgmmaDevice.h"
+
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
 constexpr int kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
 constexpr int kStageBytes = kABytes + kBBytes; // 48 KiB
@@ -82,26 +84,14 @@ __device__ uint64_t descSw128(const void *p) {
          ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
-#define R4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define R16(i) R4(i), R4(i + 4), R4(i + 8), R4(i + 12)
-#define R32(i) R16(i), R16(i + 16)
 /// d[64 x 256] += A[64 x 16] B[256 x 16]^T, both from shared memory.
 __device__ void wgmma256(float (&d)[128], uint64_t a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
-      "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
-      "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
-      "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,"
-      "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,"
-      "%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,"
-      "%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,"
-      "%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
-      " %128, %129, p, 1, 1, 0, 0;\n}"
-      : R32(0), R32(32), R32(64), R32(96)
-      : "l"(a), "l"(b), "r"(1)
-      : "memory");
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " WG_D128
+               " %128, %129, p, 1, 1, 0, 0;\n}"
+               : WG_R32(0), WG_R32(32), WG_R32(64), WG_R32(96)
+               : "l"(a), "l"(b), "r"(1)
+               : "memory");
 }
 
 /// One block: a BM x BN tile of C. Warps 0-7 consume (warpgroup w: rows
@@ -159,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarArrive(&empty[(k - 1) % STAGES]);
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  asm volatile("" : R32(0), R32(32), R32(64), R32(96)::"memory");
+  asm volatile("" : WG_R32(0), WG_R32(32), WG_R32(64), WG_R32(96)::"memory");
   const int w = (t % 128) / 32, l = t % 32, g = l / 4, q = l % 4;
 #pragma unroll
   for (int j = 0; j < 128; j += 2) {

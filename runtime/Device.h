@@ -66,7 +66,7 @@ struct DeviceFunction {
 
 /// The 128 bytes of an encoded tensor map (the driver's CUtensorMap: its
 /// alignment, its size), passed to a kernel by value.
-struct alignas(64) TensorMapBytes {
+struct alignas(128) TensorMapBytes {
   uint64_t words[16] = {};
 };
 

@@ -27,8 +27,8 @@ using CUevent = struct CUevent_st *;
 using CUgraph = struct CUgraph_st *;
 using CUgraphExec = struct CUgraphExec_st *;
 using CUstreamCaptureMode = int;
-/// cuda.h's CUtensorMap: 128 opaque bytes, 64-byte aligned.
-struct alignas(64) CUtensorMap {
+/// cuda.h's CUtensorMap: 128 opaque bytes, 128-byte aligned (CUDA 13).
+struct alignas(128) CUtensorMap {
   unsigned long long opaque[16];
 };
 

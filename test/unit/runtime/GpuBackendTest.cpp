@@ -1410,4 +1410,144 @@ TEST(GpuRealCuda, GraphReplaysHandWrittenPtx) {
   EXPECT_TRUE(dev->synchronize(error)) << error;
 }
 
+/// PTX nvcc 13 writes (`nvcc -arch=sm_90 -ptx`) for this CUDA source:
+///   extern "C" __global__ void strata_test_tma(
+///       const __grid_constant__ CUtensorMap map, float *out, int c0,
+///       int c1) {
+///     __shared__ __align__(128) float box[8 * 16];
+///     __shared__ __align__(8) uint64_t bar;
+///     thread 0: mbarrier.init bar, 1; fence.mbarrier_init;
+///       mbarrier.arrive.expect_tx bar, 512; cp.async.bulk.tensor.2d box <-
+///       [&map, {c0, c1}] completing on bar; mbarrier.try_wait.parity 0;
+///     __syncthreads(); out[tid] = box[tid];        (128 threads)
+///   }
+/// i.e. one TMA copy of an 8 x 16 f32 box at (c0, c1) into shared memory.
+constexpr const char *kTmaPtx = R"(.version 9.0
+.target sm_90
+.address_size 64
+
+	// .globl	strata_test_tma
+
+.visible .entry strata_test_tma(
+	.param .align 128 .b8 strata_test_tma_param_0[128],
+	.param .u64 strata_test_tma_param_1,
+	.param .u32 strata_test_tma_param_2,
+	.param .u32 strata_test_tma_param_3
+)
+{
+	.reg .pred 	%p<3>;
+	.reg .f32 	%f<2>;
+	.reg .b32 	%r<16>;
+	.reg .b64 	%rd<8>;
+	// demoted variable
+	.shared .align 128 .b8 _ZZ15strata_test_tmaE3box[512];
+	// demoted variable
+	.shared .align 8 .u64 _ZZ15strata_test_tmaE3bar;
+
+	mov.b64 	%rd1, strata_test_tma_param_0;
+	ld.param.u64 	%rd2, [strata_test_tma_param_1];
+	ld.param.u32 	%r2, [strata_test_tma_param_2];
+	ld.param.u32 	%r3, [strata_test_tma_param_3];
+	mov.u32 	%r1, %tid.x;
+	setp.ne.s32 	%p1, %r1, 0;
+	@%p1 bra 	$L__BB0_3;
+
+	mov.u32 	%r4, _ZZ15strata_test_tmaE3bar;
+	// begin inline asm
+	mbarrier.init.shared::cta.b64 [%r4], 1;
+	// end inline asm
+	// begin inline asm
+	fence.mbarrier_init.release.cluster;
+	// end inline asm
+	mov.u32 	%r6, 512;
+	// begin inline asm
+	mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r4], %r6;
+	// end inline asm
+	cvta.param.u64 	%rd3, %rd1;
+	mov.u32 	%r7, _ZZ15strata_test_tmaE3box;
+	// begin inline asm
+	cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r7], [%rd3, {%r2, %r3}], [%r4];
+	// end inline asm
+
+$L__BB0_2:
+	// begin inline asm
+	{
+.reg .pred p;
+mbarrier.try_wait.parity.shared::cta.b64 p, [%r4], 0;
+selp.u32 %r11, 1, 0, p;
+}
+	// end inline asm
+	setp.eq.s32 	%p2, %r11, 0;
+	@%p2 bra 	$L__BB0_2;
+
+$L__BB0_3:
+	bar.sync 	0;
+	shl.b32 	%r13, %r1, 2;
+	mov.u32 	%r14, _ZZ15strata_test_tmaE3box;
+	add.s32 	%r15, %r14, %r13;
+	ld.shared.f32 	%f1, [%r15];
+	cvta.to.global.u64 	%rd5, %rd2;
+	mul.wide.u32 	%rd6, %r1, 4;
+	add.s64 	%rd7, %rd5, %rd6;
+	st.global.f32 	[%rd7], %f1;
+	ret;
+
+}
+)";
+
+/// The runtime's tensor maps on the GPU: a map of a [20 x 40] f32 tensor
+/// (rows 160 bytes apart) encoded by Device::encodeTensorMap, passed by
+/// value to a TMA copy of an 8 x 16 box; inside, the box is the tensor's
+/// elements (dims innermost first, the stride, the box as the plan gives
+/// them); across the edge, the elements outside read as 0.
+TEST(GpuRealCuda, TensorMapFeedsATmaCopy) {
+  ::unsetenv("STRATA_CUDA_LIBRARY");
+  std::string error;
+  std::unique_ptr<Device> dev = createDevice("cuda", error);
+  if (!dev)
+    GTEST_SKIP() << error;
+  TempDir dir;
+  std::string path = dir.write("tma.ptx", kTmaPtx);
+  DeviceFunction fn;
+  ASSERT_TRUE(dev->loadFunction(path, "strata_test_tma", fn, error)) << error;
+  constexpr int kRows = 20, kCols = 40;
+  std::vector<float> host(kRows * kCols);
+  for (int i = 0; i < kRows * kCols; ++i)
+    host[i] = static_cast<float>(i) + 0.5f;
+  void *t = dev->alloc(host.size() * 4, error);
+  void *out = dev->alloc(128 * 4, error);
+  ASSERT_TRUE(t && out) << error;
+  ASSERT_TRUE(dev->upload(t, host.data(), host.size() * 4, error)) << error;
+  TensorMapRequest req;
+  req.base = t;
+  req.dtype = format::PlanDType::F32;
+  req.rank = 2;
+  req.dims[0] = kCols, req.dims[1] = kRows;
+  req.strides[0] = kCols * 4;
+  req.box[0] = 16, req.box[1] = 8;
+  CodeLaunch l;
+  l.function = &fn;
+  l.block[0] = 128;
+  l.maps.resize(1);
+  ASSERT_TRUE(dev->encodeTensorMap(req, l.maps[0], error)) << error;
+  l.argMaps = {0, -1, -1, -1};
+  for (auto [c0, c1] : {std::pair{8, 4}, std::pair{32, 16}}) {
+    l.args = {0, reinterpret_cast<uintptr_t>(out), uint64_t(c0), uint64_t(c1)};
+    l.name = "tma";
+    ASSERT_TRUE(dev->fill32(out, 0x7fc00000u, 128 * 4, error)) << error;
+    ASSERT_TRUE(dev->launchCode(l, error)) << error;
+    std::vector<float> back(128);
+    ASSERT_TRUE(dev->download(back.data(), out, 128 * 4, error)) << error;
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 16; ++c) {
+        const int row = c1 + r, col = c0 + c;
+        const float want =
+            row < kRows && col < kCols ? host[row * kCols + col] : 0.0f;
+        ASSERT_EQ(back[r * 16 + c], want)
+            << "box (" << c0 << ", " << c1 << ") element " << r << ", " << c;
+      }
+  }
+  ASSERT_TRUE(dev->synchronize(error)) << error;
+}
+
 } // namespace
