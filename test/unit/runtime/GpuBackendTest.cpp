@@ -592,8 +592,9 @@ TEST_P(GpuBackend, WorksFromAnotherThread) {
 TEST_P(GpuBackend, DestructorGivesEverythingBack) {
   std::unique_ptr<Device> dev = open();
   ASSERT_NE(dev, nullptr);
-  if (GetParam().name == std::string("cuda"))
+  if (GetParam().name == std::string("cuda")) {
     EXPECT_EQ(fake->contextRefs, 1);
+  }
   std::string error;
   ASSERT_NE(dev->alloc(100, error), nullptr) << error;
   float weight[4] = {1, 2, 3, 4};
