@@ -89,6 +89,26 @@ __device__ void wgStore(const float (&d)[N / 2], int t, float *C) {
   }
 }
 
+/// One warpgroup (128 threads): C (64 x N) = A (64 x 32, row-major in
+/// global, as register fragments) times the B operand whose k16 slice s
+/// (s = 0, 1) the descriptor \p desc(s) names; B K-major (TB = 0) or
+/// MN-major (TB = 1).
+template <int N, int TB, class Desc>
+__device__ void wgProductK32(const __nv_bfloat16 *A, Desc desc, float *C) {
+  const int t = threadIdx.x;
+  uint32_t a[2][4];
+  for (int s = 0; s < 2; ++s)
+    wgLoadA(A, 32, s, t / 32, t % 32, a[s]);
+  float d[N / 2] = {};
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  for (int s = 0; s < 2; ++s)
+    wgRs<N, TB>(d, a[s], desc(s));
+  asm volatile("wgmma.commit_group.sync.aligned;\n"
+               "wgmma.wait_group.sync.aligned 0;" ::
+                   : "memory");
+  wgStore<N>(d, t, C);
+}
+
 /// One check of a 64 x N product by \p launch (see runProduct): prints
 /// "n<N> <wrong> of <all> wrong; " and returns how many are wrong (all of
 /// them where the run failed).

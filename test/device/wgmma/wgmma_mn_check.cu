@@ -35,22 +35,15 @@ __global__ void k(const __nv_bfloat16 *A, const __nv_bfloat16 *B, float *C,
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  uint32_t a[2][4];
-  for (int s = 0; s < 2; ++s)
-    wgLoadA(A, K, s, t / 32, t % 32, a[s]);
-  float d[N / 2] = {};
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  for (int s = 0; s < 2; ++s) {
-    // k-rows 16 s.. : two groups of 8 k-rows, 128 bytes apart.
-    const uint8_t *base = Bs + s * 256;
-    wgRs<N, 1>(d, a[s],
-               swap ? wgDesc(base, groupStride, 128)
-                    : wgDesc(base, 128, groupStride));
-  }
-  asm volatile("wgmma.commit_group.sync.aligned;\n"
-               "wgmma.wait_group.sync.aligned 0;" ::
-                   : "memory");
-  wgStore<N>(d, t, C);
+  // k-rows 16 s.. : two groups of 8 k-rows, 128 bytes apart.
+  wgProductK32<N, 1>(
+      A,
+      [&](int s) {
+        const uint8_t *base = Bs + s * 256;
+        return swap ? wgDesc(base, groupStride, 128)
+                    : wgDesc(base, 128, groupStride);
+      },
+      C);
 }
 
 template <int N> int check(unsigned seed, int swap) {

@@ -31,21 +31,14 @@ __global__ void k(const __nv_bfloat16 *A, const __nv_bfloat16 *B, float *C,
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  uint32_t a[2][4];
-  for (int s = 0; s < 2; ++s)
-    wgLoadA(A, K, s, t / 32, t % 32, a[s]);
-  float d[N / 2] = {};
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  for (int s = 0; s < 2; ++s) {
-    const uint8_t *base = Bs + s * 2048;
-    wgRs<N, 1>(d, a[s],
-               swap ? wgDesc(base, 1024, colStride, 1)
-                    : wgDesc(base, colStride, 1024, 1));
-  }
-  asm volatile("wgmma.commit_group.sync.aligned;\n"
-               "wgmma.wait_group.sync.aligned 0;" ::
-                   : "memory");
-  wgStore<N>(d, t, C);
+  wgProductK32<N, 1>(
+      A,
+      [&](int s) {
+        const uint8_t *base = Bs + s * 2048;
+        return swap ? wgDesc(base, 1024, colStride, 1)
+                    : wgDesc(base, colStride, 1024, 1);
+      },
+      C);
 }
 
 template <int N> int check(unsigned seed, int swap) {

@@ -53,10 +53,6 @@ __global__ void k(const __nv_bfloat16 *A, const __nv_bfloat16 *B, float *C) {
                  "l"(B + r * K + c * 8), "r"(barA)
                  : "memory");
   }
-  // A's fragments for both k16 slices, straight from global memory.
-  uint32_t a[2][4];
-  for (int s = 0; s < 2; ++s)
-    wgLoadA(A, K, s, t / 32, t % 32, a[s]);
   // Phase 0 completes when every copy's bytes have landed.
   uint32_t done = 0;
   while (!done)
@@ -65,14 +61,10 @@ __global__ void k(const __nv_bfloat16 *A, const __nv_bfloat16 *B, float *C) {
                  : "=r"(done)
                  : "r"(barA)
                  : "memory");
-  float d[N / 2] = {};
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  for (int s = 0; s < 2; ++s)
-    wgRs<N, 0>(d, a[s], wgDesc(Bs + s * 2 * chunkB, chunkB * 2, 128));
-  asm volatile("wgmma.commit_group.sync.aligned;\n"
-               "wgmma.wait_group.sync.aligned 0;" ::
-                   : "memory");
-  wgStore<N>(d, t, C);
+  // A's fragments for both k16 slices, straight from global memory.
+  wgProductK32<N, 0>(
+      A, [&](int s) { return wgDesc(Bs + s * 2 * chunkB, chunkB * 2, 128); },
+      C);
 }
 
 template <int N> int check(unsigned seed) {
