@@ -139,10 +139,10 @@ void emitAttentionKernel(Emitter &e) {
   // Words of the per-row block bitmap: every block a row may select.
   int64_t nbw = block > 0 ? (e.plan.maxTokens / block + 32) / 32 : 1;
   std::string params = e.params();
-  // bf16 activations (the GPU policy): the matrix-unit kernel over the
-  // query heads of one KV head (attention_gqa), staged 16 bytes at a time.
-  // f32 activations keep f32 arithmetic (the f32 policy's bar is NMSE
-  // 1e-5): the FMA kernel.
+  // bf16 activations (the GPU policy): a matrix-unit kernel over the query
+  // heads of one KV head (attention_wg on sm_90 where its tiles fit, else
+  // attention_gqa), staged 16 bytes at a time. f32 activations keep f32
+  // arithmetic (the f32 policy's bar is NMSE 1e-5): the FMA kernel.
   int64_t bq = kBQ, hpb = 1; // query tokens and heads per block
   bool wg = false;           // the warpgroup form was emitted
   bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" &&
