@@ -1279,10 +1279,16 @@ DONE:
 }
 )";
 
-TEST(GpuRealCuda, RunsHandWrittenPtx) {
+/// The cuda backend on the machine's own driver (not the fake), or null
+/// and \p error where there is none (these tests then say SKIPPED).
+std::unique_ptr<Device> realCuda(std::string &error) {
   ::unsetenv("STRATA_CUDA_LIBRARY");
+  return createDevice("cuda", error);
+}
+
+TEST(GpuRealCuda, RunsHandWrittenPtx) {
   std::string error;
-  std::unique_ptr<Device> dev = createDevice("cuda", error);
+  std::unique_ptr<Device> dev = realCuda(error);
   if (!dev)
     GTEST_SKIP() << error;
   std::printf("%s\n", dev->description().c_str());
@@ -1369,9 +1375,8 @@ TEST(GpuRealCuda, RunsHandWrittenPtx) {
 /// The graph path on the real driver: axpy captured once, replayed twice,
 /// with a fill on the same stream before each replay.
 TEST(GpuRealCuda, GraphReplaysHandWrittenPtx) {
-  ::unsetenv("STRATA_CUDA_LIBRARY");
   std::string error;
-  std::unique_ptr<Device> dev = createDevice("cuda", error);
+  std::unique_ptr<Device> dev = realCuda(error);
   if (!dev)
     GTEST_SKIP() << error;
   TempDir dir;
@@ -1502,9 +1507,8 @@ $L__BB0_3:
 /// elements (dims innermost first, the stride, the box as the plan gives
 /// them); across the edge, the elements outside read as 0.
 TEST(GpuRealCuda, TensorMapFeedsATmaCopy) {
-  ::unsetenv("STRATA_CUDA_LIBRARY");
   std::string error;
-  std::unique_ptr<Device> dev = createDevice("cuda", error);
+  std::unique_ptr<Device> dev = realCuda(error);
   if (!dev)
     GTEST_SKIP() << error;
   TempDir dir;
