@@ -363,6 +363,7 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     code.args = e.args;
     code.pre = e.pre;
     code.workspace = e.workspace;
+    code.tensorMaps = e.tensorMaps;
     plan.kernels[k].code = std::move(code);
   }
   format::PlanCode fill;

@@ -69,8 +69,13 @@ public:
   bool hasAttr(const format::BodyOp &op, const std::string &name) const;
 
   /// The parameter list "const float *in0, ..., float *out0, ..., [char
-  /// *ws,] long T" (and the plan's argument order in out.args).
+  /// *ws,] [const strata_tmap tmap0, ...,] long T" (and the plan's argument
+  /// order in out.args); one tmap parameter per map in out.tensorMaps.
   std::string params();
+  /// The PTX name of tensor map \p i's parameter (STRATA_PARAM_ADDR),
+  /// with the symbol placeholder: params() numbers them after the
+  /// pointers and the workspace.
+  std::string tensorMapParam(size_t i) const;
   /// Emits the kernel's first lines: every pointer parameter is 16-byte
   /// aligned (arena offsets are multiples of 16, weights and workspaces are
   /// allocations), which lets the compiler merge adjacent accesses into

@@ -76,7 +76,31 @@ struct Gemm {
   /// `split` bf16 terms, K walked once per term (step k0: term k0 / K at
   /// k0 % K), so each product is exact and the sum keeps ~24 bits of W.
   int split = 1;
+  /// The TMA tile (sm_90a, GemmEmitter::pickTma): A and W copied by the
+  /// TMA into a ring of `stages` stages, wgmma by two consumer
+  /// warpgroups, a producer warp.
+  bool tma = false;
+  int stages = 0;
+  uint32_t aIn = 0, wIn = 0; ///< A's and W's kernel inputs
+  format::PlanDim mDim;      ///< rows of A as a function of T
+  int64_t wsOff = -1;        ///< W converted to bf16 at this workspace offset
+  int mapA = -1, mapW = -1;  ///< their tensor maps
+  int tmaBlocks = 1;         ///< blocks of the TMA tile an SM
+  /// The stream mean's image (bf16 [rows, streams, d], a kernel input):
+  /// the block's rows x streams x its d range copied by the TMA during
+  /// the K loop (mapX), read back from shared memory by the mean.
+  uint32_t xIn = 0;
+  int mapX = -1;
 };
+
+/// Rows of A a TMA tile takes (two consumer warpgroups of 64).
+constexpr int kTmaARows = 128;
+/// Shared memory a TMA tile's ring may take with \p blocks blocks an SM:
+/// the H200's 228 KiB an SM (227 a block) less each block's alignment
+/// slack, barriers and reserved 1 KiB.
+constexpr int64_t kTmaRing(int blocks) {
+  return (blocks == 1 ? 232448 : 233472 / blocks - 1024) - 1024 - 16 * 8;
+}
 
 /// Tiles covering rows(T) * mult rows: floor((coef*mult*T)/(div*tile)) +
 /// floor(c*mult/tile) + 2 >= the exact ceiling (extra blocks exit at once).
@@ -111,6 +135,14 @@ void waveGrid(int bm, int nt, int &wm, int &wn) {
     wm *= 2;
   wn = nw / wm;
 }
+
+/// Body ops after a matmul that the chain absorbs.
+struct Chain {
+  const BodyOp *mm = nullptr;
+  std::vector<std::string> epi;       ///< epilogue lines
+  const BodyOp *streamMean = nullptr; ///< a trailing hc_read, if any
+  std::string gateVar;                ///< its gate operand's variable
+};
 
 class GemmEmitter {
 public:
@@ -169,6 +201,40 @@ private:
   int64_t tileBytes(const Gemm &g, int nbuf) const;
 
   void pickTile(Gemm &g, const std::string &variant);
+  /// Whether \p g takes the TMA tile (sm_90a): bf16 activations whose
+  /// rows are contiguous (no gather), 16-bit float weights, one weight, K
+  /// a multiple of 8 (16-byte rows for the maps). The tile is 128 rows x
+  /// the widest of 256/192/160/128/64 columns with the fewest past N (the
+  /// stream mean: 256, a box of d per stream), its ring as many stages
+  /// of 64 k as fit (measured with bench/tma_gemm_bench.cu: 589-733
+  /// TFLOP/s at the prefill's dense shapes, 74-92 % of cuBLAS, where the
+  /// cp.async tiles reach 270-290). STRATA_GEMM_TMA=0 keeps the cp.async
+  /// tiles (an A/B knob).
+  bool pickTma(Gemm &g, const Chain &c, const Tensor &y);
+  /// Adds \p g's tensor maps (A, then W: the weight, or its bf16 copy in
+  /// the workspace) to the kernel's code.
+  void addTensorMaps(Gemm &g, const Chain &c);
+  /// A launch of chains: grid, block, dynamic shared bytes.
+  struct ChainLaunch {
+    std::vector<format::PlanDim> grid;
+    std::vector<int64_t> block;
+    uint64_t sharedBytes = 0;
+  };
+  /// Emits kernel \p name running chains \p idx in one launch (each its
+  /// own column tiles), then \p convBlocks column tiles converting the
+  /// 16-bit weights of chains \p conv to bf16 in the workspace.
+  ChainLaunch emitChains(const std::vector<Chain> &chains,
+                         std::vector<Gemm> &gemms,
+                         const std::vector<size_t> &idx,
+                         const std::string &params, const std::string &name,
+                         int64_t convBlocks,
+                         const std::vector<size_t> &conv = {});
+  /// Emits the kernel's own launch over the TMA chains \p idx.
+  void emitTmaKernel(const std::vector<Chain> &chains, std::vector<Gemm> &gemms,
+                     const std::vector<size_t> &idx, const std::string &params);
+  /// The stream mean after a chain's gate tile (Cs): each row's mean over
+  /// the streams of gate x image.
+  void streamReduce(const Gemm &g, const Chain &c);
   /// Whether \p g's tile runs on wgmma (sm_90a): its warpgroups tile it as
   /// bm / 64 down x the rest across, each 64 rows x 64 or 128 columns
   /// (128 x 128 by two, 64 x 128 by two, 64 x 64 by one), two LDS buffers.
@@ -929,14 +995,6 @@ void GemmEmitter::ffmaTile(const Gemm &g, const std::string &aRow,
     e.line("        float v2 = acc1[i][j];");
 }
 
-/// Body ops after a matmul that the chain absorbs.
-struct Chain {
-  const BodyOp *mm = nullptr;
-  std::vector<std::string> epi;       ///< epilogue lines
-  const BodyOp *streamMean = nullptr; ///< a trailing hc_read, if any
-  std::string gateVar;                ///< its gate operand's variable
-};
-
 void GemmEmitter::runChains() {
   std::vector<Chain> chains;
   std::map<std::pair<int, uint32_t>, std::pair<size_t, std::string>> vars;
@@ -1031,9 +1089,7 @@ void GemmEmitter::runChains() {
 
   // All chains share the launch; blocks of chain c take grid.y tiles
   // [ybase_c, ybase_c + tiles_c).
-  std::string params = e.params();
   std::vector<Gemm> gemms;
-  int nt = 0;
   // The kernel's variant names one variant per matmul of the body, in order.
   std::vector<std::string> variants;
   for (size_t at = 0; at <= e.kernel.variant.size();) {
@@ -1074,9 +1130,6 @@ void GemmEmitter::runChains() {
       int64_t bd = g.bn / ns;
       if (d % bd != 0)
         throw Unsupported("hidden size does not divide the tile");
-      g.colOf = [bd, d](const std::string &c) {
-        return fmt::format("({}) / {} * {}L + d0 + ({}) % {}", c, bd, d, c, bd);
-      };
       g.n = ns * d;
       for (std::string &l : c.epi)
         g.epilogue.push_back(l);
@@ -1089,13 +1142,103 @@ void GemmEmitter::runChains() {
       for (std::string &l : c.epi)
         g.epilogue.push_back(l);
     }
-    nt = std::max(nt, g.nt);
+    pickTma(g, c, y);
+    if (c.streamMean) {
+      Tensor xn = e.tensor(c.streamMean->inputs[0]);
+      int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant,
+              bd = g.bn / ns;
+      g.colOf = [bd, d](const std::string &c) {
+        return fmt::format("({}) / {} * {}L + d0 + ({}) % {}", c, bd, d, c, bd);
+      };
+      // The gate tile's row stride follows the tile's final width.
+      g.epilogue.back() =
+          fmt::format("Cs[r * {} + c] = {};", csLd(g.bn), c.gateVar);
+    }
     gemms.push_back(std::move(g));
   }
+  std::vector<size_t> tmaIdx, restIdx;
+  for (size_t ci = 0; ci < gemms.size(); ++ci)
+    (gemms[ci].tma ? tmaIdx : restIdx).push_back(ci);
+  if (tmaIdx.empty()) {
+    std::string params = e.params();
+    ChainLaunch l = emitChains(chains, gemms, restIdx, params, "@SYMBOL@", 0);
+    e.out.grid = l.grid;
+    e.out.block = l.block;
+    e.out.sharedBytes = l.sharedBytes;
+    return;
+  }
+  // TMA tiles copy W as bf16: 16-bit float weights are converted into the
+  // workspace first (a pre-launch; wgmma takes one element type for both
+  // operands, and the matrix-unit path rounded f16 weights to bf16 anyway,
+  // so the numbers are those of the tiles before).
+  int64_t ws = 0, conv = 0;
+  for (size_t ci : tmaIdx) {
+    Gemm &g = gemms[ci];
+    if (g.w[0].ctype == "f16") {
+      g.wsOff = ws;
+      ws += (g.n * g.k * 2 + 255) / 256 * 256;
+      conv += g.n * g.k;
+    }
+  }
+  e.workspace = ws > 0;
+  if (ws > 0)
+    e.out.workspace = {0, ws, 1};
+  for (size_t ci : tmaIdx)
+    addTensorMaps(gemms[ci], chains[ci]);
+  std::string params = e.params();
+  // The other chains (and the conversion) run in the pre-launch: its blocks
+  // keep their own occupancy instead of the TMA tile's shared memory.
+  if (ws > 0 || !restIdx.empty()) {
+    const int64_t convBlocks =
+        ws > 0 ? std::min<int64_t>(256, (conv + 2047) / 2048) : 0;
+    ChainLaunch l = emitChains(chains, gemms, restIdx, params, "@SYMBOL@_prep",
+                               convBlocks, tmaIdx);
+    format::PlanPreLaunch pre;
+    pre.grid = l.grid;
+    pre.block = l.block;
+    pre.sharedBytes = l.sharedBytes;
+    e.out.pre = std::move(pre);
+  }
+  emitTmaKernel(chains, gemms, tmaIdx, params);
+}
+
+void GemmEmitter::streamReduce(const Gemm &g, const Chain &c) {
+  Tensor xn = e.tensor(c.streamMean->inputs[0]);
+  int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+  int64_t bd = g.bn / ns;
+  Tensor y = e.tensor(c.streamMean->outputs[0]);
+  e.line("  sync_block();");
+  e.line("  for (int q = tid_x(); q < {}; q += {}) {{", g.bm * bd, g.nt);
+  e.line("    int r = q / {}, c = q % {};", bd, bd);
+  e.line("    long m = m0 + r;");
+  e.line("    if (m >= M) continue;");
+  e.line("    float a = 0;");
+  e.line("    const long row = m; (void)row;");
+  e.line("#pragma unroll");
+  e.line("    for (int s = 0; s < {}; ++s) {{", ns);
+  e.line("      const long i = s * {}L + d0 + c; (void)i;", d);
+  e.line("      a += Cs[r * {} + s * {} + c] * ld({}, {});", csLd(g.bn), bd,
+         xn.ptr, elementIndex(xn, xn.shape, "row", "i"));
+  e.line("    }}");
+  e.line("    st({}, m * {}L + d0 + c, a / {}.0f);", y.ptr, d, ns);
+  e.line("  }}");
+}
+
+GemmEmitter::ChainLaunch
+GemmEmitter::emitChains(const std::vector<Chain> &chains,
+                        std::vector<Gemm> &gemms,
+                        const std::vector<size_t> &idx,
+                        const std::string &params, const std::string &name,
+                        int64_t convBlocks, const std::vector<size_t> &conv) {
+  ChainLaunch l;
   // One launch, one block size; each chain keeps its row tile (grid x
   // covers the smallest; blocks past a chain's rows exit at once).
+  int nt = idx.empty() ? 256 : 0;
+  for (size_t ci : idx)
+    nt = std::max(nt, gemms[ci].nt);
   std::vector<const Gemm *> all;
-  for (Gemm &g : gemms) {
+  for (size_t ci : idx) {
+    Gemm &g = gemms[ci];
     g.nt = nt;
     // A narrow matrix-unit tile in a kernel of more waves (a 16 x 64 tile
     // beside K2's 256-thread injection logits) widens until its columns
@@ -1110,20 +1253,49 @@ void GemmEmitter::runChains() {
     all.push_back(&g);
   }
   planBuffers(all, 0);
-  e.line("STRATA_KERNEL_MIN({}, {}) void @SYMBOL@({}) {{", nt,
-         minBlocks(all, nt), params);
+  e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", nt,
+         all.empty() ? 1 : minBlocks(all, nt), name, params);
   e.prologue();
-  declareRegion();
+  if (region_ > 0)
+    declareRegion();
   int64_t ybase = 0, bmMin = INT64_MAX;
-  format::PlanDim mDim;
-  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+  format::PlanDim mDim{0, 1, 1};
+  int64_t mPer = 1;
+  for (size_t ci : idx) {
     bmMin = std::min<int64_t>(bmMin, gemms[ci].bm);
     mDim = e.tensor(chains[ci].mm->outputs[0]).shape[0];
+    mPer = gemms[ci].mPer;
   }
-  const format::PlanDim rowTiles = tilesOf(mDim, gemms[0].mPer, bmMin);
+  format::PlanDim rowTiles =
+      idx.empty() ? format::PlanDim{0, 0, 1} : tilesOf(mDim, mPer, bmMin);
+  // With conversion blocks the rows are grid x: the blocks past the row
+  // tiles (of the first column tile) convert.
   const bool colsFast =
-      tileOrder(rowTiles, gemms.size() == 1 && !chains[0].streamMean);
-  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+      tileOrder(rowTiles, convBlocks == 0 && idx.size() == 1 &&
+                              !chains[idx[0]].streamMean);
+  if (convBlocks > 0) {
+    // 16-bit weights of the TMA tiles to bf16 in the workspace, 8 elements
+    // a thread a round.
+    e.line("  {{ const long R = {};", dimExpr(rowTiles));
+    e.line("  if (rt >= R) {{");
+    e.line("  if (ct != 0) return;");
+    e.line("  const long cb = rt - R;");
+    for (size_t ci : conv) {
+      const Gemm &g = gemms[ci];
+      if (g.wsOff < 0)
+        continue;
+      e.line("  for (long i = (cb * {} + tid_x()) * 8; i < {}L; i += {}L) {{",
+             nt, g.n * g.k, convBlocks * nt * 8);
+      e.line("    float v[8];");
+      e.line("    ld8({}, i, v);", g.w[0].ptr);
+      e.line("    *(strata_u4 *)(ws + {}L + i * 2) = pack8_mma(v);", g.wsOff);
+      e.line("  }}");
+    }
+    e.line("  return;");
+    e.line("  }} }}");
+    rowTiles.constant += convBlocks;
+  }
+  for (size_t ci : idx) {
     Gemm &g = gemms[ci];
     const Chain &c = chains[ci];
     int64_t ntiles = c.streamMean ? g.n / g.bn : (g.n + g.bn - 1) / g.bn;
@@ -1144,26 +1316,285 @@ void GemmEmitter::runChains() {
             : fmt::format("const {} *wrow = {} + n * {}L;", g.w[0].ctype,
                           g.w[0].ptr, g.k);
     tileLoop(g, aRow, {wRow});
+    if (c.streamMean)
+      streamReduce(g, c);
+    e.line("  return;");
+    e.line("  }}");
+    ybase += ntiles;
+  }
+  e.line("}}");
+  const format::PlanDim colTiles{0, ybase, 1};
+  l.grid = {colsFast ? colTiles : rowTiles,
+            colsFast ? rowTiles : colTiles,
+            {0, 1, 1}};
+  l.block = {nt, 1, 1};
+  l.sharedBytes = dynamic_ ? static_cast<uint64_t>(region_) : 0;
+  e.out.sharedBytes = 0;
+  return l;
+}
+
+bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y) {
+  const char *knob = std::getenv("STRATA_GEMM_TMA");
+  if (e.target != "sm_90" || !g.mma || g.skinny || g.split != 1 ||
+      g.w.size() != 1 || g.a.ctype != "bf16" || g.aIndex != "m" ||
+      g.k % 8 != 0 || !(g.w[0].ctype == "bf16" || g.w[0].ctype == "f16") ||
+      (knob != nullptr && std::string(knob) == "0"))
+    return false;
+  const BodyRef &a = c.mm->inputs[0], &w = c.mm->inputs[1];
+  if (a.kind != BodyRef::Kind::In || w.kind != BodyRef::Kind::In ||
+      e.kernel.inputs[a.index].isWeight)
+    return false;
+  // A's rows as one dim of the map: exact where y's rows are not floored.
+  const format::PlanDim &yd = y.shape[0];
+  if (g.mPer != 1 && yd.div != 1)
+    return false;
+  int bn = 0, blocks = 1;
+  if (c.streamMean) {
+    // 128 columns, a box of bd = 128 / ns per stream (each a whole number
+    // of 16-column tiles, so a thread holds every stream of its columns and
+    // the mean is taken in registers); two blocks an SM, so one block's
+    // epilogue (reading the image) overlaps the other's K loop (K is the
+    // rank, a few steps).
+    Tensor xn = e.tensor(c.streamMean->inputs[0]);
+    int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+    const BodyRef &x = c.streamMean->inputs[0];
+    if (128 % ns != 0 || (128 / ns) % 16 != 0 || d % (128 / ns) != 0 ||
+        128 / ns > 64 || x.kind != BodyRef::Kind::In ||
+        e.kernel.inputs[x.index].isWeight || xn.ctype != "bf16" ||
+        xn.shape.size() != 3 || g.mPer != 1 || !(xn.shape[0] == y.shape[0]) ||
+        d % 8 != 0)
+      return false;
+    bn = 128;
+    blocks = 2;
+    g.xIn = x.index;
+  } else {
+    // The widest tile with the fewest columns past N.
+    int64_t best = INT64_MAX;
+    for (int cand : {256, 192, 160, 128, 64}) {
+      int64_t cover = (g.n + cand - 1) / cand * cand;
+      if (cover < best)
+        best = cover, bn = cand;
+    }
+  }
+  const int64_t sb = kTmaARows * 128 + int64_t(bn) * 128;
+  const int64_t kt = (g.k + 63) / 64;
+  // The stream mean's image tile (kTmaARows rows x 128 columns, bf16)
+  // sits after the ring.
+  const int64_t xBytes = c.streamMean ? kTmaARows * 128 * 2 : 0;
+  int stages = static_cast<int>(std::min<int64_t>(
+      {8, kt < 2 ? 2 : kt, (kTmaRing(blocks) - xBytes) / sb}));
+  if (stages < 2)
+    return false;
+  g.tma = true;
+  g.tmaBlocks = blocks;
+  g.csTile = false;
+  g.bm = kTmaARows;
+  g.bn = bn;
+  g.nt = 288;
+  g.stages = stages;
+  g.aIn = a.index;
+  g.wIn = w.index;
+  g.mDim = {yd.coef * g.mPer, yd.constant * g.mPer, yd.div};
+  return true;
+}
+
+void GemmEmitter::addTensorMaps(Gemm &g, const Chain &c) {
+  format::PlanTensorMap a;
+  a.operand = e.kernel.inputs[g.aIn];
+  a.dtype = format::PlanDType::BF16;
+  a.dims = {{0, g.k, 1}, g.mDim};
+  a.strides = {static_cast<uint64_t>(g.k * 2)};
+  a.box = {64, static_cast<uint32_t>(kTmaARows)};
+  a.swizzle = 128;
+  g.mapA = static_cast<int>(e.out.tensorMaps.size());
+  e.out.tensorMaps.push_back(a);
+  format::PlanTensorMap w = a;
+  if (g.wsOff >= 0) {
+    w.workspace = true;
+    w.operand = {false, 0};
+    w.offset = static_cast<uint64_t>(g.wsOff);
+  } else {
+    w.operand = e.kernel.inputs[g.wIn];
+  }
+  w.dims = {{0, g.k, 1}, {0, g.n, 1}};
+  // The stream mean's tile is the streams' column ranges, a box each.
+  uint32_t rows = static_cast<uint32_t>(g.bn);
+  if (c.streamMean)
+    rows /= static_cast<uint32_t>(
+        e.tensor(c.streamMean->inputs[0]).shape[1].constant);
+  w.box = {64, rows};
+  g.mapW = static_cast<int>(e.out.tensorMaps.size());
+  e.out.tensorMaps.push_back(w);
+  if (c.streamMean) {
+    Tensor xn = e.tensor(c.streamMean->inputs[0]);
+    const int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+    format::PlanTensorMap x;
+    x.operand = e.kernel.inputs[g.xIn];
+    x.dtype = format::PlanDType::BF16;
+    // Dims (d, rows, streams): the tile lies in shared memory as
+    // [stream][row][bd], and the swizzle as wide as a row of bd puts the 8
+    // rows a wave's accumulators span in distinct banks.
+    x.dims = {{0, d, 1}, g.mDim, {0, ns, 1}};
+    x.strides = {static_cast<uint64_t>(ns * d * 2),
+                 static_cast<uint64_t>(d * 2)};
+    x.box = {static_cast<uint32_t>(g.bn / ns), static_cast<uint32_t>(kTmaARows),
+             static_cast<uint32_t>(ns)};
+    x.swizzle = static_cast<uint32_t>(g.bn / ns * 2);
+    g.mapX = static_cast<int>(e.out.tensorMaps.size());
+    e.out.tensorMaps.push_back(x);
+  }
+}
+
+void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
+                                std::vector<Gemm> &gemms,
+                                const std::vector<size_t> &idx,
+                                const std::string &params) {
+  // Warps 0-7 are two consumer warpgroups (rows 0-63 and 64-127 of the
+  // tile), warp 8 the producer (one lane issues every copy).
+  int64_t ring = 0;
+  int maxStages = 0, blocks = 2;
+  for (size_t ci : idx) {
+    const Gemm &g = gemms[ci];
+    const int64_t sb = kTmaARows * 128 + int64_t(g.bn) * 128;
+    ring = std::max(ring, g.stages * sb +
+                              (g.mapX >= 0 ? int64_t(kTmaARows) * 256 : 0));
+    maxStages = std::max(maxStages, g.stages);
+    blocks = std::min(blocks, g.tmaBlocks);
+  }
+  e.line("STRATA_KERNEL_MIN(288, {}) void @SYMBOL@({}) {{", blocks, params);
+  e.prologue();
+  // Dynamic shared memory aligned to 1024 bytes here (the 128-byte
+  // swizzle's atoms): the launch asks for 1 KiB more.
+  e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
+         "strata_ring_raw[];");
+  e.line("  uint8_t *const strata_lds = strata_ring_raw + ((1024u - "
+         "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
+  // full[s], empty[s], then xfull (the stream mean's image tile).
+  e.line("  uint64_t *const full = (uint64_t *)(strata_lds + {}), *const "
+         "empty = full + {}, *const xfull = full + {};",
+         ring, maxStages, 2 * maxStages);
+  int64_t ybase = 0;
+  format::PlanDim mDim = gemms[idx[0]].mDim;
+  const format::PlanDim rowTiles = tilesOf(mDim, 1, kTmaARows);
+  const bool colsFast =
+      tileOrder(rowTiles, idx.size() == 1 && !chains[idx[0]].streamMean);
+  for (size_t ci : idx) {
+    Gemm &g = gemms[ci];
+    const Chain &c = chains[ci];
+    const int64_t sb = kTmaARows * 128 + int64_t(g.bn) * 128;
+    int64_t ntiles = c.streamMean ? g.n / g.bn : (g.n + g.bn - 1) / g.bn;
+    e.line("  if (ct >= {} && ct < {}) {{", ybase, ybase + ntiles);
+    e.line("  const long M = {};", g.mRows);
+    e.line("  const long m0 = (long)rt * {};", g.bm);
+    e.line("  if (m0 >= M) return;");
+    int64_t ns = 0, d = 0, bd = 0;
     if (c.streamMean) {
       Tensor xn = e.tensor(c.streamMean->inputs[0]);
-      int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
-      int64_t bd = g.bn / ns;
+      ns = xn.shape[1].constant, d = xn.shape[2].constant, bd = g.bn / ns;
+      e.line("  const long d0 = (long)(ct - {}) * {};", ybase, bd);
+    } else {
+      e.line("  const long n0 = (long)(ct - {}) * {};", ybase, g.bn);
+    }
+    e.line("  if (tid_x() == 0) {{");
+    e.line("    for (int s = 0; s < {}; ++s) {{ mbar_init(&full[s], 1); "
+           "mbar_init(&empty[s], 2); }}",
+           g.stages);
+    if (g.mapX >= 0)
+      e.line("    mbar_init(xfull, 1);");
+    e.line("    mbar_init_fence();");
+    e.line("  }}");
+    e.line("  sync_block();");
+    e.line("  const int wave = tid_x() >> 5, kt = {};", (g.k + 63) / 64);
+    e.line("  float acc0[1][{}][8] = {{}};", g.bn / 16);
+    e.line("  if (wave == 8) {{");
+    e.line("    if (lane_id() == 0) {{");
+    e.line("      uint64_t ma, mw;");
+    e.line("      STRATA_PARAM_ADDR(ma, \"{}\");", e.tensorMapParam(g.mapA));
+    e.line("      STRATA_PARAM_ADDR(mw, \"{}\");", e.tensorMapParam(g.mapW));
+    e.line("      for (int k = 0; k < kt; ++k) {{");
+    e.line("        const int s = k % {};", g.stages);
+    e.line("        mbar_wait(&empty[s], ((k / {}) & 1) ^ 1);", g.stages);
+    e.line("        uint8_t *st = strata_lds + s * {};", sb);
+    e.line("        mbar_expect_tx(&full[s], {});", sb);
+    e.line("        tma_load_2d(st, ma, k * 64, (int)m0, &full[s]);");
+    if (c.streamMean)
+      for (int64_t s = 0; s < ns; ++s)
+        e.line("        tma_load_2d(st + {}, mw, k * 64, (int)({}L + d0), "
+               "&full[s]);",
+               kTmaARows * 128 + s * bd * 128, s * d);
+    else
+      e.line("        tma_load_2d(st + {}, mw, k * 64, (int)n0, &full[s]);",
+             kTmaARows * 128);
+    if (g.mapX >= 0) {
+      // The image tile behind the first step's operands: needed only by
+      // the epilogue.
+      e.line("        if (k == 0) {{");
+      e.line("          uint64_t mx;");
+      e.line("          STRATA_PARAM_ADDR(mx, \"{}\");",
+             e.tensorMapParam(g.mapX));
+      e.line("          mbar_expect_tx(xfull, {});", kTmaARows * 256);
+      e.line("          tma_load_3d(strata_lds + {}, mx, (int)d0, (int)m0, 0, "
+             "xfull);",
+             g.stages * sb);
+      e.line("        }}");
+    }
+    e.line("      }}");
+    e.line("    }}");
+    e.line("  }} else {{");
+    e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, full, "
+           "empty, kt, wave >> 2);",
+           g.bn, g.stages, sb);
+    e.line("  }}");
+    e.line("#pragma unroll");
+    e.line("  for (int j = 0; j < {}; ++j)", g.bn / 16);
+    e.line("#pragma unroll");
+    e.line("    for (int q = 0; q < 8; ++q) {{");
+    e.line("        int r, c;");
+    e.line("        mma_acc_coord(q, &r, &c);");
+    e.line("        r += (wave >> 2) * 64 + (wave & 3) * 16;");
+    e.line("        c += j * 16;");
+    // The producer warp holds no accumulators: its rows read as past M.
+    e.line("        long m = wave < 8 ? m0 + r : M, n = {};", g.colOf("c"));
+    e.line("        float v = acc0[0][j][q];");
+    e.line("        if (m < M && n < {}L) {{", g.n);
+    for (size_t li = 0; li < g.epilogue.size(); ++li)
+      // The stream mean keeps each gate in its accumulator.
+      e.line("          {}", c.streamMean && li + 1 == g.epilogue.size()
+                                 ? fmt::format("acc0[0][j][q] = {};", c.gateVar)
+                                 : g.epilogue[li]);
+    e.line("        }}");
+    e.line("      }}");
+    if (c.streamMean) {
+      // Stream s of tile column c is column s * bd + c: accumulator (j + s
+      // bd / 16, q) of the same thread.
       Tensor y = e.tensor(c.streamMean->outputs[0]);
-      e.line("  sync_block();");
-      e.line("  for (int q = tid_x(); q < {}; q += {}) {{", g.bm * bd, g.nt);
-      e.line("    int r = q / {}, c = q % {};", bd, bd);
-      e.line("    long m = m0 + r;");
-      e.line("    if (m >= M) continue;");
-      e.line("    float a = 0;");
-      e.line("    const long row = m; (void)row;");
+      e.line("  mbar_wait(xfull, 0);");
+      e.line("  const uint8_t *const Xs = strata_lds + {};", g.stages * sb);
       e.line("#pragma unroll");
-      e.line("    for (int s = 0; s < {}; ++s) {{", ns);
-      e.line("      const long i = s * {}L + d0 + c; (void)i;", d);
-      e.line("      a += Cs[r * {} + s * {} + c] * ld({}, {});", csLd(g.bn), bd,
-             xn.ptr, elementIndex(xn, xn.shape, "row", "i"));
-      e.line("    }}");
-      e.line("    st({}, m * {}L + d0 + c, a / {}.0f);", y.ptr, d, ns);
-      e.line("  }}");
+      e.line("  for (int j = 0; j < {}; ++j)", bd / 16);
+      e.line("#pragma unroll");
+      e.line("    for (int q = 0; q < 8; ++q) {{");
+      e.line("        int r, c;");
+      e.line("        mma_acc_coord(q, &r, &c);");
+      e.line("        r += (wave >> 2) * 64 + (wave & 3) * 16;");
+      e.line("        c += j * 16;");
+      e.line("        const long m = wave < 8 ? m0 + r : M;");
+      e.line("        if (m < M) {{");
+      e.line("          float a = 0;");
+      e.line("#pragma unroll");
+      e.line("          for (int s = 0; s < {}; ++s) {{", ns);
+      // Image element (s, r, c) of the tile, swizzled by the copy over
+      // rows of bd (2 bd bytes: 32, 64 or 128): the 16-byte chunk bits of
+      // the offset (from bit 4) XOR the bits from bit 7.
+      e.line("            const uint32_t o = ((s * {} + r) * {} + c) * 2;",
+             kTmaARows, bd);
+      e.line("            a += acc0[0][j + s * {}][q] * ld((const bf16 *)(Xs + "
+             "(o ^ ((o >> 7) & {}) << 4)), 0);",
+             bd / 16, bd * 2 / 16 - 1);
+      e.line("          }}");
+      e.line("          st({}, m * {}L + d0 + c, a / {}.0f);", y.ptr, d, ns);
+      e.line("        }}");
+      e.line("      }}");
     }
     e.line("  return;");
     e.line("  }}");
@@ -1174,9 +1605,9 @@ void GemmEmitter::runChains() {
   e.out.grid = {colsFast ? colTiles : rowTiles,
                 colsFast ? rowTiles : colTiles,
                 {0, 1, 1}};
-  e.out.block = {nt, 1, 1};
-  if (!dynamic_)
-    e.out.sharedBytes = 0; // static: read back from the code object
+  e.out.block = {288, 1, 1};
+  e.out.sharedBytes =
+      static_cast<uint64_t>(1024 + ring + (2 * int64_t(maxStages) + 1) * 8);
 }
 
 void GemmEmitter::runGrouped() {

@@ -177,8 +177,18 @@ std::string Emitter::params() {
     p += "char *ws, ";
     out.args.push_back("workspace");
   }
+  for (size_t i = 0; i < out.tensorMaps.size(); ++i) {
+    p += fmt::format("const strata_tmap tmap{}, ", i);
+    out.args.push_back(fmt::format("tmap:{}", i));
+  }
   out.args.push_back("T");
   return p + "long T";
+}
+
+std::string Emitter::tensorMapParam(size_t i) const {
+  return fmt::format("@SYMBOL@_param_{}", kernel.inputs.size() +
+                                              kernel.outputs.size() +
+                                              (workspace ? 1 : 0) + i);
 }
 
 void Emitter::prologue() {

@@ -50,6 +50,8 @@ struct EmittedKernel {
   std::optional<format::PlanPreLaunch> pre;
   /// Workspace bytes the code needs, f(T) (zero: none).
   format::PlanDim workspace;
+  /// The tensor maps its `tmap:N` arguments pass (sm_90 TMA copies).
+  std::vector<format::PlanTensorMap> tensorMaps;
 };
 
 /// Emits kernel \p k of \p plan for \p target ("gfx1151" or "sm_90"). The

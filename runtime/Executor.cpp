@@ -205,14 +205,17 @@ TensorArg Executor::bodyArg(const Bound &bd, const format::PlanKernel &k,
 }
 
 bool Executor::encodeTensorMap(CodeLaunch &l, const format::PlanTensorMap &m,
-                               int64_t tokens, std::string &error) {
+                               int64_t tokens, uint64_t workspaceBytes,
+                               std::string &error) {
   const uint32_t i = m.operand.index;
   const uint8_t *base =
-      m.operand.isWeight
+      m.workspace ? static_cast<const uint8_t *>(main_.workspace)
+      : m.operand.isWeight
           ? static_cast<const uint8_t *>(main_.weights[i])
           : static_cast<const uint8_t *>(main_.arena) + plan_.buffers[i].offset;
-  const uint64_t bytes =
-      m.operand.isWeight ? weightBytes_[i] : plan_.buffers[i].bytes;
+  const uint64_t bytes = m.workspace          ? workspaceBytes
+                         : m.operand.isWeight ? weightBytes_[i]
+                                              : plan_.buffers[i].bytes;
   TensorMapRequest req;
   req.base = base + m.offset;
   req.dtype = m.dtype;
@@ -231,11 +234,13 @@ bool Executor::encodeTensorMap(CodeLaunch &l, const format::PlanTensorMap &m,
   }
   req.swizzle = m.swizzle;
   if (end > bytes) {
-    error =
-        fmt::format("{}: a tensor map spans {} bytes of {} {} ({} bytes) "
-                    "at T = {}",
-                    l.name, static_cast<uint64_t>(end),
-                    m.operand.isWeight ? "weight" : "buffer", i, bytes, tokens);
+    error = fmt::format("{}: a tensor map spans {} bytes of {} {} ({} bytes) "
+                        "at T = {}",
+                        l.name, static_cast<uint64_t>(end),
+                        m.workspace          ? "the workspace"
+                        : m.operand.isWeight ? "weight"
+                                             : "buffer",
+                        m.workspace ? 0 : i, bytes, tokens);
     return false;
   }
   l.maps.emplace_back();
@@ -293,7 +298,7 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
         // The validator checked N; the dims are the run's.
         const format::PlanTensorMap &m =
             code.tensorMaps[std::stoul(a.substr(5))];
-        if (!encodeTensorMap(l, m, tokens, error))
+        if (!encodeTensorMap(l, m, tokens, pk.workspaceBytes(tokens), error))
           return false;
         l.argMaps.resize(l.args.size(), -1);
         l.argMaps.push_back(static_cast<int32_t>(l.maps.size() - 1));

@@ -186,9 +186,11 @@ private:
   /// per prompt length; a graph of another length is released).
   bool prepareLaunches(int64_t tokens, std::string &error);
   /// Appends to \p l's maps the encoding of \p m at \p tokens (its
-  /// operand's address, its dims at that T, checked against the storage).
+  /// operand's address, its dims at that T, checked against the storage;
+  /// \p workspaceBytes: the kernel's workspace at that T).
   bool encodeTensorMap(CodeLaunch &l, const format::PlanTensorMap &m,
-                       int64_t tokens, std::string &error);
+                       int64_t tokens, uint64_t workspaceBytes,
+                       std::string &error);
   /// Launches every kernel at T' = \p t one at a time, with the
   /// per-kernel modes (check, profile events, buffer capture, NaN check).
   bool launchEach(int64_t t, std::string &error);

@@ -405,3 +405,183 @@ STRATA_FN void wgmma_rs_mn(float *d, const uint32_t *a, wg_desc b) {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
         : "memory");
 }
+
+/// d[64 x N] += A[64 x 16] * B[N x 16]^T, both operands in shared memory
+/// (descriptors of any layout: wg_desc_of, wg_desc_sw128): N / 2
+/// accumulators a thread in wgmma_m64n64's layout, N = 64, 128, 160, 192
+/// or 256.
+template <int N> STRATA_FN void wgmma_ss(float *d, wg_desc a, wg_desc b) {
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256,
+                "wgmma_ss: N");
+  if constexpr (N == 64)
+    wgmma_m64n64(d, a, b);
+  else if constexpr (N == 128)
+    wgmma_m64n128(d, a, b);
+  else if constexpr (N == 160)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+        "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+        "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+        "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,"
+        "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79},"
+        " %80, %81, p, 1, 1, 0, 0;\n}"
+        : STRATA_WG32(d, 0), STRATA_WG32(d, 32), STRATA_WG16(d, 64)
+        : "l"(a), "l"(b), "r"(1)
+        : "memory");
+  else if constexpr (N == 192)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+        "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+        "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+        "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,"
+        "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,"
+        "%87,%88,%89,%90,%91,%92,%93,%94,%95},"
+        " %96, %97, p, 1, 1, 0, 0;\n}"
+        : STRATA_WG32(d, 0), STRATA_WG32(d, 32), STRATA_WG32(d, 64)
+        : "l"(a), "l"(b), "r"(1)
+        : "memory");
+  else if constexpr (N == 256)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+        "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+        "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+        "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,"
+        "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,"
+        "%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,"
+        "%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,"
+        "%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
+        " %128, %129, p, 1, 1, 0, 0;\n}"
+        : STRATA_WG32(d, 0), STRATA_WG32(d, 32), STRATA_WG32(d, 64),
+          STRATA_WG32(d, 96)
+        : "l"(a), "l"(b), "r"(1)
+        : "memory");
+}
+/// K-major operand copied by the TMA with the 128-byte swizzle: rows of 64
+/// bf16 (128 bytes) in 8-row atoms 1024 bytes apart, the atom at \p p
+/// (1024-byte aligned; a k16 step within the row starts 32 bytes further).
+STRATA_FN wg_desc wg_desc_sw128(const void *p) {
+  uint32_t s =
+      (uint32_t)(uint64_t)(const __attribute__((address_space(3))) void *)p;
+  return (wg_desc)((s & 0x3ffff) >> 4) | (wg_desc)1 << 16 |
+         (wg_desc)(1024 >> 4) << 32 | (wg_desc)1 << 62;
+}
+
+// The TMA (cp.async.bulk.tensor) and mbarriers: a producer thread copies
+// tiles described by tensor maps (plan code.tensor_maps, encoded by the
+// runtime, passed by value as `tmap:N` arguments) into shared memory; the
+// copies complete on an mbarrier with the bytes they carry; consumers wait
+// on its phase. The TMA writes through the async proxy wgmma reads: no
+// proxy fence between a copy and the wgmma that reads it.
+/// A tensor map argument: 128 opaque bytes (cuda.h's CUtensorMap).
+struct __attribute__((aligned(128))) strata_tmap {
+  unsigned long long w[16];
+};
+/// The generic address of kernel parameter \p pname (its PTX name, e.g.
+/// "sym_param_3") into \p out. clang ignores grid_constant and would copy
+/// a by-value parameter whose address C takes to local memory; naming it
+/// in PTX keeps it in the parameter space (what nvcc's __grid_constant__
+/// lowers to).
+#define STRATA_PARAM_ADDR(out, pname)                                          \
+  asm("mov.b64 %0, " pname ";\n\tcvta.param.u64 %0, %0;" : "=l"(out))
+STRATA_FN uint32_t smem_addr(const void *p) {
+  return (uint32_t)(uint64_t)(const __attribute__((address_space(3))) void *)p;
+}
+/// Initialises the mbarrier at \p b for \p count arrivals (one thread).
+STRATA_FN void mbar_init(uint64_t *b, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)),
+               "r"(count)
+               : "memory");
+}
+/// Makes mbar_init's writes visible to the async proxy and other threads
+/// (before the barrier that publishes them).
+STRATA_FN void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+/// Arrives on \p b expecting \p bytes more from copies in flight.
+STRATA_FN void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   smem_addr(b)),
+               "r"(bytes)
+               : "memory");
+}
+STRATA_FN void mbar_arrive(uint64_t *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b))
+               : "memory");
+}
+/// Waits until the phase of parity \p parity of \p b has completed (a
+/// fresh barrier's phase of parity 1 reads as completed).
+STRATA_FN void mbar_wait(uint64_t *b, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 "
+                 "p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(smem_addr(b)), "r"(parity)
+                 : "memory");
+}
+/// The 2-D box of the tensor map at generic address \p map whose first
+/// element is (c0 innermost, c1) into \p dst, completing on \p bar.
+STRATA_FN void tma_load_2d(void *dst, uint64_t map, int c0, int c1,
+                           uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+/// The 3-D box at (c0 innermost, c1, c2) likewise.
+STRATA_FN void tma_load_3d(void *dst, uint64_t map, int c0, int c1, int c2,
+                           uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
+                   smem_addr(dst)),
+               "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+               : "memory");
+}
+/// Named barrier \p id over \p n threads (a warpgroup's own sync).
+STRATA_FN void sync_named(int id, int n) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+STRATA_FN int grid_x() { return __nvvm_read_ptx_sreg_nctaid_x(); }
+/// Ties 16 accumulators to a preceding wait.
+STRATA_FN void wg_pin16(float *d) {
+  asm volatile("" : STRATA_WG16(d, 0)::"memory");
+}
+/// The consumer side of a TMA-fed GEMM tile (GemmEmitter's TMA tile):
+/// warpgroup \p wg (0 or 1) computes rows 64 wg.. of the block's 128 x N
+/// tile over \p kt K steps of 64, from a ring of STAGES stages of SB bytes
+/// (A: 128 rows x 128 bytes, then W: N rows x 128 bytes, both 128-byte
+/// swizzled by the copies); full[s] completes when stage s landed,
+/// empty[s] takes one arrival per warpgroup once its wgmma of the stage
+/// retired, so the producer refills it. One batch of wgmma stays in
+/// flight: the stage before it is released while this one computes.
+template <int N, int STAGES, int SB>
+STRATA_FN void tma_gemm_consume(float *d, uint8_t *ring, uint64_t *full,
+                                uint64_t *empty, int kt, int wg) {
+  for (int k = 0; k < kt; ++k) {
+    const int s = k % STAGES;
+    mbar_wait(&full[s], (k / STAGES) & 1);
+    const uint8_t *a = ring + s * SB + wg * 64 * 128;
+    const uint8_t *w = ring + s * SB + 128 * 128;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_ss<N>(d, wg_desc_sw128(a + kk * 32), wg_desc_sw128(w + kk * 32));
+    wg_commit();
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    if (k > 0 && (tid_x() & 127) == 0)
+      mbar_arrive(&empty[(k - 1) % STAGES]);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+  for (int i = 0; i + 32 <= N / 2; i += 32)
+    wg_pin32(d + i);
+  if constexpr ((N / 2) % 32 != 0)
+    wg_pin16(d + N / 2 - 16);
+}

@@ -210,15 +210,17 @@ json codeToJson(const PlanCode &c) {
   if (!c.tensorMaps.empty()) {
     json maps = json::array();
     for (const PlanTensorMap &m : c.tensorMaps)
-      maps.push_back(
-          {{"operand",
-            {{m.operand.isWeight ? "weight" : "buffer", m.operand.index}}},
-           {"offset", m.offset},
-           {"dtype", planDTypeName(m.dtype)},
-           {"dims", shapeToJson(m.dims)},
-           {"strides", m.strides},
-           {"box", m.box},
-           {"swizzle", m.swizzle}});
+      maps.push_back({{"operand",
+                       {{m.workspace          ? "workspace"
+                         : m.operand.isWeight ? "weight"
+                                              : "buffer",
+                         m.workspace ? 0u : m.operand.index}}},
+                      {"offset", m.offset},
+                      {"dtype", planDTypeName(m.dtype)},
+                      {"dims", shapeToJson(m.dims)},
+                      {"strides", m.strides},
+                      {"box", m.box},
+                      {"swizzle", m.swizzle}});
     j["tensor_maps"] = std::move(maps);
   }
   if (c.pre)
@@ -615,12 +617,17 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
       if (!op)
         return false;
       if (!op->is_object() || op->size() != 1 ||
-          !(op->contains("buffer") || op->contains("weight")))
+          !(op->contains("buffer") || op->contains("weight") ||
+            op->contains("workspace")))
         return r.fail(mpath + ".operand",
-                      "expected {\"buffer\": N} or {\"weight\": N}");
+                      "expected {\"buffer\": N}, {\"weight\": N} or "
+                      "{\"workspace\": 0}");
       tm.operand.isWeight = op->contains("weight");
+      tm.workspace = op->contains("workspace");
       if (!r.index(op->begin().value(), mpath + ".operand", tm.operand.index))
         return false;
+      if (tm.workspace && tm.operand.index != 0)
+        return r.fail(mpath + ".operand", "a workspace operand is 0");
       std::string dtype;
       uint64_t swizzle = 0;
       const json *dims = r.field(m, mpath, "dims");
@@ -969,10 +976,12 @@ public:
   /// Why tensor map \p m cannot be encoded (the driver's rules for
   /// cuTensorMapEncodeTiled, and buffer operands' storage at maxTokens),
   /// or "" when it can.
-  std::string tensorMapProblem(const PlanTensorMap &m) const {
+  std::string tensorMapProblem(const PlanTensorMap &m,
+                               const PlanKernel &k) const {
     const size_t rank = m.dims.size();
-    if (m.operand.isWeight ? m.operand.index >= p_.weights.size()
-                           : m.operand.index >= p_.buffers.size())
+    if (!m.workspace &&
+        (m.operand.isWeight ? m.operand.index >= p_.weights.size()
+                            : m.operand.index >= p_.buffers.size()))
       return fmt::format("its operand ({} {}) is out of range",
                          m.operand.isWeight ? "weight" : "buffer",
                          m.operand.index);
@@ -1021,10 +1030,26 @@ public:
       const uint64_t n = dim.at(std::max<int64_t>(p_.maxTokens, 1));
       end += d == 0 ? n * elem : (n - 1) * (unsigned __int128)m.strides[d - 1];
     }
-    if (!m.operand.isWeight && end > p_.buffers[m.operand.index].bytes)
+    if (m.workspace) {
+      // The workspace grows with T like the map's dims: bounded at both
+      // ends of the range (the sizes are affine in T up to flooring).
+      for (int64_t t : {int64_t(1), std::max<int64_t>(p_.maxTokens, 1)}) {
+        unsigned __int128 e = m.offset;
+        for (size_t d = 0; d < rank; ++d) {
+          const uint64_t n = static_cast<uint64_t>(m.dims[d].at(t));
+          e +=
+              d == 0 ? n * elem : (n - 1) * (unsigned __int128)m.strides[d - 1];
+        }
+        if (e > k.workspaceBytes(t))
+          return fmt::format("it spans {} bytes of the kernel's workspace "
+                             "({} bytes at T = {})",
+                             static_cast<uint64_t>(e), k.workspaceBytes(t), t);
+      }
+    } else if (!m.operand.isWeight && end > p_.buffers[m.operand.index].bytes) {
       return fmt::format("it spans {} bytes of buffer {} ({} bytes)",
                          static_cast<uint64_t>(end), m.operand.index,
                          p_.buffers[m.operand.index].bytes);
+    }
     return "";
   }
 
@@ -1338,7 +1363,8 @@ public:
           return fail(what + ": its code's workspace size is not a "
                              "non-negative function of T");
         for (size_t m = 0; m < c.tensorMaps.size(); ++m)
-          if (std::string why = tensorMapProblem(c.tensorMaps[m]); !why.empty())
+          if (std::string why = tensorMapProblem(c.tensorMaps[m], k);
+              !why.empty())
             return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
         for (const std::string &a : c.args)
           if (a.rfind("tmap:", 0) == 0) {

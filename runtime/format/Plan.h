@@ -147,7 +147,12 @@ struct PlanPreLaunch {
 /// (dims 1.. ), copied `box` elements at a time into shared memory with
 /// `swizzle` (0, 32, 64 or 128 bytes). Elements past the dims read as 0.
 struct PlanTensorMap {
-  PlanOperand operand;
+  PlanOperand operand; ///< a buffer or a weight (unless workspace)
+  /// The kernel's own workspace instead of an operand (JSON `{"workspace":
+  /// 0}`): what a pre-launch wrote there for the kernel (16-bit weights
+  /// converted to bf16 for the matrix units), bounded by the workspace the
+  /// kernel asks for at each T.
+  bool workspace = false;
   uint64_t offset = 0; ///< bytes from the operand's start, 16-byte aligned
   PlanDType dtype = PlanDType::BF16;
   std::vector<PlanDim> dims;     ///< 1 to 5, innermost first

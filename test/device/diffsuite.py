@@ -996,6 +996,23 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
                             f"--logits last: [1, {k}] x {t} [72, {k}] "
                             "(last_rows; the 16-row tile)",
                             flags=("--logits", "last"), types=(t,)))
+        if t in ("f16", "bf16"):
+            # bf16 A (rms_norm's output under the bf16 policy) x 16-bit W:
+            # sm_90's TMA tile (f16 W converted to bf16 in the workspace by
+            # the pre-launch). K below one 64-wide box and ragged, N ragged
+            # and 320 (160-column tiles), prompts over several 128-row
+            # tiles with a partial last one.
+            for n, k in ((72, 16), (200, 200), (320, 1024), (600, 136)):
+                b = Body(k)
+                b(f"%h = rms_norm(%x, {b.w('norm.weight', (k,), init='norm')}) "
+                  "{eps = 1e-6}")
+                b(f"%y = matmul(%h, {b.w('w.weight', (n, k), t)})")
+                b.output("%y", n)
+                cases.append(b.case(f"matmul_{t}_tma_k{k}_n{n}", "matmul",
+                                    f"rms_norm then [T, {k}] x {t} [{n}, {k}] "
+                                    "(bf16 A: the TMA tile on sm_90)",
+                                    types=(t,), max_tokens=320,
+                                    prompts=(1, 37, 129, 300)))
         if t == "f32":
             # f32 weights under bf16 activations (the MoE router): sm_90
             # runs them on the matrix units as three bf16 terms of W.

@@ -425,6 +425,33 @@ TEST(Plan, TensorMapsRoundTripAndValidation) {
           "it spans 3840 bytes of buffer 1 (2048 bytes)");
   refused([](PlanTensorMap &t) { t.dims[1] = {1, -1, 1}; },
           "dim 1 is not within 1..2^32");
+  // The kernel's workspace as the operand: bounded by the workspace its
+  // code asks for (2,048 bytes fit the map's 64 x 8 f32 at maxTokens).
+  {
+    Plan w = p;
+    PlanTensorMap &t = w.kernels[0].code->tensorMaps[0];
+    t.workspace = true;
+    t.operand = {false, 0};
+    w.kernels[0].code->workspace = {0, 2048, 1};
+    std::string wt = planToJson(w);
+    EXPECT_NE(wt.find("\"workspace\": 0"), std::string::npos) << wt;
+    Plan wq;
+    ASSERT_TRUE(planFromJson(wt, "plan.json", wq, err)) << err;
+    EXPECT_TRUE(wq.kernels[0].code->tensorMaps[0].workspace);
+    EXPECT_EQ(planToJson(wq), wt);
+    w.kernels[0].code->workspace = {0, 1024, 1};
+    std::string e = errorOf(planToJson(w));
+    EXPECT_NE(e.find("tensor map 0: it spans 2048 bytes of the kernel's "
+                     "workspace (1024 bytes at T = 8)"),
+              std::string::npos)
+        << e;
+    std::string j = wt;
+    size_t at = j.find("\"workspace\": 0");
+    ASSERT_NE(at, std::string::npos) << j;
+    j.replace(at, 14, "\"workspace\": 3");
+    e = errorOf(j);
+    EXPECT_NE(e.find("a workspace operand is 0"), std::string::npos) << e;
+  }
   // An argument naming a map the code does not have.
   Plan b = p;
   b.kernels[0].code->args = {"tmap:1"};
