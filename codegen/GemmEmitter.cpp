@@ -91,6 +91,13 @@ struct Gemm {
   /// the K loop (mapX), read back from shared memory by the mean.
   uint32_t xIn = 0;
   int mapX = -1;
+  /// A few-column f32-weight chain over the same A merged into the TMA
+  /// tile (K2's injection logits, GemmEmitter::mergeSkinny): its weights
+  /// as three bf16 terms in 16 columns at extraBase (term 0 and 1 of
+  /// output s at columns 2s and 2s + 1, term 2 at 8 + 2s: one lane of a
+  /// quad holds all three), after the tile's own nMain columns.
+  const Gemm *extra = nullptr;
+  int64_t extraBase = 0, nMain = 0;
 };
 
 /// Rows of A a TMA tile takes (two consumer warpgroups of 64).
@@ -211,6 +218,13 @@ private:
   /// cp.async tiles reach 270-290). STRATA_GEMM_TMA=0 keeps the cp.async
   /// tiles (an A/B knob).
   bool pickTma(Gemm &g, const Chain &c, const Tensor &y);
+  /// The TMA tile's columns for N = \p n.
+  static int tmaColumns(int64_t n);
+  /// Merges the skinny chain \p r (a few outputs, f32 weights, \p g's A)
+  /// into \p g's TMA tile: one pass over A for both (K2: the injection
+  /// logits were a second read of A, 100 us of 290 per call at T =
+  /// 16,384). The weights go to the workspace as bf16 terms (Gemm::extra).
+  bool mergeSkinny(Gemm &g, const Chain &c, Gemm &r, const Chain &rc);
   /// Adds \p g's tensor maps (A, then W: the weight, or its bf16 copy in
   /// the workspace) to the kernel's code.
   void addTensorMaps(Gemm &g, const Chain &c);
@@ -1156,9 +1170,16 @@ void GemmEmitter::runChains() {
     }
     gemms.push_back(std::move(g));
   }
+  std::vector<bool> merged(gemms.size(), false);
+  for (size_t ci = 0; ci < gemms.size(); ++ci)
+    for (size_t ri = 0; ri < gemms.size() && !gemms[ci].extra; ++ri)
+      if (ri != ci && !merged[ri] &&
+          mergeSkinny(gemms[ci], chains[ci], gemms[ri], chains[ri]))
+        merged[ri] = true;
   std::vector<size_t> tmaIdx, restIdx;
   for (size_t ci = 0; ci < gemms.size(); ++ci)
-    (gemms[ci].tma ? tmaIdx : restIdx).push_back(ci);
+    if (!merged[ci])
+      (gemms[ci].tma ? tmaIdx : restIdx).push_back(ci);
   if (tmaIdx.empty()) {
     std::string params = e.params();
     ChainLaunch l = emitChains(chains, gemms, restIdx, params, "@SYMBOL@", 0);
@@ -1174,7 +1195,7 @@ void GemmEmitter::runChains() {
   int64_t ws = 0, conv = 0;
   for (size_t ci : tmaIdx) {
     Gemm &g = gemms[ci];
-    if (g.w[0].ctype == "f16") {
+    if (g.w[0].ctype == "f16" || g.extra) {
       g.wsOff = ws;
       ws += (g.n * g.k * 2 + 255) / 256 * 256;
       conv += g.n * g.k;
@@ -1284,12 +1305,33 @@ GemmEmitter::emitChains(const std::vector<Chain> &chains,
       const Gemm &g = gemms[ci];
       if (g.wsOff < 0)
         continue;
+      const int64_t rows = g.extra ? g.nMain : g.n;
       e.line("  for (long i = (cb * {} + tid_x()) * 8; i < {}L; i += {}L) {{",
-             nt, g.n * g.k, convBlocks * nt * 8);
+             nt, rows * g.k, convBlocks * nt * 8);
       e.line("    float v[8];");
       e.line("    ld8({}, i, v);", g.w[0].ptr);
       e.line("    *(strata_u4 *)(ws + {}L + i * 2) = pack8_mma(v);", g.wsOff);
       e.line("  }}");
+      if (g.extra) {
+        // Rows nMain.. : zeros up to extraBase, then the merged chain's
+        // weights as bf16 terms (zeros where no output lands).
+        e.line("  for (long i = (cb * {} + tid_x()) * 8; i < {}L; i += {}L) "
+               "{{",
+               nt, (g.n - g.nMain) * g.k, convBlocks * nt * 8);
+        e.line("    const int rr = (int)(i / {}L) - {}; const long k = i % "
+               "{}L;",
+               g.k, g.extraBase - g.nMain, g.k);
+        e.line("    const int s = (rr & 7) >> 1, term = rr >= 8 ? ((rr & 1) ? "
+               "-1 : 2) : (rr & 1);");
+        e.line("    float v[8] = {{}};");
+        e.line("    if (rr >= 0 && term >= 0 && s < {}) {{ ld8({} + s * {}L, "
+               "k, v); strata_split_bf16(v, term); }}",
+               g.extra->n, g.extra->w[0].ptr, g.k);
+        e.line("    *(strata_u4 *)(ws + {}L + ({}L * {}L + i) * 2) = "
+               "pack8_mma(v);",
+               g.wsOff, g.nMain, g.k);
+        e.line("  }}");
+      }
     }
     e.line("  return;");
     e.line("  }} }}");
@@ -1333,6 +1375,42 @@ GemmEmitter::emitChains(const std::vector<Chain> &chains,
   return l;
 }
 
+int GemmEmitter::tmaColumns(int64_t n) {
+  // The widest tile with the fewest columns past N.
+  int64_t best = INT64_MAX;
+  int bn = 0;
+  for (int cand : {256, 192, 176, 160, 128, 64}) {
+    int64_t cover = (n + cand - 1) / cand * cand;
+    if (cover < best)
+      best = cover, bn = cand;
+  }
+  return bn;
+}
+
+bool GemmEmitter::mergeSkinny(Gemm &g, const Chain &c, Gemm &r,
+                              const Chain &rc) {
+  if (!g.tma || c.streamMean || !r.skinny || r.n > 4 ||
+      r.w[0].ctype != "float" || r.k != g.k ||
+      rc.mm->inputs[0].kind != BodyRef::Kind::In ||
+      rc.mm->inputs[0].index != c.mm->inputs[0].index ||
+      !(r.a.shape == g.a.shape) || r.mRows != g.mRows)
+    return false;
+  const int64_t base = (g.n + 15) / 16 * 16;
+  const int bn = tmaColumns(base + 16);
+  const int64_t sb = kTmaARows * 128 + int64_t(bn) * 128;
+  const int stages = static_cast<int>(std::min<int64_t>(
+      {8, std::max<int64_t>(2, (g.k + 63) / 64), kTmaRing(1) / sb}));
+  if (stages < 2)
+    return false;
+  g.bn = bn;
+  g.stages = stages;
+  g.nMain = g.n;
+  g.n = base + 16;
+  g.extra = &r;
+  g.extraBase = base;
+  return true;
+}
+
 bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y) {
   const char *knob = std::getenv("STRATA_GEMM_TMA");
   if (e.target != "sm_90" || !g.mma || g.skinny || g.split != 1 ||
@@ -1368,13 +1446,7 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y) {
     blocks = 2;
     g.xIn = x.index;
   } else {
-    // The widest tile with the fewest columns past N.
-    int64_t best = INT64_MAX;
-    for (int cand : {256, 192, 160, 128, 64}) {
-      int64_t cover = (g.n + cand - 1) / cand * cand;
-      if (cover < best)
-        best = cover, bn = cand;
-    }
+    bn = tmaColumns(g.n);
   }
   const int64_t sb = kTmaARows * 128 + int64_t(bn) * 128;
   const int64_t kt = (g.k + 63) / 64;
@@ -1556,7 +1628,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     // The producer warp holds no accumulators: its rows read as past M.
     e.line("        long m = wave < 8 ? m0 + r : M, n = {};", g.colOf("c"));
     e.line("        float v = acc0[0][j][q];");
-    e.line("        if (m < M && n < {}L) {{", g.n);
+    e.line("        if (m < M && n < {}L) {{", g.extra ? g.nMain : g.n);
     for (size_t li = 0; li < g.epilogue.size(); ++li)
       // The stream mean keeps each gate in its accumulator.
       e.line("          {}", c.streamMean && li + 1 == g.epilogue.size()
@@ -1564,6 +1636,27 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
                                  : g.epilogue[li]);
     e.line("        }}");
     e.line("      }}");
+    if (g.extra) {
+      // The merged chain's outputs: lane t of each quad in the column tile
+      // holding extraBase sums the three terms of output t.
+      const int64_t tile = g.extraBase / g.bn, j0 = g.extraBase % g.bn / 16;
+      e.line("  if (n0 == {}L && wave < 8 && (lane_id() & 3) < {}) {{",
+             tile * g.bn, g.extra->n);
+      e.line("#pragma unroll");
+      e.line("    for (int h = 0; h < 2; ++h) {{");
+      e.line("      const long m = m0 + (wave >> 2) * 64 + (wave & 3) * 16 + "
+             "(lane_id() >> 2) + 8 * h, n = lane_id() & 3;");
+      e.line(
+          "      const float v = acc0[0][{}][2 * h] + acc0[0][{}][2 * h + 1] "
+          "+ acc0[0][{}][4 + 2 * h];",
+          j0, j0, j0);
+      e.line("      if (m < M) {{");
+      for (const std::string &l : g.extra->epilogue)
+        e.line("        {}", l);
+      e.line("      }}");
+      e.line("    }}");
+      e.line("  }}");
+    }
     if (c.streamMean) {
       // Stream s of tile column c is column s * bd + c: accumulator (j + s
       // bd / 16, q) of the same thread.

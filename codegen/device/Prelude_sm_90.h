@@ -408,10 +408,11 @@ STRATA_FN void wgmma_rs_mn(float *d, const uint32_t *a, wg_desc b) {
 
 /// d[64 x N] += A[64 x 16] * B[N x 16]^T, both operands in shared memory
 /// (descriptors of any layout: wg_desc_of, wg_desc_sw128): N / 2
-/// accumulators a thread in wgmma_m64n64's layout, N = 64, 128, 160, 192
-/// or 256.
+/// accumulators a thread in wgmma_m64n64's layout, N = 64, 128, 160, 176,
+/// 192 or 256.
 template <int N> STRATA_FN void wgmma_ss(float *d, wg_desc a, wg_desc b) {
-  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256,
+  static_assert(N == 64 || N == 128 || N == 160 || N == 176 || N == 192 ||
+                    N == 256,
                 "wgmma_ss: N");
   if constexpr (N == 64)
     wgmma_m64n64(d, a, b);
@@ -428,6 +429,21 @@ template <int N> STRATA_FN void wgmma_ss(float *d, wg_desc a, wg_desc b) {
         "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79},"
         " %80, %81, p, 1, 1, 0, 0;\n}"
         : STRATA_WG32(d, 0), STRATA_WG32(d, 32), STRATA_WG16(d, 64)
+        : "l"(a), "l"(b), "r"(1)
+        : "memory");
+  else if constexpr (N == 176)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"
+        "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"
+        "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"
+        "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,"
+        "%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,"
+        "%87},"
+        " %88, %89, p, 1, 1, 0, 0;\n}"
+        : STRATA_WG32(d, 0), STRATA_WG32(d, 32), STRATA_WG16(d, 64),
+          STRATA_WG4(d, 80), STRATA_WG4(d, 84)
         : "l"(a), "l"(b), "r"(1)
         : "memory");
   else if constexpr (N == 192)
@@ -549,10 +565,6 @@ STRATA_FN void sync_named(int id, int n) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 STRATA_FN int grid_x() { return __nvvm_read_ptx_sreg_nctaid_x(); }
-/// Ties 16 accumulators to a preceding wait.
-STRATA_FN void wg_pin16(float *d) {
-  asm volatile("" : STRATA_WG16(d, 0)::"memory");
-}
 /// The consumer side of a TMA-fed GEMM tile (GemmEmitter's TMA tile):
 /// warpgroup \p wg (0 or 1) computes rows 64 wg.. of the block's 128 x N
 /// tile over \p kt K steps of 64, from a ring of STAGES stages of SB bytes
@@ -582,6 +594,7 @@ STRATA_FN void tma_gemm_consume(float *d, uint8_t *ring, uint64_t *full,
 #pragma unroll
   for (int i = 0; i + 32 <= N / 2; i += 32)
     wg_pin32(d + i);
-  if constexpr ((N / 2) % 32 != 0)
-    wg_pin16(d + N / 2 - 16);
+#pragma unroll
+  for (int i = N / 2 / 32 * 32; i < N / 2; i += 4)
+    asm volatile("" : STRATA_WG4(d, i)::"memory");
 }
