@@ -1663,29 +1663,40 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       Tensor y = e.tensor(c.streamMean->outputs[0]);
       e.line("  mbar_wait(xfull, 0);");
       e.line("  const uint8_t *const Xs = strata_lds + {};", g.stages * sb);
+      // Two adjacent columns (accumulators q, q + 1) a step: one 4-byte
+      // read of the image tile, one 4-byte store of the mean.
       e.line("#pragma unroll");
       e.line("  for (int j = 0; j < {}; ++j)", bd / 16);
       e.line("#pragma unroll");
-      e.line("    for (int q = 0; q < 8; ++q) {{");
+      e.line("    for (int q = 0; q < 8; q += 2) {{");
       e.line("        int r, c;");
       e.line("        mma_acc_coord(q, &r, &c);");
       e.line("        r += (wave >> 2) * 64 + (wave & 3) * 16;");
       e.line("        c += j * 16;");
       e.line("        const long m = wave < 8 ? m0 + r : M;");
       e.line("        if (m < M) {{");
-      e.line("          float a = 0;");
+      e.line("          float a0 = 0, a1 = 0;");
       e.line("#pragma unroll");
       e.line("          for (int s = 0; s < {}; ++s) {{", ns);
       // Image element (s, r, c) of the tile, swizzled by the copy over
       // rows of bd (2 bd bytes: 32, 64 or 128): the 16-byte chunk bits of
-      // the offset (from bit 4) XOR the bits from bit 7.
+      // the offset (from bit 4) XOR the bits from bit 7; c is even, so c
+      // and c + 1 share a 4-byte word.
       e.line("            const uint32_t o = ((s * {} + r) * {} + c) * 2;",
              kTmaARows, bd);
-      e.line("            a += acc0[0][j + s * {}][q] * ld((const bf16 *)(Xs + "
-             "(o ^ ((o >> 7) & {}) << 4)), 0);",
-             bd / 16, bd * 2 / 16 - 1);
+      e.line("            const uint32_t x = *(const uint32_t *)(Xs + (o ^ "
+             "((o >> 7) & {}) << 4));",
+             bd * 2 / 16 - 1);
+      e.line("            a0 += acc0[0][j + s * {}][q] * __builtin_bit_cast("
+             "float, x << 16);",
+             bd / 16);
+      e.line(
+          "            a1 += acc0[0][j + s * {}][q + 1] * __builtin_bit_cast("
+          "float, x & 0xffff0000u);",
+          bd / 16);
       e.line("          }}");
-      e.line("          st({}, m * {}L + d0 + c, a / {}.0f);", y.ptr, d, ns);
+      e.line("          st2({}, m * {}L + d0 + c, a0 / {}.0f, a1 / {}.0f);",
+             y.ptr, d, ns, ns);
       e.line("        }}");
       e.line("      }}");
     }
