@@ -359,7 +359,8 @@ int execute(FakeGpuState &s, const Recorded &r) {
       return kLaunchFailed;
     for (uint64_t i = 0; i < n; ++i)
       out[i] = 2 * in[i] + 1;
-  } else if ((f.op == "wsscale" || f.op == "wscopy") && a.size() == 4) {
+  } else if ((f.op == "wsscale" || f.op == "wscopy") &&
+             (a.size() == 4 || a.size() == 4 + 16)) {
     // A pre-launch and its kernel: in -> 2 in + 1 in the workspace, then
     // the workspace -> out.
     uint64_t n = a[3] * f.width;

@@ -1089,6 +1089,58 @@ TEST_P(GpuBackend, ExecutorEncodesTensorMapsPerLength) {
   EXPECT_EQ(fake->tensorMaps[1].address, fake->tensorMaps[0].address);
 }
 
+/// A tensor map over the kernel's workspace (what its pre-launch wrote
+/// there: the TMA tile's bf16 copy of F16 weights): encoded at the
+/// workspace's address with the run's dims; the validator bounds it by the
+/// workspace the code asks for.
+TEST_P(GpuBackend, ExecutorEncodesWorkspaceTensorMaps) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::ofstream(p.planDir + "/wsm.fake")
+      << fmt::format("FAKE\nwsscale 8,8,8,8,128 wsscale {}\nwscopy "
+                     "8,8,8,8,128 wscopy {}\n",
+                     kWidth, kWidth);
+  format::PlanCode &c = *p.plan.kernels[1].code;
+  c.module = "wsm.fake";
+  c.symbol = "wscopy";
+  c.args = {"buffer:1", "buffer:2", "workspace", "T", "tmap:0"};
+  c.pre =
+      format::PlanPreLaunch{"wsscale", {{1, 0}, {0, 1}, {0, 1}}, {32, 1, 1}, 0};
+  c.workspace = {4 * kWidth, 0, 1};
+  format::PlanTensorMap m;
+  m.workspace = true;
+  m.dtype = format::PlanDType::F32;
+  m.dims = {{0, kWidth, 1}, {1, 0, 1}};
+  m.strides = {kWidth * 4};
+  m.box = {kWidth, 2};
+  c.tensorMaps = {m};
+  std::string error;
+  ASSERT_TRUE(format::validatePlan(p.plan, error)) << error;
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  RunOutput out;
+  std::vector<int32_t> a = {3, 1, 4};
+  if (GetParam().name != std::string("cuda")) {
+    EXPECT_FALSE(ex->run(a, out, error));
+    EXPECT_TRUE(contains(error, "backend 'hip' has no tensor maps")) << error;
+    return;
+  }
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(a));
+  ASSERT_EQ(fake->tensorMaps.size(), 1u);
+  EXPECT_EQ(fake->tensorMaps[0].dims[1], 3u);
+  const FakeLaunch &last = fake->launches.back();
+  ASSERT_EQ(last.args.size(), 4u + 16);
+  EXPECT_EQ(fake->tensorMaps[0].address, last.args[2])
+      << "the map's base is the workspace argument";
+  // Half the rows the map spans at maxTokens: refused where the plan is
+  // checked.
+  c.workspace = {2 * kWidth, 0, 1};
+  EXPECT_FALSE(format::validatePlan(p.plan, error));
+  EXPECT_TRUE(contains(error, "of the kernel's workspace")) << error;
+}
+
 /// A kernel whose code has a pre-launch (the gated delta rule's pre-pass):
 /// both run, pre-launch first, with the kernel's arguments and a workspace
 /// of the code's size at maxTokens, plain and in the graph; a module
