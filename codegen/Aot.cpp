@@ -364,6 +364,20 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     code.pre = e.pre;
     code.workspace = e.workspace;
     code.tensorMaps = e.tensorMaps;
+    for (const EmittedKernel &a : e.alternates) {
+      format::PlanCode alt;
+      alt.module = code.module;
+      alt.symbol = a.symbol;
+      alt.grid = a.grid;
+      alt.block = a.block;
+      alt.sharedBytes = a.sharedBytes;
+      alt.args = a.args;
+      alt.pre = a.pre;
+      alt.workspace = a.workspace;
+      alt.tensorMaps = a.tensorMaps;
+      alt.minTokens = a.minTokens;
+      code.alternates.push_back(std::move(alt));
+    }
     plan.kernels[k].code = std::move(code);
   }
   format::PlanCode fill;

@@ -72,10 +72,10 @@ public:
   /// *ws,] [const strata_tmap tmap0, ...,] long T" (and the plan's argument
   /// order in out.args); one tmap parameter per map in out.tensorMaps.
   std::string params();
-  /// The PTX name of tensor map \p i's parameter (STRATA_PARAM_ADDR),
-  /// with the symbol placeholder: params() numbers them after the
-  /// pointers and the workspace.
-  std::string tensorMapParam(size_t i) const;
+  /// The PTX name of tensor map \p i's parameter (STRATA_PARAM_ADDR) in
+  /// function \p fn (with the symbol placeholder): params() numbers them
+  /// after the pointers and the workspace.
+  std::string tensorMapParam(size_t i, const std::string &fn) const;
   /// Emits the kernel's first lines: every pointer parameter is 16-byte
   /// aligned (arena offsets are multiples of 16, weights and workspaces are
   /// allocations), which lets the compiler merge adjacent accesses into

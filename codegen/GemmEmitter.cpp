@@ -102,6 +102,13 @@ struct Gemm {
 
 /// Rows of A a TMA tile takes (two consumer warpgroups of 64).
 constexpr int kTmaARows = 128;
+/// The prompt length from which quantised weights take the TMA tile (an
+/// alternate code whose pre-launch dequantises W into the workspace, ~5 us
+/// per 10 MB of bf16): at 512 rows the 2.1x faster K loop already repays
+/// it on the prefill's dense shapes (estimate from
+/// bench/tma_gemm_bench.cu; not yet measured: opt-in by
+/// STRATA_GEMM_TMA_QUANT=1).
+constexpr int64_t kTmaQuantMinTokens = 512;
 /// Shared memory a TMA tile's ring may take with \p blocks blocks an SM:
 /// the H200's 228 KiB an SM (227 a block) less each block's alignment
 /// slack, barriers and reserved 1 KiB.
@@ -217,7 +224,15 @@ private:
   /// TFLOP/s at the prefill's dense shapes, 74-92 % of cuBLAS, where the
   /// cp.async tiles reach 270-290). STRATA_GEMM_TMA=0 keeps the cp.async
   /// tiles (an A/B knob).
-  bool pickTma(Gemm &g, const Chain &c, const Tensor &y);
+  bool pickTma(Gemm &g, const Chain &c, const Tensor &y, bool quant);
+  /// Emits the kernel's launch(es) as function \p sym: the chains \p gemms
+  /// (copies: tiles are picked here), quantised weights on the TMA tile
+  /// where \p quant.
+  void emitVariant(const std::vector<Chain> &chains, std::vector<Gemm> &gemms,
+                   const std::vector<Tensor> &ys, bool quant,
+                   const std::string &sym);
+  /// The function being emitted ("@SYMBOL@" or an alternate's).
+  std::string sym_ = "@SYMBOL@";
   /// The TMA tile's columns for N = \p n.
   static int tmaColumns(int64_t n);
   /// Merges the skinny chain \p r (a few outputs, f32 weights, \p g's A)
@@ -1104,6 +1119,7 @@ void GemmEmitter::runChains() {
   // All chains share the launch; blocks of chain c take grid.y tiles
   // [ybase_c, ybase_c + tiles_c).
   std::vector<Gemm> gemms;
+  std::vector<Tensor> ys; ///< each chain's matmul output
   // The kernel's variant names one variant per matmul of the body, in order.
   std::vector<std::string> variants;
   for (size_t at = 0; at <= e.kernel.variant.size();) {
@@ -1156,7 +1172,51 @@ void GemmEmitter::runChains() {
       for (std::string &l : c.epi)
         g.epilogue.push_back(l);
     }
-    pickTma(g, c, y);
+    ys.push_back(y);
+    gemms.push_back(std::move(g));
+  }
+  // Quantised weights take the TMA tile only from kTmaQuantMinTokens on
+  // (an alternate code: its pre-launch dequantises W into the workspace,
+  // a cost per call that pays off over enough rows); the kernel's own code
+  // keeps them on the cp.async tiles.
+  std::vector<Gemm> alt = gemms;
+  emitVariant(chains, gemms, ys, false, "@SYMBOL@");
+  // Opt-in until measured on the H200 (STRATA_GEMM_TMA_QUANT=1: the
+  // diffsuite's matmul_*_tmaq cases and a bench/ab.sh A/B decide).
+  const char *optIn = std::getenv("STRATA_GEMM_TMA_QUANT");
+  if (optIn == nullptr || std::string(optIn) != "1")
+    return;
+  bool quantTma = false;
+  for (size_t ci = 0; ci < alt.size(); ++ci)
+    quantTma |= alt[ci].w.size() == 1 && alt[ci].w[0].quant() &&
+                e.plan.maxTokens >= kTmaQuantMinTokens &&
+                pickTma(alt[ci], chains[ci], ys[ci], true);
+  if (!quantTma)
+    return;
+  for (size_t ci = 0; ci < alt.size(); ++ci)
+    alt[ci].tma = false;
+  EmittedKernel own = std::move(e.out);
+  const bool ownWs = e.workspace;
+  e.out = EmittedKernel{};
+  e.workspace = false;
+  emitVariant(chains, alt, ys, true, "@SYMBOL@_big");
+  EmittedKernel big = std::move(e.out);
+  big.minTokens = kTmaQuantMinTokens;
+  big.suffix = "_big";
+  e.out = std::move(own);
+  e.workspace = ownWs;
+  e.out.alternates.push_back(std::move(big));
+}
+
+void GemmEmitter::emitVariant(const std::vector<Chain> &chains,
+                              std::vector<Gemm> &gemms,
+                              const std::vector<Tensor> &ys, bool quant,
+                              const std::string &sym) {
+  sym_ = sym;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    Gemm &g = gemms[ci];
+    const Chain &c = chains[ci];
+    pickTma(g, c, ys[ci], quant);
     if (c.streamMean) {
       Tensor xn = e.tensor(c.streamMean->inputs[0]);
       int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant,
@@ -1168,7 +1228,6 @@ void GemmEmitter::runChains() {
       g.epilogue.back() =
           fmt::format("Cs[r * {} + c] = {};", csLd(g.bn), c.gateVar);
     }
-    gemms.push_back(std::move(g));
   }
   std::vector<bool> merged(gemms.size(), false);
   for (size_t ci = 0; ci < gemms.size(); ++ci)
@@ -1182,7 +1241,7 @@ void GemmEmitter::runChains() {
       (gemms[ci].tma ? tmaIdx : restIdx).push_back(ci);
   if (tmaIdx.empty()) {
     std::string params = e.params();
-    ChainLaunch l = emitChains(chains, gemms, restIdx, params, "@SYMBOL@", 0);
+    ChainLaunch l = emitChains(chains, gemms, restIdx, params, sym_, 0);
     e.out.grid = l.grid;
     e.out.block = l.block;
     e.out.sharedBytes = l.sharedBytes;
@@ -1195,7 +1254,7 @@ void GemmEmitter::runChains() {
   int64_t ws = 0, conv = 0;
   for (size_t ci : tmaIdx) {
     Gemm &g = gemms[ci];
-    if (g.w[0].ctype == "f16" || g.extra) {
+    if (g.w[0].ctype == "f16" || g.w[0].quant() || g.extra) {
       g.wsOff = ws;
       ws += (g.n * g.k * 2 + 255) / 256 * 256;
       conv += g.n * g.k;
@@ -1212,7 +1271,7 @@ void GemmEmitter::runChains() {
   if (ws > 0 || !restIdx.empty()) {
     const int64_t convBlocks =
         ws > 0 ? std::min<int64_t>(256, (conv + 2047) / 2048) : 0;
-    ChainLaunch l = emitChains(chains, gemms, restIdx, params, "@SYMBOL@_prep",
+    ChainLaunch l = emitChains(chains, gemms, restIdx, params, sym_ + "_prep",
                                convBlocks, tmaIdx);
     format::PlanPreLaunch pre;
     pre.grid = l.grid;
@@ -1309,7 +1368,14 @@ GemmEmitter::emitChains(const std::vector<Chain> &chains,
       e.line("  for (long i = (cb * {} + tid_x()) * 8; i < {}L; i += {}L) {{",
              nt, rows * g.k, convBlocks * nt * 8);
       e.line("    float v[8];");
-      e.line("    ld8({}, i, v);", g.w[0].ptr);
+      if (g.w[0].quant())
+        e.line("    {{ const long n = i / {}L, k = i % {}L; strata_dq8_{}({} + "
+               "n * {}L + k / {} * {}, (int)(k % {}), v); }}",
+               g.k, g.k, format::ggmlTypeInfo(g.w[0].ggml).irName, g.w[0].ptr,
+               g.k / g.w[0].blockSize * g.w[0].blockBytes, g.w[0].blockSize,
+               g.w[0].blockBytes, g.w[0].blockSize);
+      else
+        e.line("    ld8({}, i, v);", g.w[0].ptr);
       e.line("    *(strata_u4 *)(ws + {}L + i * 2) = pack8_mma(v);", g.wsOff);
       e.line("  }}");
       if (g.extra) {
@@ -1411,11 +1477,14 @@ bool GemmEmitter::mergeSkinny(Gemm &g, const Chain &c, Gemm &r,
   return true;
 }
 
-bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y) {
+bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
+                          bool quant) {
   const char *knob = std::getenv("STRATA_GEMM_TMA");
   if (e.target != "sm_90" || !g.mma || g.skinny || g.split != 1 ||
       g.w.size() != 1 || g.a.ctype != "bf16" || g.aIndex != "m" ||
-      g.k % 8 != 0 || !(g.w[0].ctype == "bf16" || g.w[0].ctype == "f16") ||
+      g.k % 8 != 0 ||
+      !(g.w[0].ctype == "bf16" || g.w[0].ctype == "f16" ||
+        (quant && g.w[0].quant())) ||
       (knob != nullptr && std::string(knob) == "0"))
     return false;
   const BodyRef &a = c.mm->inputs[0], &w = c.mm->inputs[1];
@@ -1425,6 +1494,11 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y) {
   // A's rows as one dim of the map: exact where y's rows are not floored.
   const format::PlanDim &yd = y.shape[0];
   if (g.mPer != 1 && yd.div != 1)
+    return false;
+  // Dequantising W pays off only over many rows: not for GEMMs whose rows
+  // stay few at any T (the last position's logits).
+  if (g.w[0].quant() &&
+      (yd.coef == 0 || yd.at(kTmaQuantMinTokens) * g.mPer < kTmaQuantMinTokens))
     return false;
   int bn = 0, blocks = 1;
   if (c.streamMean) {
@@ -1533,7 +1607,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     maxStages = std::max(maxStages, g.stages);
     blocks = std::min(blocks, g.tmaBlocks);
   }
-  e.line("STRATA_KERNEL_MIN(288, {}) void @SYMBOL@({}) {{", blocks, params);
+  e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym_, params);
   e.prologue();
   // Dynamic shared memory aligned to 1024 bytes here (the 128-byte
   // swizzle's atoms): the launch asks for 1 KiB more.
@@ -1581,8 +1655,10 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     e.line("  if (wave == 8) {{");
     e.line("    if (lane_id() == 0) {{");
     e.line("      uint64_t ma, mw;");
-    e.line("      STRATA_PARAM_ADDR(ma, \"{}\");", e.tensorMapParam(g.mapA));
-    e.line("      STRATA_PARAM_ADDR(mw, \"{}\");", e.tensorMapParam(g.mapW));
+    e.line("      STRATA_PARAM_ADDR(ma, \"{}\");",
+           e.tensorMapParam(g.mapA, sym_));
+    e.line("      STRATA_PARAM_ADDR(mw, \"{}\");",
+           e.tensorMapParam(g.mapW, sym_));
     e.line("      for (int k = 0; k < kt; ++k) {{");
     e.line("        const int s = k % {};", g.stages);
     e.line("        mbar_wait(&empty[s], ((k / {}) & 1) ^ 1);", g.stages);
@@ -1603,7 +1679,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       e.line("        if (k == 0) {{");
       e.line("          uint64_t mx;");
       e.line("          STRATA_PARAM_ADDR(mx, \"{}\");",
-             e.tensorMapParam(g.mapX));
+             e.tensorMapParam(g.mapX, sym_));
       e.line("          mbar_expect_tx(xfull, {});", kTmaARows * 256);
       e.line("          tma_load_3d(strata_lds + {}, mx, (int)d0, (int)m0, 0, "
              "xfull);",

@@ -185,10 +185,10 @@ std::string Emitter::params() {
   return p + "long T";
 }
 
-std::string Emitter::tensorMapParam(size_t i) const {
-  return fmt::format("@SYMBOL@_param_{}", kernel.inputs.size() +
-                                              kernel.outputs.size() +
-                                              (workspace ? 1 : 0) + i);
+std::string Emitter::tensorMapParam(size_t i, const std::string &fn) const {
+  return fmt::format("{}_param_{}", fn,
+                     kernel.inputs.size() + kernel.outputs.size() +
+                         (workspace ? 1 : 0) + i);
 }
 
 void Emitter::prologue() {
@@ -378,6 +378,12 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
         fmt::format("{}_{}", label, detail::hashHex(text).substr(0, 12));
     if (out.pre)
       out.pre->symbol = out.symbol + "_prep";
+    for (EmittedKernel &a : out.alternates) {
+      a.symbol = out.symbol + a.suffix;
+      a.family = out.family;
+      if (a.pre)
+        a.pre->symbol = a.symbol + "_prep";
+    }
     size_t pos;
     while ((pos = text.find("@SYMBOL@")) != std::string::npos)
       text.replace(pos, 8, out.symbol);

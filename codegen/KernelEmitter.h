@@ -52,6 +52,12 @@ struct EmittedKernel {
   format::PlanDim workspace;
   /// The tensor maps its `tmap:N` arguments pass (sm_90 TMA copies).
   std::vector<format::PlanTensorMap> tensorMaps;
+  /// Launches from the same source for longer prompts (PlanCode::
+  /// alternates): each from minTokens on, its symbol the kernel's plus
+  /// suffix.
+  std::vector<EmittedKernel> alternates;
+  int64_t minTokens = 0;
+  std::string suffix;
 };
 
 /// Emits kernel \p k of \p plan for \p target ("gfx1151" or "sm_90"). The

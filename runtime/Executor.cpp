@@ -72,23 +72,32 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
                             k, pk.label());
         return nullptr;
       }
-      DeviceFunction f;
-      std::string what;
-      if (!ex->device_->loadFunction(ex->planDir_ + "/" + pk.code->module,
-                                     pk.code->symbol, f, what)) {
-        error = fmt::format("kernel {} ({}): {}", k, pk.label(), what);
-        return nullptr;
+      ex->functions_.emplace_back();
+      ex->preFunctions_.emplace_back();
+      for (size_t v = 0; v <= pk.code->alternates.size(); ++v) {
+        const format::PlanCode &c =
+            v == 0 ? *pk.code : pk.code->alternates[v - 1];
+        const std::string which =
+            v == 0 ? std::string()
+                   : fmt::format(", its alternate for T >= {}", c.minTokens);
+        DeviceFunction f;
+        std::string what;
+        if (!ex->device_->loadFunction(ex->planDir_ + "/" + c.module, c.symbol,
+                                       f, what)) {
+          error =
+              fmt::format("kernel {} ({}){}: {}", k, pk.label(), which, what);
+          return nullptr;
+        }
+        ex->functions_.back().push_back(f);
+        DeviceFunction pf;
+        if (c.pre && !ex->device_->loadFunction(ex->planDir_ + "/" + c.module,
+                                                c.pre->symbol, pf, what)) {
+          error = fmt::format("kernel {} ({}){}, its pre-launch: {}", k,
+                              pk.label(), which, what);
+          return nullptr;
+        }
+        ex->preFunctions_.back().push_back(pf);
       }
-      ex->functions_.push_back(f);
-      DeviceFunction pf;
-      if (pk.code->pre &&
-          !ex->device_->loadFunction(ex->planDir_ + "/" + pk.code->module,
-                                     pk.code->pre->symbol, pf, what)) {
-        error = fmt::format("kernel {} ({}), its pre-launch: {}", k, pk.label(),
-                            what);
-        return nullptr;
-      }
-      ex->preFunctions_.push_back(pf);
       continue;
     }
     std::vector<format::Recipe> recipes{pk.recipe};
@@ -273,9 +282,14 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
   };
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const format::PlanKernel &pk = plan_.kernels[k];
-    const format::PlanCode &code = *pk.code;
+    // The code for this prompt length: the kernel's or an alternate.
+    const format::PlanCode &code = pk.code->at(tokens);
+    const size_t v =
+        &code == &*pk.code || pk.code->alternates.empty()
+            ? 0
+            : 1 + static_cast<size_t>(&code - pk.code->alternates.data());
     CodeLaunch &l = launches_[k];
-    l.function = &functions_[k];
+    l.function = &functions_[k][v];
     shape(l, code.grid, code.block);
     l.sharedBytes = static_cast<uint32_t>(code.sharedBytes);
     l.name = fmt::format("kernel {} ({}) {}", k, pk.label(), code.symbol);
@@ -310,7 +324,7 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
     }
     if (code.pre) {
       CodeLaunch &p = preLaunches_[k];
-      p.function = &preFunctions_[k];
+      p.function = &preFunctions_[k][v];
       shape(p, code.pre->grid, code.pre->block);
       p.sharedBytes = static_cast<uint32_t>(code.pre->sharedBytes);
       p.args = l.args;

@@ -222,13 +222,14 @@ private:
   std::unique_ptr<Device> device_;
   Bound main_;
   std::vector<uint64_t> weightBytes_;
-  /// Generated code: one function per kernel, launches at launchesT_.
+  /// Generated code: per kernel, the function of its code and of each
+  /// alternate (PlanCode::alternates, in order); launches at launchesT_.
   bool code_ = false;
-  std::vector<DeviceFunction> functions_;
+  std::vector<std::vector<DeviceFunction>> functions_;
   std::vector<CodeLaunch> launches_;
-  /// Per kernel, its code's pre-launch (PlanCode::pre; function null if
-  /// none), run just before the kernel's own launch.
-  std::vector<DeviceFunction> preFunctions_;
+  /// Per kernel and code likewise, its pre-launch (PlanCode::pre; function
+  /// null if none), run just before the kernel's own launch.
+  std::vector<std::vector<DeviceFunction>> preFunctions_;
   std::vector<CodeLaunch> preLaunches_;
   int64_t launchesT_ = -1;
   int64_t runsAtT_ = 0; ///< runs at launchesT_ so far, this one included

@@ -124,10 +124,23 @@ uint64_t PlanKernel::workspaceBytes(int64_t t) const {
   uint64_t n = 0;
   for (const BodyTemp &tmp : temps)
     n += align256(tmp.bytes(t));
-  if (code)
+  // Whichever code runs at t: the largest (one allocation serves all).
+  if (code) {
     n = std::max<uint64_t>(
         n, static_cast<uint64_t>(std::max<int64_t>(code->workspace.at(t), 0)));
+    for (const PlanCode &a : code->alternates)
+      n = std::max<uint64_t>(
+          n, static_cast<uint64_t>(std::max<int64_t>(a.workspace.at(t), 0)));
+  }
   return n;
+}
+
+const PlanCode &PlanCode::at(int64_t t) const {
+  const PlanCode *c = this;
+  for (const PlanCode &a : alternates)
+    if (a.minTokens <= t)
+      c = &a;
+  return *c;
 }
 
 const PlanAttr *PlanKernel::attr(const std::string &name) const {
@@ -230,6 +243,15 @@ json codeToJson(const PlanCode &c) {
                 {"shared_bytes", c.pre->sharedBytes}};
   if (!(c.workspace == PlanDim{}))
     j["workspace_bytes"] = dimToJson(c.workspace);
+  if (!c.alternates.empty()) {
+    json alts = json::array();
+    for (const PlanCode &a : c.alternates) {
+      json ja = codeToJson(a);
+      ja["min_tokens"] = a.minTokens;
+      alts.push_back(std::move(ja));
+    }
+    j["alternates"] = std::move(alts);
+  }
   return j;
 }
 
@@ -674,6 +696,27 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
                  cpath + ".workspace_bytes", ws))
       return false;
     code.workspace = ws[0];
+  }
+  if (c.contains("alternates")) {
+    const json *alts = r.array(c, cpath, "alternates");
+    if (!alts)
+      return false;
+    for (size_t i = 0; i < alts->size(); ++i) {
+      const json &a = (*alts)[i];
+      std::string apath = fmt::format("{}.alternates[{}]", cpath, i);
+      if (!a.is_object())
+        return r.fail(apath, "expected an object");
+      if (a.contains("alternates"))
+        return r.fail(apath, "an alternate has no alternates");
+      PlanCode alt;
+      uint64_t minTokens = 0;
+      if (!readCode(r, a, apath, alt) ||
+          !r.u64(a, apath, "min_tokens", minTokens))
+        return false;
+      alt.minTokens = static_cast<int64_t>(
+          std::min<uint64_t>(minTokens, uint64_t(1) << 40));
+      code.alternates.push_back(std::move(alt));
+    }
   }
   return true;
 }
@@ -1339,43 +1382,60 @@ public:
                                   what, o, in));
       }
       if (k.code) {
-        const PlanCode &c = *k.code;
-        int64_t threads = 1;
-        for (int64_t b : c.block)
-          threads *= (b >= 1 && b <= 1024) ? b : 0;
-        if (c.module.empty() || c.symbol.empty() || c.grid.size() != 3 ||
-            c.block.size() != 3 || threads < 1 || threads > 1024 ||
-            c.sharedBytes > (uint64_t(1) << 20))
-          return fail(what + ": its target code has an invalid module, "
-                             "symbol, grid, block or shared size");
-        if (c.pre) {
-          int64_t pthreads = 1;
-          for (int64_t b : c.pre->block)
-            pthreads *= (b >= 1 && b <= 1024) ? b : 0;
-          if (c.pre->symbol.empty() || c.pre->grid.size() != 3 ||
-              c.pre->block.size() != 3 || pthreads < 1 || pthreads > 1024 ||
-              c.pre->sharedBytes > (uint64_t(1) << 20))
-            return fail(what + ": its pre-launch has an invalid symbol, "
-                               "grid, block or shared size");
+        const PlanCode &base = *k.code;
+        int64_t prevMin = 1;
+        for (const PlanCode &a : base.alternates) {
+          if (a.minTokens <= prevMin || a.minTokens > p_.maxTokens)
+            return fail(fmt::format(
+                "{}: an alternate's min_tokens {} is not above the previous "
+                "({}) and within max_tokens ({})",
+                what, a.minTokens, prevMin, p_.maxTokens));
+          prevMin = a.minTokens;
         }
-        if (c.workspace.div < 1 || c.workspace.coef < 0 ||
-            c.workspace.constant < 0)
-          return fail(what + ": its code's workspace size is not a "
-                             "non-negative function of T");
-        for (size_t m = 0; m < c.tensorMaps.size(); ++m)
-          if (std::string why = tensorMapProblem(c.tensorMaps[m], k);
-              !why.empty())
-            return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
-        for (const std::string &a : c.args)
-          if (a.rfind("tmap:", 0) == 0) {
-            const std::string n = a.substr(5);
-            if (n.empty() || n.size() > 6 ||
-                n.find_first_not_of("0123456789") != std::string::npos ||
-                std::stoul(n) >= c.tensorMaps.size())
-              return fail(fmt::format("{}: argument '{}' names no tensor map "
-                                      "(the code has {})",
-                                      what, a, c.tensorMaps.size()));
+        const std::string whatKernel = what;
+        for (size_t ci = 0; ci <= base.alternates.size(); ++ci) {
+          const PlanCode &c = ci == 0 ? base : base.alternates[ci - 1];
+          const std::string what =
+              ci == 0 ? whatKernel
+                      : fmt::format("{} (alternate {}, T >= {})", whatKernel,
+                                    ci - 1, c.minTokens);
+          int64_t threads = 1;
+          for (int64_t b : c.block)
+            threads *= (b >= 1 && b <= 1024) ? b : 0;
+          if (c.module.empty() || c.symbol.empty() || c.grid.size() != 3 ||
+              c.block.size() != 3 || threads < 1 || threads > 1024 ||
+              c.sharedBytes > (uint64_t(1) << 20))
+            return fail(what + ": its target code has an invalid module, "
+                               "symbol, grid, block or shared size");
+          if (c.pre) {
+            int64_t pthreads = 1;
+            for (int64_t b : c.pre->block)
+              pthreads *= (b >= 1 && b <= 1024) ? b : 0;
+            if (c.pre->symbol.empty() || c.pre->grid.size() != 3 ||
+                c.pre->block.size() != 3 || pthreads < 1 || pthreads > 1024 ||
+                c.pre->sharedBytes > (uint64_t(1) << 20))
+              return fail(what + ": its pre-launch has an invalid symbol, "
+                                 "grid, block or shared size");
           }
+          if (c.workspace.div < 1 || c.workspace.coef < 0 ||
+              c.workspace.constant < 0)
+            return fail(what + ": its code's workspace size is not a "
+                               "non-negative function of T");
+          for (size_t m = 0; m < c.tensorMaps.size(); ++m)
+            if (std::string why = tensorMapProblem(c.tensorMaps[m], k);
+                !why.empty())
+              return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
+          for (const std::string &a : c.args)
+            if (a.rfind("tmap:", 0) == 0) {
+              const std::string n = a.substr(5);
+              if (n.empty() || n.size() > 6 ||
+                  n.find_first_not_of("0123456789") != std::string::npos ||
+                  std::stoul(n) >= c.tensorMaps.size())
+                return fail(fmt::format("{}: argument '{}' names no tensor map "
+                                        "(the code has {})",
+                                        what, a, c.tensorMaps.size()));
+            }
+        }
       }
       for (const PlanOperand &o : k.inputs)
         if (!o.isWeight && !defined(o.index))

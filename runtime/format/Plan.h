@@ -175,6 +175,14 @@ struct PlanCode {
   /// that asks for workspace keeps no body temporaries there (the delta
   /// rule's slice temporaries are views), so the two share it.
   PlanDim workspace;
+  /// Code for longer prompts, in increasing minTokens: a run of T tokens
+  /// launches the last alternate whose minTokens <= T, else this code
+  /// (GEMMs whose quantised weights a pre-launch dequantises for the TMA
+  /// tile: worth it only over enough rows). Alternates have none.
+  std::vector<PlanCode> alternates;
+  int64_t minTokens = 0; ///< an alternate's first T
+  /// The code a run of \p t tokens launches: this or an alternate.
+  const PlanCode &at(int64_t t) const;
 };
 
 /// One launch: a catalog recipe, or a fused kernel whose body is a list of

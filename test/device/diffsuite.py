@@ -1013,6 +1013,22 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
                                     "(bf16 A: the TMA tile on sm_90)",
                                     types=(t,), max_tokens=320,
                                     prompts=(1, 37, 129, 300)))
+        if BLOCK[t] > 1:
+            # bf16 A x quantised W planned for 640 tokens: from 512 on the
+            # kernel's alternate code runs (its pre-launch dequantises W
+            # into the workspace for the TMA tile; opt-in until measured:
+            # prepare with STRATA_GEMM_TMA_QUANT=1); below, its own tiles.
+            b = Body(256)
+            b(f"%h = rms_norm(%x, {b.w('norm.weight', (256,), init='norm')}) "
+              "{eps = 1e-6}")
+            b(f"%y = matmul(%h, {b.w('w.weight', (200, 256), t)})")
+            b.output("%y", 200)
+            cases.append(b.case(f"matmul_{t}_tmaq_k256_n200", "matmul",
+                                f"rms_norm then [T, 256] x {t} [200, 256] "
+                                "planned for 640 tokens (T >= 512: the "
+                                "alternate code, W dequantised for the TMA "
+                                "tile)", types=(t,), max_tokens=640,
+                                prompts=(1, 37, 600)))
         if t == "f32":
             # f32 weights under bf16 activations (the MoE router): sm_90
             # runs them on the matrix units as three bf16 terms of W.

@@ -1141,6 +1141,72 @@ TEST_P(GpuBackend, ExecutorEncodesWorkspaceTensorMaps) {
   EXPECT_TRUE(contains(error, "of the kernel's workspace")) << error;
 }
 
+/// A kernel's alternate code (PlanCode::alternates): from its min_tokens
+/// on, the executor launches the alternate (here with a pre-launch and a
+/// workspace), below it the kernel's own code; each prompt length its own
+/// launches, the results equal. An alternate whose symbol the module lacks
+/// is refused when the plan loads, min_tokens out of order by the
+/// validator.
+TEST_P(GpuBackend, ExecutorPicksAlternateCodeByLength) {
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::ofstream(p.planDir + "/ws.fake") << fmt::format(
+      "FAKE\nwsscale 4 wsscale {}\nwscopy 4 wscopy {}\n", kWidth, kWidth);
+  format::PlanCode &c = *p.plan.kernels[1].code;
+  const std::string own = c.symbol;
+  format::PlanCode alt;
+  alt.module = "ws.fake";
+  alt.symbol = "wscopy";
+  alt.grid = c.grid;
+  alt.block = c.block;
+  alt.args = {"buffer:1", "buffer:2", "workspace", "T"};
+  alt.pre =
+      format::PlanPreLaunch{"wsscale", {{1, 0}, {0, 1}, {0, 1}}, {32, 1, 1}, 0};
+  alt.workspace = {4 * kWidth, 0, 1};
+  alt.minTokens = 3;
+  c.alternates = {alt};
+  std::string error;
+  ASSERT_TRUE(format::validatePlan(p.plan, error)) << error;
+  // The alternate round-trips through plan.json.
+  format::Plan q;
+  ASSERT_TRUE(
+      format::planFromJson(format::planToJson(p.plan), "plan.json", q, error))
+      << error;
+  ASSERT_EQ(q.kernels[1].code->alternates.size(), 1u);
+  EXPECT_EQ(q.kernels[1].code->alternates[0].minTokens, 3);
+  EXPECT_EQ(q.kernels[1].code->alternates[0].pre->symbol, "wsscale");
+  EXPECT_EQ(format::planToJson(q), format::planToJson(p.plan));
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  RunOutput out;
+  std::vector<int32_t> shortP = {3, 1}, longP = {3, 1, 4};
+  ASSERT_TRUE(ex->run(shortP, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(shortP));
+  ASSERT_EQ(fake->launches.size(), 2u);
+  EXPECT_EQ(fake->launches[1].function, own);
+  ASSERT_TRUE(ex->run(longP, out, error)) << error;
+  EXPECT_EQ(out.data, p.expected(longP));
+  ASSERT_EQ(fake->launches.size(), 5u);
+  EXPECT_EQ(fake->launches[3].function, "wsscale");
+  EXPECT_EQ(fake->launches[4].function, "wscopy");
+  ASSERT_TRUE(ex->run(shortP, out, error)) << error;
+  EXPECT_EQ(fake->launches.back().function, own);
+  ex.reset();
+
+  c.alternates[0].symbol = "absent";
+  ex = Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  EXPECT_EQ(ex, nullptr);
+  EXPECT_TRUE(contains(error, "kernel 1 (silu), its alternate for T >= 3: "))
+      << error;
+  c.alternates[0].symbol = "wscopy";
+  for (int64_t bad : {int64_t(1), int64_t(kMaxTokens + 1)}) {
+    c.alternates[0].minTokens = bad;
+    EXPECT_FALSE(format::validatePlan(p.plan, error));
+    EXPECT_TRUE(contains(error, "an alternate's min_tokens")) << error;
+  }
+}
+
 /// A kernel whose code has a pre-launch (the gated delta rule's pre-pass):
 /// both run, pre-launch first, with the kernel's arguments and a workspace
 /// of the code's size at maxTokens, plain and in the graph; a module
