@@ -350,12 +350,11 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
   if (!format::writeFilesAtomic(files, error))
     return false;
 
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    const EmittedKernel &e = emitted[k];
+  // One launch's code from what the emitter made (the module is the
+  // kernel's: alternates live in the same one).
+  auto codeOf = [](const EmittedKernel &e, const std::string &module) {
     format::PlanCode code;
-    code.module =
-        fmt::format("kernels/{}{}", e.symbol,
-                    gfx ? ".co" : (ptxas.empty() ? ".ptx" : ".cubin"));
+    code.module = module;
     code.symbol = e.symbol;
     code.grid = e.grid;
     code.block = e.block;
@@ -364,20 +363,16 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     code.pre = e.pre;
     code.workspace = e.workspace;
     code.tensorMaps = e.tensorMaps;
-    for (const EmittedKernel &a : e.alternates) {
-      format::PlanCode alt;
-      alt.module = code.module;
-      alt.symbol = a.symbol;
-      alt.grid = a.grid;
-      alt.block = a.block;
-      alt.sharedBytes = a.sharedBytes;
-      alt.args = a.args;
-      alt.pre = a.pre;
-      alt.workspace = a.workspace;
-      alt.tensorMaps = a.tensorMaps;
-      alt.minTokens = a.minTokens;
-      code.alternates.push_back(std::move(alt));
-    }
+    code.minTokens = e.minTokens;
+    return code;
+  };
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const EmittedKernel &e = emitted[k];
+    format::PlanCode code = codeOf(
+        e, fmt::format("kernels/{}{}", e.symbol,
+                       gfx ? ".co" : (ptxas.empty() ? ".ptx" : ".cubin")));
+    for (const EmittedKernel &a : e.alternates)
+      code.alternates.push_back(codeOf(a, code.module));
     plan.kernels[k].code = std::move(code);
   }
   format::PlanCode fill;
