@@ -102,13 +102,19 @@ struct Gemm {
 
 /// Rows of A a TMA tile takes (two consumer warpgroups of 64).
 constexpr int kTmaARows = 128;
-/// The prompt length from which quantised weights take the TMA tile (an
-/// alternate code whose pre-launch dequantises W into the workspace, ~5 us
-/// per 10 MB of bf16): at 512 rows the 2.1x faster K loop already repays
-/// it on the prefill's dense shapes (estimate from
-/// bench/tma_gemm_bench.cu; not yet measured: opt-in by
-/// STRATA_GEMM_TMA_QUANT=1).
-constexpr int64_t kTmaQuantMinTokens = 512;
+/// The prompt length from which GEMM chains take the TMA tile (an
+/// alternate code whose pre-launch converts W into the workspace, ~5 us
+/// per 10 MB of bf16): at 512 rows the ~2x faster K loop already repays it
+/// on the prefill's shapes (estimate from bench/tma_gemm_bench.cu; the
+/// tile measured at T = 16,384).
+constexpr int64_t kTmaMinTokens = 512;
+
+/// Which weights a variant of the kernel puts on the TMA tile.
+enum class TmaUse {
+  None,      ///< none (the kernel's own code: the cp.async tiles)
+  Float16,   ///< bf16 and f16 (converted by the pre-launch)
+  Quantised, ///< those and quantised ones (dequantised by the pre-launch)
+};
 /// Shared memory a TMA tile's ring may take with \p blocks blocks an SM:
 /// the H200's 228 KiB an SM (227 a block) less each block's alignment
 /// slack, barriers and reserved 1 KiB.
@@ -215,21 +221,22 @@ private:
   int64_t tileBytes(const Gemm &g, int nbuf) const;
 
   void pickTile(Gemm &g, const std::string &variant);
-  /// Whether \p g takes the TMA tile (sm_90a): bf16 activations whose
-  /// rows are contiguous (no gather), 16-bit float weights, one weight, K
-  /// a multiple of 8 (16-byte rows for the maps). The tile is 128 rows x
-  /// the widest of 256/192/160/128/64 columns with the fewest past N (the
-  /// stream mean: 256, a box of d per stream), its ring as many stages
-  /// of 64 k as fit (measured with bench/tma_gemm_bench.cu: 589-733
-  /// TFLOP/s at the prefill's dense shapes, 74-92 % of cuBLAS, where the
-  /// cp.async tiles reach 270-290). STRATA_GEMM_TMA=0 keeps the cp.async
-  /// tiles (an A/B knob).
-  bool pickTma(Gemm &g, const Chain &c, const Tensor &y, bool quant);
+  /// Whether \p g takes the TMA tile (sm_90a) in a variant with \p use:
+  /// bf16 activations whose rows are contiguous (no gather), one weight of
+  /// a kind \p use names, K a multiple of 8 (16-byte rows for the maps);
+  /// quantised weights only where the rows grow with T. The tile is 128
+  /// rows x the widest of 256/192/176/160/128/64 columns with the fewest
+  /// past N (the stream mean: 128, a box of d per stream, two blocks an
+  /// SM), its ring as many stages of 64 k as fit (measured with
+  /// bench/tma_gemm_bench.cu: 589-733 TFLOP/s at the prefill's dense shapes,
+  /// 74-92 % of cuBLAS, where the cp.async tiles reach 270-290).
+  /// STRATA_GEMM_TMA=0 keeps the cp.async tiles (an A/B knob).
+  bool pickTma(Gemm &g, const Chain &c, const Tensor &y, TmaUse use);
   /// Emits the kernel's launch(es) as function \p sym: the chains \p gemms
-  /// (copies: tiles are picked here), quantised weights on the TMA tile
-  /// where \p quant.
+  /// (copies: tiles are picked here), the weights \p use names on the TMA
+  /// tile.
   void emitVariant(const std::vector<Chain> &chains, std::vector<Gemm> &gemms,
-                   const std::vector<Tensor> &ys, bool quant,
+                   const std::vector<Tensor> &ys, TmaUse use,
                    const std::string &sym);
   /// The function being emitted ("@SYMBOL@" or an alternate's).
   std::string sym_ = "@SYMBOL@";
@@ -1175,33 +1182,36 @@ void GemmEmitter::runChains() {
     ys.push_back(y);
     gemms.push_back(std::move(g));
   }
-  // Quantised weights take the TMA tile only from kTmaQuantMinTokens on
-  // (an alternate code: its pre-launch dequantises W into the workspace,
-  // a cost per call that pays off over enough rows); the kernel's own code
-  // keeps them on the cp.async tiles.
+  // The TMA tile runs from kTmaMinTokens on, as an alternate code: its
+  // pre-launch converts 16-bit (and, opted in, quantised) weights into the
+  // workspace, a cost per call that pays off over enough rows, and its
+  // 128 x 256 tiles leave short prompts few blocks. The kernel's own code
+  // keeps the cp.async tiles (decode and short prompts as before).
   std::vector<Gemm> alt = gemms;
-  emitVariant(chains, gemms, ys, false, "@SYMBOL@");
-  // Opt-in until measured on the H200 (STRATA_GEMM_TMA_QUANT=1: the
-  // diffsuite's matmul_*_tmaq cases and a bench/ab.sh A/B decide).
+  emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@");
+  // Quantised weights opt in until measured on the H200
+  // (STRATA_GEMM_TMA_QUANT=1: the diffsuite's matmul_*_tmaq cases and a
+  // bench/ab.sh A/B decide).
   const char *optIn = std::getenv("STRATA_GEMM_TMA_QUANT");
-  if (optIn == nullptr || std::string(optIn) != "1")
+  const TmaUse use = optIn != nullptr && std::string(optIn) == "1"
+                         ? TmaUse::Quantised
+                         : TmaUse::Float16;
+  if (e.plan.maxTokens < kTmaMinTokens)
     return;
-  bool quantTma = false;
-  for (size_t ci = 0; ci < alt.size(); ++ci)
-    quantTma |= alt[ci].w.size() == 1 && alt[ci].w[0].quant() &&
-                e.plan.maxTokens >= kTmaQuantMinTokens &&
-                pickTma(alt[ci], chains[ci], ys[ci], true);
-  if (!quantTma)
+  bool any = false;
+  for (size_t ci = 0; ci < alt.size(); ++ci) {
+    Gemm probe = alt[ci];
+    any |= pickTma(probe, chains[ci], ys[ci], use);
+  }
+  if (!any)
     return;
-  for (size_t ci = 0; ci < alt.size(); ++ci)
-    alt[ci].tma = false;
   EmittedKernel own = std::move(e.out);
   const bool ownWs = e.workspace;
   e.out = EmittedKernel{};
   e.workspace = false;
-  emitVariant(chains, alt, ys, true, "@SYMBOL@_big");
+  emitVariant(chains, alt, ys, use, "@SYMBOL@_big");
   EmittedKernel big = std::move(e.out);
-  big.minTokens = kTmaQuantMinTokens;
+  big.minTokens = kTmaMinTokens;
   big.suffix = "_big";
   e.out = std::move(own);
   e.workspace = ownWs;
@@ -1210,13 +1220,13 @@ void GemmEmitter::runChains() {
 
 void GemmEmitter::emitVariant(const std::vector<Chain> &chains,
                               std::vector<Gemm> &gemms,
-                              const std::vector<Tensor> &ys, bool quant,
+                              const std::vector<Tensor> &ys, TmaUse use,
                               const std::string &sym) {
   sym_ = sym;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     Gemm &g = gemms[ci];
     const Chain &c = chains[ci];
-    pickTma(g, c, ys[ci], quant);
+    pickTma(g, c, ys[ci], use);
     if (c.streamMean) {
       Tensor xn = e.tensor(c.streamMean->inputs[0]);
       int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant,
@@ -1478,13 +1488,13 @@ bool GemmEmitter::mergeSkinny(Gemm &g, const Chain &c, Gemm &r,
 }
 
 bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
-                          bool quant) {
+                          TmaUse use) {
   const char *knob = std::getenv("STRATA_GEMM_TMA");
-  if (e.target != "sm_90" || !g.mma || g.skinny || g.split != 1 ||
-      g.w.size() != 1 || g.a.ctype != "bf16" || g.aIndex != "m" ||
-      g.k % 8 != 0 ||
+  if (use == TmaUse::None || e.target != "sm_90" || !g.mma || g.skinny ||
+      g.split != 1 || g.w.size() != 1 || g.a.ctype != "bf16" ||
+      g.aIndex != "m" || g.k % 8 != 0 ||
       !(g.w[0].ctype == "bf16" || g.w[0].ctype == "f16" ||
-        (quant && g.w[0].quant())) ||
+        (use == TmaUse::Quantised && g.w[0].quant())) ||
       (knob != nullptr && std::string(knob) == "0"))
     return false;
   const BodyRef &a = c.mm->inputs[0], &w = c.mm->inputs[1];
@@ -1498,7 +1508,7 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
   // Dequantising W pays off only over many rows: not for GEMMs whose rows
   // stay few at any T (the last position's logits).
   if (g.w[0].quant() &&
-      (yd.coef == 0 || yd.at(kTmaQuantMinTokens) * g.mPer < kTmaQuantMinTokens))
+      (yd.coef == 0 || yd.at(kTmaMinTokens) * g.mPer < kTmaMinTokens))
     return false;
   int bn = 0, blocks = 1;
   if (c.streamMean) {

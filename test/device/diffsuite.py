@@ -793,10 +793,14 @@ def hc_cases(types: tuple[str, ...]) -> list[Case]:
         b("%r2 = hc_write(%r1, %f2b, %ffn.lam)")
         hc_site(b, "%r2", "out", n, d, lr, t, False)
         b.output("%out.u", d)
+        # Planned for 640 tokens: T = 600 runs the kernels' alternate code
+        # (sm_90: the TMA tile from 512 tokens), the shorter prompts their
+        # own.
         cases.append(b.case(f"hc_sites_d{d}_n{n}_lr{lr}_{t}", "hc",
                             f"qwen4exp's gated residual: {n} streams of {d}, "
                             f"rank-{lr} {t} read gates; two write+norm sites "
-                            "and the final read", types=(t,)))
+                            "and the final read", types=(t,),
+                            max_tokens=640, prompts=(1, 37, 100, 600)))
     # Each hc op alone: no GEMM makes the gate, so nothing fuses.
     for d, n in ((64, 4), (300, 3)):
         b = Body(d)
@@ -998,10 +1002,11 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
                             flags=("--logits", "last"), types=(t,)))
         if t in ("f16", "bf16"):
             # bf16 A (rms_norm's output under the bf16 policy) x 16-bit W:
-            # sm_90's TMA tile (f16 W converted to bf16 in the workspace by
-            # the pre-launch). K below one 64-wide box and ragged, N ragged
-            # and 320 (160-column tiles), prompts over several 128-row
-            # tiles with a partial last one.
+            # sm_90's TMA tile from 512 tokens (the kernel's alternate code;
+            # f16 W converted to bf16 in the workspace by its pre-launch),
+            # the cp.async tiles below. K below one 64-wide box and ragged,
+            # N ragged and 320 (160-column tiles), prompts of several
+            # 128-row tiles with a partial last one.
             for n, k in ((72, 16), (200, 200), (320, 1024), (600, 136)):
                 b = Body(k)
                 b(f"%h = rms_norm(%x, {b.w('norm.weight', (k,), init='norm')}) "
@@ -1010,9 +1015,10 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
                 b.output("%y", n)
                 cases.append(b.case(f"matmul_{t}_tma_k{k}_n{n}", "matmul",
                                     f"rms_norm then [T, {k}] x {t} [{n}, {k}] "
-                                    "(bf16 A: the TMA tile on sm_90)",
-                                    types=(t,), max_tokens=320,
-                                    prompts=(1, 37, 129, 300)))
+                                    "(bf16 A: the TMA tile on sm_90 from "
+                                    "512 tokens)",
+                                    types=(t,), max_tokens=640,
+                                    prompts=(1, 129, 600)))
         if BLOCK[t] > 1:
             # bf16 A x quantised W planned for 640 tokens: from 512 on the
             # kernel's alternate code runs (its pre-launch dequantises W
