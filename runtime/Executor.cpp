@@ -327,7 +327,11 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
       p.function = &preFunctions_[k][v];
       shape(p, code.pre->grid, code.pre->block);
       p.sharedBytes = static_cast<uint32_t>(code.pre->sharedBytes);
+      // The kernel's arguments, tensor maps included (passed by value in
+      // their 128-byte slots: the pre-launch declares the same parameters).
       p.args = l.args;
+      p.argMaps = l.argMaps;
+      p.maps = l.maps;
       p.name = fmt::format("kernel {} ({}) pre-launch {}", k, pk.label(),
                            code.pre->symbol);
     }

@@ -1134,6 +1134,10 @@ TEST_P(GpuBackend, ExecutorEncodesWorkspaceTensorMaps) {
   ASSERT_EQ(last.args.size(), 4u + 16);
   EXPECT_EQ(fake->tensorMaps[0].address, last.args[2])
       << "the map's base is the workspace argument";
+  // The pre-launch declares the same parameters: it gets the map too.
+  const FakeLaunch &pre = fake->launches[fake->launches.size() - 2];
+  EXPECT_EQ(pre.function, "wsscale");
+  EXPECT_EQ(pre.args, last.args);
   // Half the rows the map spans at maxTokens: refused where the plan is
   // checked.
   c.workspace = {2 * kWidth, 0, 1};
