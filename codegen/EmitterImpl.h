@@ -73,7 +73,8 @@ public:
   /// order in out.args); one tmap parameter per map in out.tensorMaps.
   std::string params();
   /// The PTX name of tensor map \p i's parameter (STRATA_PARAM_ADDR) in
-  /// function \p fn (with the symbol placeholder): params() numbers them
+  /// function \p fn (its name as emitted, before @SYMBOL@ becomes the
+  /// symbol): params() numbers them
   /// after the pointers and the workspace.
   std::string tensorMapParam(size_t i, const std::string &fn) const;
   /// Emits the kernel's first lines: every pointer parameter is 16-byte
