@@ -109,6 +109,14 @@ constexpr int kTmaARows = 128;
 /// tile measured at T = 16,384).
 constexpr int64_t kTmaMinTokens = 512;
 
+/// Whether the TMA tiles store through shared memory where they can
+/// (GemmEmitter::stagedStores); STRATA_GEMM_STAGED=0 turns it off (an A/B
+/// knob).
+bool stagedKnob() {
+  const char *v = std::getenv("STRATA_GEMM_STAGED");
+  return v == nullptr || std::string(v) != "0";
+}
+
 /// Which weights a variant of the kernel puts on the TMA tile.
 enum class TmaUse {
   None,      ///< none (the kernel's own code: the cp.async tiles)
@@ -162,6 +170,9 @@ struct Chain {
   std::vector<std::string> epi;       ///< epilogue lines
   const BodyOp *streamMean = nullptr; ///< a trailing hc_read, if any
   std::string gateVar;                ///< its gate operand's variable
+  int stores = 0;                     ///< kernel outputs it stores
+  Tensor out;                         ///< the last of them
+  std::string outVar;                 ///< its value's variable
 };
 
 class GemmEmitter {
@@ -169,6 +180,10 @@ public:
   explicit GemmEmitter(Emitter &e) : e(e) {}
   void runChains();
   void runGrouped();
+  /// The grouped GEMM's TMA alternate (sm_90a, from kTmaMinTokens; see
+  /// runGrouped), or false where the GEMM does not take the tile.
+  bool groupedTma(Gemm g, bool swiglu, const Tensor &y, const Tensor &off,
+                  const Tensor &perm, int64_t slotsPerToken, int64_t experts);
 
 private:
   Emitter &e;
@@ -265,6 +280,15 @@ private:
                          const std::string &params, const std::string &name,
                          int64_t convBlocks,
                          const std::vector<size_t> &conv = {});
+  /// The TMA tiles' stores through shared memory: each consumer warpgroup
+  /// has written its 64 rows x \p cols results (elements of \p esz bytes,
+  /// rows \p ld bytes apart) at `cs`; after its barrier, 16-byte stores of
+  /// row pieces to \p ptr (rows of \p n elements, tile origin m0, n0),
+  /// rows past M and columns past n skipped. Stores from the accumulators
+  /// touch a 32-byte sector per row for 4 bytes (the grouped down
+  /// projection's 839 MB of output ran the L2 at 72 % of its throughput).
+  void stagedStores(const std::string &ptr, int64_t n, int64_t esz,
+                    int64_t ld, int64_t cols);
   /// Emits the kernel's own launch over the TMA chains \p idx.
   void emitTmaKernel(const std::vector<Chain> &chains, std::vector<Gemm> &gemms,
                      const std::vector<size_t> &idx, const std::string &params);
@@ -1117,7 +1141,11 @@ void GemmEmitter::runChains() {
         if (it == vars.end())
           continue;
         Tensor t = e.tensor(r);
-        chains[it->second.first].epi.push_back(fmt::format(
+        Chain &sc = chains[it->second.first];
+        ++sc.stores;
+        sc.out = t;
+        sc.outVar = it->second.second;
+        sc.epi.push_back(fmt::format(
             "st({}, {}, {});", t.ptr, elementIndex(t, t.shape, "row", "i"),
             it->second.second));
       }
@@ -1189,13 +1217,14 @@ void GemmEmitter::runChains() {
   // keeps the cp.async tiles (decode and short prompts as before).
   std::vector<Gemm> alt = gemms;
   emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@");
-  // Quantised weights opt in until measured on the H200
-  // (STRATA_GEMM_TMA_QUANT=1: the diffsuite's matmul_*_tmaq cases and a
-  // bench/ab.sh A/B decide).
-  const char *optIn = std::getenv("STRATA_GEMM_TMA_QUANT");
-  const TmaUse use = optIn != nullptr && std::string(optIn) == "1"
-                         ? TmaUse::Quantised
-                         : TmaUse::Float16;
+  // Quantised weights too (their pre-launch dequantises W): measured on the
+  // H200 at T = 16,384, the dense GEMMs 381 -> 213 ms, all kernels 1,174 ->
+  // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
+  // STRATA_GEMM_TMA_QUANT=0 keeps them on the cp.async tiles (an A/B knob).
+  const char *quant = std::getenv("STRATA_GEMM_TMA_QUANT");
+  const TmaUse use = quant != nullptr && std::string(quant) == "0"
+                         ? TmaUse::Float16
+                         : TmaUse::Quantised;
   if (e.plan.maxTokens < kTmaMinTokens)
     return;
   bool any = false;
@@ -1290,6 +1319,21 @@ void GemmEmitter::emitVariant(const std::vector<Chain> &chains,
     e.out.pre = std::move(pre);
   }
   emitTmaKernel(chains, gemms, tmaIdx, params);
+}
+
+void GemmEmitter::stagedStores(const std::string &ptr, int64_t n,
+                               int64_t esz, int64_t ld, int64_t cols) {
+  const int64_t chunks = cols * esz / 16;
+  e.line("    sync_named(2 + (wave >> 2), 128);");
+  e.line("    for (int i = tid_x() & 127; i < {}; i += 128) {{", 64 * chunks);
+  e.line("      const int r = i / {}, ch = i % {};", chunks, chunks);
+  e.line("      const long m = m0 + (wave >> 2) * 64 + r, n = n0 + ch * {};",
+         16 / esz);
+  e.line("      if (m < M && n < {}L)", n);
+  e.line("        *(strata_u4 *)({} + m * {}L + n) = *(const strata_u4 *)(cs + "
+         "r * {} + ch * 16);",
+         ptr, n, ld);
+  e.line("    }}");
 }
 
 void GemmEmitter::streamReduce(const Gemm &g, const Chain &c) {
@@ -1703,6 +1747,45 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
            "empty, kt, wave >> 2);",
            g.bn, g.stages, sb);
     e.line("  }}");
+    // A chain whose one store is its result in rows of N (row m, column n
+    // at m * N + n) stores through shared memory, as the grouped GEMMs do
+    // (GemmEmitter::stagedStores).
+    const Tensor &o = c.out;
+    const int64_t esz = o.ctype == "float" ? 4 : 2;
+    const int64_t ld = g.bn * esz + 16;
+    if (stagedKnob() && !c.streamMean && !g.extra && c.stores == 1 &&
+        g.mPer == 1 &&
+        !o.isTemp && o.ctype != "int32_t" && constProduct(o.shape, 1) == g.n &&
+        (g.n * esz) % 16 == 0 && 128 * ld <= g.stages * sb &&
+        g.epilogue.back().rfind("st(", 0) == 0) {
+      e.line("  if (wave < 8) {{");
+      e.line("    sync_named(1, 256);");
+      e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
+      e.line("#pragma unroll");
+      e.line("    for (int j = 0; j < {}; ++j)", g.bn / 16);
+      e.line("#pragma unroll");
+      e.line("      for (int q = 0; q < 8; ++q) {{");
+      e.line("        int r, c;");
+      e.line("        mma_acc_coord(q, &r, &c);");
+      e.line("        r += (wave & 3) * 16;");
+      e.line("        c += j * 16;");
+      e.line("        const long m = m0 + (wave >> 2) * 64 + r, n = {};",
+             g.colOf("c"));
+      e.line("        float v = acc0[0][j][q];");
+      e.line("        if (m < M && n < {}L) {{", g.n);
+      for (size_t li = 0; li + 1 < g.epilogue.size(); ++li)
+        e.line("          {}", g.epilogue[li]);
+      e.line("          st(({} *)(cs + r * {}), c, {});", o.ctype, ld,
+             c.outVar);
+      e.line("        }}");
+      e.line("      }}");
+      stagedStores(o.ptr, g.n, esz, ld, g.bn);
+      e.line("  }}");
+      e.line("  return;");
+      e.line("  }}");
+      ybase += ntiles;
+      continue;
+    }
     e.line("#pragma unroll");
     e.line("  for (int j = 0; j < {}; ++j)", g.bn / 16);
     e.line("#pragma unroll");
@@ -1896,6 +1979,280 @@ void GemmEmitter::runGrouped() {
   e.out.grid = {
       colsFast ? colTiles : tiles, colsFast ? tiles : colTiles, {0, 1, 1}};
   e.out.block = {nt, 1, 1};
+  if (e.plan.maxTokens < kTmaMinTokens)
+    return;
+  EmittedKernel own = std::move(e.out);
+  const bool ownWs = e.workspace;
+  e.out = EmittedKernel{};
+  e.workspace = false;
+  const bool big = groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts);
+  EmittedKernel alt = std::move(e.out);
+  e.out = std::move(own);
+  e.workspace = ownWs;
+  if (big) {
+    alt.minTokens = kTmaMinTokens;
+    alt.suffix = "_big";
+    e.out.alternates.push_back(std::move(alt));
+  }
+}
+
+bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
+                             const Tensor &off, const Tensor &perm,
+                             int64_t slotsPerToken, int64_t experts) {
+  const char *knob = std::getenv("STRATA_GEMM_TMA");
+  const char *quant = std::getenv("STRATA_GEMM_TMA_QUANT");
+  const char *grouped = std::getenv("STRATA_GEMM_TMA_GROUPED");
+  const Tensor &w0 = g.w[0];
+  if (e.target != "sm_90" || !g.mma || g.a.ctype != "bf16" || g.k % 8 != 0 ||
+      !(w0.ctype == "bf16" || w0.ctype == "f16" || w0.quant()) ||
+      (knob != nullptr && std::string(knob) == "0") ||
+      (grouped != nullptr && std::string(grouped) == "0") ||
+      (w0.quant() && quant != nullptr && std::string(quant) == "0"))
+    return false;
+  for (const Tensor &w : g.w)
+    if (w.ctype != w0.ctype || w.ggml != w0.ggml)
+      return false;
+  // The tile's columns: gate and up side by side (bh of each, the pair's
+  // rows interleaved so in the workspace), or the widest that covers N.
+  int64_t bh = 0, bn = 0, nw = 0, colTiles = 0;
+  if (swiglu) {
+    bh = g.n % 128 == 0 || g.n > 256 ? 128 : 64;
+    bn = 2 * bh;
+    colTiles = (g.n + bh - 1) / bh;
+    nw = colTiles * bn;
+  } else {
+    bn = tmaColumns(g.n);
+    colTiles = (g.n + bn - 1) / bn;
+    nw = g.n;
+  }
+  const int64_t sb = kTmaARows * 128 + bn * 128, kt = (g.k + 63) / 64;
+  const int stages = static_cast<int>(
+      std::min<int64_t>({8, kt < 2 ? 2 : kt, kTmaRing(1) / sb}));
+  if (stages < 2 || experts * nw > INT32_MAX)
+    return false;
+  // The workspace: W as bf16 [E * nw, K], the row-tile table (expert, its
+  // tile) at the longest prompt, then (swiglu) A's rows gathered in slot
+  // order, [S, K].
+  format::PlanDim rowTiles = tilesOf(y.shape[0], 1, kTmaARows);
+  rowTiles.constant += experts;
+  const int64_t wBytes = (experts * nw * g.k * 2 + 255) / 256 * 256;
+  const int64_t tableOff = wBytes;
+  const int64_t aOff =
+      tableOff + (rowTiles.at(e.plan.maxTokens) * 8 + 255) / 256 * 256;
+  e.workspace = true;
+  e.out.workspace = {swiglu ? y.shape[0].coef * g.k * 2 : 0,
+                     aOff + (swiglu ? y.shape[0].constant * g.k * 2 : 0), 1};
+  format::PlanTensorMap a;
+  a.dtype = format::PlanDType::BF16;
+  a.dims = {{0, g.k, 1}, y.shape[0]};
+  a.strides = {static_cast<uint64_t>(g.k * 2)};
+  a.box = {64, static_cast<uint32_t>(kTmaARows)};
+  a.swizzle = 128;
+  if (swiglu) {
+    a.workspace = true;
+    a.operand = {false, 0};
+    a.offset = static_cast<uint64_t>(aOff);
+  } else {
+    a.operand = e.kernel.inputs[0];
+  }
+  format::PlanTensorMap w = a;
+  w.workspace = true;
+  w.operand = {false, 0};
+  w.offset = 0;
+  w.dims = {{0, g.k, 1}, {0, experts * nw, 1}};
+  w.box = {64, static_cast<uint32_t>(bn)};
+  e.out.tensorMaps = {a, w};
+  std::string params = e.params();
+  const std::string sym = "@SYMBOL@_big";
+
+  // The pre-launch: block 0 writes the row-tile table (a scan of the
+  // experts' tile counts, as the kernel's own code does in every block),
+  // all blocks dequantise W into the workspace and (swiglu) gather A.
+  constexpr int kPrepThreads = 256;
+  constexpr int64_t kPrepBlocks = 1056; // 8 blocks of 256 on each of 132 SMs
+  const std::string rows = dimExpr(rowTiles);
+  e.line("STRATA_KERNEL_MIN({}, 1) void {}_prep({}) {{", kPrepThreads, sym,
+         params);
+  e.prologue();
+  e.line("  const long stride = (long)grid_x() * {} * 8;", kPrepThreads);
+  e.line("  if (bid_x() == 0) {{");
+  e.line("    STRATA_SHARED int scan[{}];", kPrepThreads);
+  e.line("    const int per = {};", (experts + kPrepThreads - 1) / kPrepThreads);
+  e.line("    int mine = 0;");
+  e.line("    for (int x = tid_x() * per; x < (tid_x() + 1) * per && x < {}; "
+         "++x)",
+         experts);
+  e.line("      mine += ({}[x + 1] - {}[x] + {}) / {};", off.ptr, off.ptr,
+         kTmaARows - 1, kTmaARows);
+  e.line("    scan[tid_x()] = mine;");
+  e.line("    sync_block();");
+  e.line("    for (int s = 1; s < {}; s <<= 1) {{", kPrepThreads);
+  e.line("      int add = tid_x() >= s ? scan[tid_x() - s] : 0;");
+  e.line("      sync_block();");
+  e.line("      scan[tid_x()] += add;");
+  e.line("      sync_block();");
+  e.line("    }}");
+  e.line("    int *const table = (int *)(ws + {}L);", tableOff);
+  e.line("    int at = scan[tid_x()] - mine;");
+  e.line("    for (int x = tid_x() * per; x < (tid_x() + 1) * per && x < {}; "
+         "++x)",
+         experts);
+  e.line("      for (int t = 0; t < ({}[x + 1] - {}[x] + {}) / {}; ++t, ++at) "
+         "{{ table[2 * at] = x; table[2 * at + 1] = t; }}",
+         off.ptr, off.ptr, kTmaARows - 1, kTmaARows);
+  e.line("    for (long t = scan[{}] + tid_x(); t < {}; t += {}) table[2 * t] "
+         "= -1;",
+         kPrepThreads - 1, rows, kPrepThreads);
+  e.line("  }}");
+  const int64_t rowBytes =
+      w0.quant() ? g.k / w0.blockSize * w0.blockBytes : g.k * 2;
+  e.line("  for (long i = ((long)bid_x() * {} + tid_x()) * 8; i < {}L; i += "
+         "stride) {{",
+         kPrepThreads, experts * nw * g.k);
+  e.line("    const long r = i / {}L, k = i % {}L, ex = r / {}L;", g.k, g.k,
+         nw);
+  if (swiglu) {
+    e.line("    const long h = r % {}L, n = h / {} * {} + h % {};", nw, bn, bh,
+           bh);
+    e.line("    const uint8_t *const src = (const uint8_t *)(h % {} < {} ? {} "
+           ": {});",
+           bn, bh, g.w[0].ptr, g.w[1].ptr);
+  } else {
+    e.line("    const long n = r % {}L;", nw);
+    e.line("    const uint8_t *const src = (const uint8_t *){};", w0.ptr);
+  }
+  e.line("    float v[8] = {{}};");
+  e.line("    if (n < {}L) {{", g.n);
+  e.line("      const uint8_t *const row = src + (ex * {}L + n) * {}L;", g.n,
+         rowBytes);
+  if (w0.quant())
+    e.line("      strata_dq8_{}(row + k / {} * {}, (int)(k % {}), v);",
+           format::ggmlTypeInfo(w0.ggml).irName, w0.blockSize, w0.blockBytes,
+           w0.blockSize);
+  else
+    e.line("      ld8((const {} *)row, k, v);", w0.ctype);
+  e.line("    }}");
+  e.line("    *(strata_u4 *)(ws + i * 2) = pack8_mma(v);");
+  e.line("  }}");
+  if (swiglu) {
+    e.line("  for (long i = ((long)bid_x() * {} + tid_x()) * 8; i < {} * {}L; "
+           "i += stride) {{",
+           kPrepThreads, dimExpr(y.shape[0]), g.k);
+    e.line("    const long m = i / {}L, k = i % {}L;", g.k, g.k);
+    e.line("    *(strata_u4 *)(ws + {}L + i * 2) = *(const strata_u4 *)({} + "
+           "(long)({}[m] / {}) * {}L + k);",
+           aOff, g.a.ptr, perm.ptr, slotsPerToken, g.k);
+    e.line("  }}");
+  }
+  e.line("}}");
+  format::PlanPreLaunch pre;
+  pre.grid = {{0, kPrepBlocks, 1}, {0, 1, 1}, {0, 1, 1}};
+  pre.block = {kPrepThreads, 1, 1};
+  e.out.pre = std::move(pre);
+
+  // The kernel: a producer warp copying A's tile (the expert's rows from
+  // its offset; rows past them are masked) and W's (the expert's block of
+  // rows in the workspace) into the ring, two consumer warpgroups.
+  e.line("STRATA_KERNEL_MIN(288, 1) void {}({}) {{", sym, params);
+  e.prologue();
+  e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
+         "strata_ring_raw[];");
+  e.line("  uint8_t *const strata_lds = strata_ring_raw + ((1024u - "
+         "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
+  e.line("  uint64_t *const full = (uint64_t *)(strata_lds + {}), *const "
+         "empty = full + {};",
+         stages * sb, stages);
+  const bool colsFast = tileOrder(rowTiles, true);
+  e.line("  const int *const tt = (const int *)(ws + {}L) + 2 * rt;", tableOff);
+  e.line("  if (tt[0] < 0) return;");
+  e.line("  const int ex = tt[0];");
+  e.line("  const long M = {}[ex + 1];", off.ptr);
+  e.line("  const long m0 = {}[ex] + (long)tt[1] * {};", off.ptr, kTmaARows);
+  e.line("  const long n0 = (long)ct * {};", swiglu ? bh : bn);
+  e.line("  if (tid_x() == 0) {{");
+  e.line("    for (int s = 0; s < {}; ++s) {{ mbar_init(&full[s], 1); "
+         "mbar_init(&empty[s], 2); }}",
+         stages);
+  e.line("    mbar_init_fence();");
+  e.line("  }}");
+  e.line("  sync_block();");
+  e.line("  const int wave = tid_x() >> 5, kt = {};", kt);
+  e.line("  float acc0[1][{}][8] = {{}};", bn / 16);
+  e.line("  if (wave == 8) {{");
+  e.line("    if (lane_id() == 0) {{");
+  e.line("      uint64_t ma, mw;");
+  e.line("      STRATA_PARAM_ADDR(ma, \"{}\");", e.tensorMapParam(0, sym));
+  e.line("      STRATA_PARAM_ADDR(mw, \"{}\");", e.tensorMapParam(1, sym));
+  e.line("      const int wr = (int)(ex * {}L + (long)ct * {});", nw, bn);
+  e.line("      for (int k = 0; k < kt; ++k) {{");
+  e.line("        const int s = k % {};", stages);
+  e.line("        mbar_wait(&empty[s], ((k / {}) & 1) ^ 1);", stages);
+  e.line("        uint8_t *st = strata_lds + s * {};", sb);
+  e.line("        mbar_expect_tx(&full[s], {});", sb);
+  e.line("        tma_load_2d(st, ma, k * 64, (int)m0, &full[s]);");
+  e.line("        tma_load_2d(st + {}, mw, k * 64, wr, &full[s]);",
+         kTmaARows * 128);
+  e.line("      }}");
+  e.line("    }}");
+  e.line("  }} else {{");
+  e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, full, "
+         "empty, kt, wave >> 2);",
+         bn, stages, sb);
+  e.line("  }}");
+  // Gate column c of the tile is accumulator (j, q), its up column (j +
+  // bh / 16, q) of the same thread.
+  const int64_t outCols = swiglu ? bh : bn;
+  auto value = [&](const std::string &q) {
+    return swiglu ? fmt::format("sm_silu(acc0[0][j][{}]) * acc0[0][j + {}][{}]",
+                                q, bh / 16, q)
+                  : fmt::format("acc0[0][j][{}]", q);
+  };
+  const int64_t esz = y.ctype == "float" ? 4 : 2;
+  if (stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t") {
+    // Through shared memory (the ring, once both warpgroups' last wgmma
+    // reads are done): each warpgroup's 64 rows, then 16-byte stores of
+    // whole row pieces. The accumulators' own 2-byte stores touched a
+    // sector per row per instruction: the down projection's 839 MB of
+    // output ran at 72 % of the L2's throughput.
+    const int64_t ld = outCols * esz + 16;
+    e.line("  if (wave < 8) {{");
+    e.line("    sync_named(1, 256);");
+    e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
+    e.line("#pragma unroll");
+    e.line("    for (int j = 0; j < {}; ++j)", outCols / 16);
+    e.line("#pragma unroll");
+    e.line("      for (int q = 0; q < 8; q += 2) {{");
+    e.line("        int r, c;");
+    e.line("        mma_acc_coord(q, &r, &c);");
+    e.line("        r += (wave & 3) * 16;");
+    e.line("        st2(({} *)(cs + r * {}), j * 16 + c, {}, {});", y.ctype, ld,
+           value("q"), value("q + 1"));
+    e.line("      }}");
+    stagedStores(y.ptr, g.n, esz, ld, outCols);
+    e.line("  }}");
+  } else {
+    e.line("#pragma unroll");
+    e.line("  for (int j = 0; j < {}; ++j)", outCols / 16);
+    e.line("#pragma unroll");
+    e.line("    for (int q = 0; q < 8; ++q) {{");
+    e.line("      int r, c;");
+    e.line("      mma_acc_coord(q, &r, &c);");
+    e.line("      r += (wave >> 2) * 64 + (wave & 3) * 16;");
+    e.line("      c += j * 16;");
+    // The producer warp holds no accumulators: its rows read as past M.
+    e.line("      const long m = wave < 8 ? m0 + r : M, n = n0 + c;");
+    e.line("      if (m < M && n < {}L) st({}, m * {}L + n, {});", g.n, y.ptr,
+           g.n, value("q"));
+    e.line("    }}");
+  }
+  e.line("}}");
+  const format::PlanDim cols{0, colTiles, 1};
+  e.out.grid = {colsFast ? cols : rowTiles, colsFast ? rowTiles : cols,
+                {0, 1, 1}};
+  e.out.block = {288, 1, 1};
+  e.out.sharedBytes =
+      static_cast<uint64_t>(1024 + stages * sb + 2 * int64_t(stages) * 8);
+  return true;
 }
 
 } // namespace

@@ -704,6 +704,23 @@ def moe_cases(types: tuple[str, ...]) -> list[Case]:
                                 f"grouped experts, {t} stacks [{e}, {f}, {dd}],"
                                 f" top {k} ({tile} row tile at T = 128)",
                                 types=(t,)))
+    # Planned for 640 tokens: from 512 on the grouped GEMMs' alternate code
+    # runs (sm_90: the pre-launch dequantises the stacks and gathers A's
+    # rows into the workspace for the TMA tile; gate and up side by side in
+    # 128-column halves, N = 512 exact, N = 320 a ragged last tile).
+    for t in ("iq3_s", "iq4_nl", "q8_0", "f16"):
+        if t not in types:
+            continue
+        f = 512 if BLOCK[t] == 256 else 320
+        b = Body(256)
+        experts(b, 8, 2, 256, f, t)
+        b("%m = moe_combine(%y, %w)")
+        b.output("%m", 256)
+        cases.append(b.case(f"moe_experts_{t}_tma_e8k2", "moe_experts",
+                            f"grouped experts, {t} stacks [8, {f}, 256], top 2,"
+                            " planned for 640 tokens (T >= 512: the TMA "
+                            "alternate)", types=(t,), max_tokens=640,
+                            prompts=(1, 37, 600)))
     # moe_sort over slices of 2,048 slots (count, then scan and scatter per
     # slice): T = 700 x top 8 = 5,600 slots, three slices.
     if "q8_0" in types:
@@ -1022,8 +1039,7 @@ def matmul_cases(types: tuple[str, ...]) -> list[Case]:
         if BLOCK[t] > 1:
             # bf16 A x quantised W planned for 640 tokens: from 512 on the
             # kernel's alternate code runs (its pre-launch dequantises W
-            # into the workspace for the TMA tile; opt-in until measured:
-            # prepare with STRATA_GEMM_TMA_QUANT=1); below, its own tiles.
+            # into the workspace for the TMA tile); below, its own tiles.
             b = Body(256)
             b(f"%h = rms_norm(%x, {b.w('norm.weight', (256,), init='norm')}) "
               "{eps = 1e-6}")
