@@ -287,8 +287,8 @@ private:
   /// rows past M and columns past n skipped. Stores from the accumulators
   /// touch a 32-byte sector per row for 4 bytes (the grouped down
   /// projection's 839 MB of output ran the L2 at 72 % of its throughput).
-  void stagedStores(const std::string &ptr, int64_t n, int64_t esz,
-                    int64_t ld, int64_t cols);
+  void stagedStores(const std::string &ptr, int64_t n, int64_t esz, int64_t ld,
+                    int64_t cols);
   /// Emits the kernel's own launch over the TMA chains \p idx.
   void emitTmaKernel(const std::vector<Chain> &chains, std::vector<Gemm> &gemms,
                      const std::vector<size_t> &idx, const std::string &params);
@@ -1145,9 +1145,9 @@ void GemmEmitter::runChains() {
         ++sc.stores;
         sc.out = t;
         sc.outVar = it->second.second;
-        sc.epi.push_back(fmt::format(
-            "st({}, {}, {});", t.ptr, elementIndex(t, t.shape, "row", "i"),
-            it->second.second));
+        sc.epi.push_back(fmt::format("st({}, {}, {});", t.ptr,
+                                     elementIndex(t, t.shape, "row", "i"),
+                                     it->second.second));
       }
   }
 
@@ -1321,8 +1321,8 @@ void GemmEmitter::emitVariant(const std::vector<Chain> &chains,
   emitTmaKernel(chains, gemms, tmaIdx, params);
 }
 
-void GemmEmitter::stagedStores(const std::string &ptr, int64_t n,
-                               int64_t esz, int64_t ld, int64_t cols) {
+void GemmEmitter::stagedStores(const std::string &ptr, int64_t n, int64_t esz,
+                               int64_t ld, int64_t cols) {
   const int64_t chunks = cols * esz / 16;
   e.line("    sync_named(2 + (wave >> 2), 128);");
   e.line("    for (int i = tid_x() & 127; i < {}; i += 128) {{", 64 * chunks);
@@ -1754,10 +1754,9 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     const int64_t esz = o.ctype == "float" ? 4 : 2;
     const int64_t ld = g.bn * esz + 16;
     if (stagedKnob() && !c.streamMean && !g.extra && c.stores == 1 &&
-        g.mPer == 1 &&
-        !o.isTemp && o.ctype != "int32_t" && constProduct(o.shape, 1) == g.n &&
-        (g.n * esz) % 16 == 0 && 128 * ld <= g.stages * sb &&
-        g.epilogue.back().rfind("st(", 0) == 0) {
+        g.mPer == 1 && !o.isTemp && o.ctype != "int32_t" &&
+        constProduct(o.shape, 1) == g.n && (g.n * esz) % 16 == 0 &&
+        128 * ld <= g.stages * sb && g.epilogue.back().rfind("st(", 0) == 0) {
       e.line("  if (wave < 8) {{");
       e.line("    sync_named(1, 256);");
       e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
@@ -2077,7 +2076,8 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   e.line("  const long stride = (long)grid_x() * {} * 8;", kPrepThreads);
   e.line("  if (bid_x() == 0) {{");
   e.line("    STRATA_SHARED int scan[{}];", kPrepThreads);
-  e.line("    const int per = {};", (experts + kPrepThreads - 1) / kPrepThreads);
+  e.line("    const int per = {};",
+         (experts + kPrepThreads - 1) / kPrepThreads);
   e.line("    int mine = 0;");
   e.line("    for (int x = tid_x() * per; x < (tid_x() + 1) * per && x < {}; "
          "++x)",
@@ -2247,8 +2247,8 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   }
   e.line("}}");
   const format::PlanDim cols{0, colTiles, 1};
-  e.out.grid = {colsFast ? cols : rowTiles, colsFast ? rowTiles : cols,
-                {0, 1, 1}};
+  e.out.grid = {
+      colsFast ? cols : rowTiles, colsFast ? rowTiles : cols, {0, 1, 1}};
   e.out.block = {288, 1, 1};
   e.out.sharedBytes =
       static_cast<uint64_t>(1024 + stages * sb + 2 * int64_t(stages) * 8);
