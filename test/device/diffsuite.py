@@ -704,20 +704,21 @@ def moe_cases(types: tuple[str, ...]) -> list[Case]:
                                 f"grouped experts, {t} stacks [{e}, {f}, {dd}],"
                                 f" top {k} ({tile} row tile at T = 128)",
                                 types=(t,)))
-    # Planned for 640 tokens: from 512 on the grouped GEMMs' alternate code
-    # runs (sm_90: the pre-launch dequantises the stacks and gathers A's
-    # rows into the workspace for the TMA tile; gate and up side by side in
-    # 128-column halves, N = 512 exact, N = 320 a ragged last tile).
+    # Planned for 640 tokens: from 512 on (4 experts x 192 rows / top 2 is
+    # less) the grouped GEMMs' alternate code runs (sm_90: the pre-launch
+    # dequantises the stacks and gathers A's rows into the workspace for
+    # the TMA tile; gate and up side by side in 128-column halves, N = 512
+    # exact, N = 320 a ragged last tile).
     for t in ("iq3_s", "iq4_nl", "q8_0", "f16"):
         if t not in types:
             continue
         f = 512 if BLOCK[t] == 256 else 320
         b = Body(256)
-        experts(b, 8, 2, 256, f, t)
+        experts(b, 4, 2, 256, f, t)
         b("%m = moe_combine(%y, %w)")
         b.output("%m", 256)
-        cases.append(b.case(f"moe_experts_{t}_tma_e8k2", "moe_experts",
-                            f"grouped experts, {t} stacks [8, {f}, 256], top 2,"
+        cases.append(b.case(f"moe_experts_{t}_tma_e4k2", "moe_experts",
+                            f"grouped experts, {t} stacks [4, {f}, 256], top 2,"
                             " planned for 640 tokens (T >= 512: the TMA "
                             "alternate)", types=(t,), max_tokens=640,
                             prompts=(1, 37, 600)))
