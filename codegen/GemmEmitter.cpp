@@ -298,6 +298,13 @@ private:
   /// projection's 839 MB of output ran the L2 at 72 % of its throughput).
   void stagedStores(const std::string &ptr, int64_t n, int64_t esz, int64_t ld,
                     int64_t cols);
+  /// Opens the TMA tile's loop over a consumer thread's accumulators
+  /// (acc0[0][j][q]: \p groups 16-column groups, q by \p qStep) and
+  /// declares r (its row: in the tile, or in the warpgroup's 64 where
+  /// \p inWarpgroup) and c (its column in the group, plus j * 16 where
+  /// \p addC); \p outer and \p body indent the loop and its lines.
+  void accLoop(const char *outer, const char *body, int64_t groups, int qStep,
+               bool inWarpgroup, bool addC = true);
   /// Emits the kernel's own launch over the TMA chains \p idx.
   void emitTmaKernel(const std::vector<Chain> &chains, std::vector<Gemm> &gemms,
                      const std::vector<size_t> &idx, const std::string &params);
@@ -1330,6 +1337,21 @@ void GemmEmitter::emitVariant(const std::vector<Chain> &chains,
   emitTmaKernel(chains, gemms, tmaIdx, params);
 }
 
+void GemmEmitter::accLoop(const char *outer, const char *body, int64_t groups,
+                          int qStep, bool inWarpgroup, bool addC) {
+  e.line("#pragma unroll");
+  e.line("{}for (int j = 0; j < {}; ++j)", outer, groups);
+  e.line("#pragma unroll");
+  e.line("{}  for (int q = 0; q < 8; {}) {{", outer,
+         qStep == 1 ? "++q" : fmt::format("q += {}", qStep));
+  e.line("{}int r, c;", body);
+  e.line("{}mma_acc_coord(q, &r, &c);", body);
+  e.line("{}r += {}(wave & 3) * 16;", body,
+         inWarpgroup ? "" : "(wave >> 2) * 64 + ");
+  if (addC)
+    e.line("{}c += j * 16;", body);
+}
+
 void GemmEmitter::stagedStores(const std::string &ptr, int64_t n, int64_t esz,
                                int64_t ld, int64_t cols) {
   const int64_t chunks = cols * esz / 16;
@@ -1769,14 +1791,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       e.line("  if (wave < 8) {{");
       e.line("    sync_named(1, 256);");
       e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
-      e.line("#pragma unroll");
-      e.line("    for (int j = 0; j < {}; ++j)", g.bn / 16);
-      e.line("#pragma unroll");
-      e.line("      for (int q = 0; q < 8; ++q) {{");
-      e.line("        int r, c;");
-      e.line("        mma_acc_coord(q, &r, &c);");
-      e.line("        r += (wave & 3) * 16;");
-      e.line("        c += j * 16;");
+      accLoop("    ", "        ", g.bn / 16, 1, true);
       e.line("        const long m = m0 + (wave >> 2) * 64 + r, n = {};",
              g.colOf("c"));
       e.line("        float v = acc0[0][j][q];");
@@ -1794,14 +1809,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       ybase += ntiles;
       continue;
     }
-    e.line("#pragma unroll");
-    e.line("  for (int j = 0; j < {}; ++j)", g.bn / 16);
-    e.line("#pragma unroll");
-    e.line("    for (int q = 0; q < 8; ++q) {{");
-    e.line("        int r, c;");
-    e.line("        mma_acc_coord(q, &r, &c);");
-    e.line("        r += (wave >> 2) * 64 + (wave & 3) * 16;");
-    e.line("        c += j * 16;");
+    accLoop("  ", "        ", g.bn / 16, 1, false);
     // The producer warp holds no accumulators: its rows read as past M.
     e.line("        long m = wave < 8 ? m0 + r : M, n = {};", g.colOf("c"));
     e.line("        float v = acc0[0][j][q];");
@@ -1842,14 +1850,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       e.line("  const uint8_t *const Xs = strata_lds + {};", g.stages * sb);
       // Two adjacent columns (accumulators q, q + 1) a step: one 4-byte
       // read of the image tile, one 4-byte store of the mean.
-      e.line("#pragma unroll");
-      e.line("  for (int j = 0; j < {}; ++j)", bd / 16);
-      e.line("#pragma unroll");
-      e.line("    for (int q = 0; q < 8; q += 2) {{");
-      e.line("        int r, c;");
-      e.line("        mma_acc_coord(q, &r, &c);");
-      e.line("        r += (wave >> 2) * 64 + (wave & 3) * 16;");
-      e.line("        c += j * 16;");
+      accLoop("  ", "        ", bd / 16, 2, false);
       e.line("        const long m = wave < 8 ? m0 + r : M;");
       e.line("        if (m < M) {{");
       e.line("          float a0 = 0, a1 = 0;");
@@ -2232,27 +2233,14 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
     e.line("  if (wave < 8) {{");
     e.line("    sync_named(1, 256);");
     e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
-    e.line("#pragma unroll");
-    e.line("    for (int j = 0; j < {}; ++j)", outCols / 16);
-    e.line("#pragma unroll");
-    e.line("      for (int q = 0; q < 8; q += 2) {{");
-    e.line("        int r, c;");
-    e.line("        mma_acc_coord(q, &r, &c);");
-    e.line("        r += (wave & 3) * 16;");
+    accLoop("    ", "        ", outCols / 16, 2, true, false);
     e.line("        st2(({} *)(cs + r * {}), j * 16 + c, {}, {});", y.ctype, ld,
            value("q"), value("q + 1"));
     e.line("      }}");
     stagedStores(y.ptr, g.n, esz, ld, outCols);
     e.line("  }}");
   } else {
-    e.line("#pragma unroll");
-    e.line("  for (int j = 0; j < {}; ++j)", outCols / 16);
-    e.line("#pragma unroll");
-    e.line("    for (int q = 0; q < 8; ++q) {{");
-    e.line("      int r, c;");
-    e.line("      mma_acc_coord(q, &r, &c);");
-    e.line("      r += (wave >> 2) * 64 + (wave & 3) * 16;");
-    e.line("      c += j * 16;");
+    accLoop("  ", "      ", outCols / 16, 1, false);
     // The producer warp holds no accumulators: its rows read as past M.
     e.line("      const long m = wave < 8 ? m0 + r : M, n = n0 + c;");
     e.line("      if (m < M && n < {}L) st({}, m * {}L + n, {});", g.n, y.ptr,
