@@ -126,6 +126,15 @@ bool stagedKnob() {
 /// (bench/results/bench-20261201T233349Z.txt).
 constexpr int64_t kGroupedTmaRows = 192;
 
+/// Whether the TMA tiles of plain chains and grouped experts are 128
+/// columns wide at two blocks an SM (one block's epilogue overlapping the
+/// other's K loop, as K3's do) instead of up to 256 at one:
+/// STRATA_GEMM_TMA_PAIR=1, an A/B knob (not yet measured).
+bool pairKnob() {
+  const char *v = std::getenv("STRATA_GEMM_TMA_PAIR");
+  return v != nullptr && std::string(v) == "1";
+}
+
 /// Which weights a variant of the kernel puts on the TMA tile.
 enum class TmaUse {
   None,      ///< none (the kernel's own code: the cp.async tiles)
@@ -1555,6 +1564,7 @@ bool GemmEmitter::mergeSkinny(Gemm &g, const Chain &c, Gemm &r,
     return false;
   g.bn = bn;
   g.stages = stages;
+  g.tmaBlocks = 1;
   g.nMain = g.n;
   g.n = base + 16;
   g.extra = &r;
@@ -1606,6 +1616,8 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
     g.xIn = x.index;
   } else {
     bn = tmaColumns(g.n);
+    if (pairKnob() && bn > 128)
+      bn = 128, blocks = 2;
   }
   const int64_t sb = kTmaARows * 128 + int64_t(bn) * 128;
   const int64_t kt = (g.k + 63) / 64;
@@ -2029,19 +2041,20 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   // The tile's columns: gate and up side by side (bh of each, the pair's
   // rows interleaved so in the workspace), or the widest that covers N.
   int64_t bh = 0, bn = 0, nw = 0, colTiles = 0;
+  const int blocks = pairKnob() ? 2 : 1;
   if (swiglu) {
-    bh = g.n % 128 == 0 || g.n > 256 ? 128 : 64;
+    bh = blocks == 1 && (g.n % 128 == 0 || g.n > 256) ? 128 : 64;
     bn = 2 * bh;
     colTiles = (g.n + bh - 1) / bh;
     nw = colTiles * bn;
   } else {
-    bn = tmaColumns(g.n);
+    bn = blocks == 1 ? tmaColumns(g.n) : std::min(128, tmaColumns(g.n));
     colTiles = (g.n + bn - 1) / bn;
     nw = g.n;
   }
   const int64_t sb = kTmaARows * 128 + bn * 128, kt = (g.k + 63) / 64;
   const int stages = static_cast<int>(
-      std::min<int64_t>({8, kt < 2 ? 2 : kt, kTmaRing(1) / sb}));
+      std::min<int64_t>({8, kt < 2 ? 2 : kt, kTmaRing(blocks) / sb}));
   if (stages < 2 || experts * nw > INT32_MAX)
     return false;
   // The workspace: W as bf16 [E * nw, K], the row-tile table (expert, its
@@ -2168,7 +2181,7 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   // The kernel: a producer warp copying A's tile (the expert's rows from
   // its offset; rows past them are masked) and W's (the expert's block of
   // rows in the workspace) into the ring, two consumer warpgroups.
-  e.line("STRATA_KERNEL_MIN(288, 1) void {}({}) {{", sym, params);
+  e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym, params);
   e.prologue();
   e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
          "strata_ring_raw[];");
@@ -2223,7 +2236,8 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
                   : fmt::format("acc0[0][j][{}]", q);
   };
   const int64_t esz = y.ctype == "float" ? 4 : 2;
-  if (stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t") {
+  if (stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t" &&
+      128 * (outCols * esz + 16) <= stages * sb) {
     // Through shared memory (the ring, once both warpgroups' last wgmma
     // reads are done): each warpgroup's 64 rows, then 16-byte stores of
     // whole row pieces. The accumulators' own 2-byte stores touched a
