@@ -20,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
 
+#include "ir/Target.h"
+
 #include "runtime/format/GgmlType.h"
 
 #include <algorithm>
@@ -132,6 +134,15 @@ constexpr int64_t kGroupedTmaRows = 192;
 /// STRATA_GEMM_TMA_PAIR=1, an A/B knob (not yet measured).
 bool pairKnob() {
   const char *v = std::getenv("STRATA_GEMM_TMA_PAIR");
+  return v != nullptr && std::string(v) == "1";
+}
+
+/// Whether a kernel of one TMA chain runs persistent blocks (each loops
+/// over tiles; its producer loads the next tile's stages while the
+/// consumers run the epilogue): STRATA_GEMM_TMA_PERSIST=1, an A/B knob (not
+/// yet measured).
+bool persistKnob() {
+  const char *v = std::getenv("STRATA_GEMM_TMA_PERSIST");
   return v != nullptr && std::string(v) == "1";
 }
 
@@ -1696,11 +1707,47 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
   // tile), warp 8 the producer (one lane issues every copy).
   int64_t ring = 0;
   int maxStages = 0, blocks = 2;
+  // A persistent kernel keeps the staged results and the stream mean's
+  // image tile out of the ring (the producer refills it during the
+  // epilogue): fewer stages where they do not fit beside it.
+  bool persist = persistKnob() && idx.size() == 1;
+  std::vector<bool> staged(gemms.size(), false);
+  int64_t stageOff = 0, xOff = 0;
   for (size_t ci : idx) {
-    const Gemm &g = gemms[ci];
+    Gemm &g = gemms[ci];
+    const Chain &c = chains[ci];
     const int64_t sb = kTmaARows * 128 + int64_t(g.bn) * 128;
-    ring = std::max(ring, g.stages * sb +
-                              (g.mapX >= 0 ? int64_t(kTmaARows) * 256 : 0));
+    const int64_t xBytes = g.mapX >= 0 ? int64_t(kTmaARows) * 256 : 0;
+    // A chain whose one store is its result in rows of N (row m, column n
+    // at m * N + n) stores through shared memory, as the grouped GEMMs do
+    // (GemmEmitter::stagedStores).
+    const Tensor &o = c.out;
+    const int64_t esz = o.ctype == "float" ? 4 : 2;
+    const int64_t csBytes = 128 * (g.bn * esz + 16);
+    const bool stageable =
+        stagedKnob() && !c.streamMean && !g.extra && c.stores == 1 &&
+        g.mPer == 1 && !o.isTemp && o.ctype != "int32_t" &&
+        constProduct(o.shape, 1) == g.n && (g.n * esz) % 16 == 0 &&
+        g.epilogue.back().rfind("st(", 0) == 0;
+    // Persistent: two stages at least beside the staged results, else the
+    // results stored from the accumulators, else not persistent.
+    auto fit = [&](bool st) {
+      return (kTmaRing(g.tmaBlocks) - xBytes - (st ? csBytes : 0)) / sb;
+    };
+    staged[ci] =
+        stageable && (persist ? fit(true) >= 2 : csBytes <= g.stages * sb);
+    if (persist && fit(staged[ci]) < 2) {
+      persist = false;
+      staged[ci] = stageable && csBytes <= g.stages * sb;
+    }
+    if (persist) {
+      g.stages = static_cast<int>(std::min<int64_t>(g.stages, fit(staged[ci])));
+      stageOff = g.stages * sb;
+      xOff = stageOff + (staged[ci] ? csBytes : 0);
+      ring = xOff + xBytes;
+    } else {
+      ring = std::max(ring, g.stages * sb + xBytes);
+    }
     maxStages = std::max(maxStages, g.stages);
     blocks = std::min(blocks, g.tmaBlocks);
   }
@@ -1712,7 +1759,8 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
          "strata_ring_raw[];");
   e.line("  uint8_t *const strata_lds = strata_ring_raw + ((1024u - "
          "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
-  // full[s], empty[s], then xfull (the stream mean's image tile).
+  // full[s], empty[s], then xfull (the stream mean's image tile; and,
+  // persistent, xempty).
   e.line("  uint64_t *const full = (uint64_t *)(strata_lds + {}), *const "
          "empty = full + {}, *const xfull = full + {};",
          ring, maxStages, 2 * maxStages);
@@ -1720,35 +1768,56 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
   format::PlanDim mDim = gemms[idx[0]].mDim;
   const format::PlanDim rowTiles = tilesOf(mDim, 1, kTmaARows);
   const bool colsFast =
+      !persist &&
       tileOrder(rowTiles, idx.size() == 1 && !chains[idx[0]].streamMean);
   for (size_t ci : idx) {
     Gemm &g = gemms[ci];
     const Chain &c = chains[ci];
     const int64_t sb = kTmaARows * 128 + int64_t(g.bn) * 128;
     int64_t ntiles = c.streamMean ? g.n / g.bn : (g.n + g.bn - 1) / g.bn;
-    e.line("  if (ct >= {} && ct < {}) {{", ybase, ybase + ntiles);
-    e.line("  const long M = {};", g.mRows);
-    e.line("  const long m0 = (long)rt * {};", g.bm);
-    e.line("  if (m0 >= M) return;");
     int64_t ns = 0, d = 0, bd = 0;
     if (c.streamMean) {
       Tensor xn = e.tensor(c.streamMean->inputs[0]);
       ns = xn.shape[1].constant, d = xn.shape[2].constant, bd = g.bn / ns;
-      e.line("  const long d0 = (long)(ct - {}) * {};", ybase, bd);
-    } else {
-      e.line("  const long n0 = (long)(ct - {}) * {};", ybase, g.bn);
     }
+    // The tile's origin: rows m0.., columns n0.. (the stream mean: d0..
+    // of each stream).
+    const std::string col0 = c.streamMean ? "d0" : "n0";
+    const int64_t colStep = c.streamMean ? bd : g.bn;
+    if (persist) {
+      // Tile i is row tile i / ntiles, column tile i % ntiles: consecutive
+      // blocks share a row tile of A, as colsFast orders them.
+      e.line("  {{");
+      e.line("  const long M = {};", g.mRows);
+      e.line("  const long tiles = (M + {}) / {} * {};", kTmaARows - 1,
+             kTmaARows, ntiles);
+    } else {
+      e.line("  if (ct >= {} && ct < {}) {{", ybase, ybase + ntiles);
+      e.line("  const long M = {};", g.mRows);
+      e.line("  const long m0 = (long)rt * {};", g.bm);
+      e.line("  if (m0 >= M) return;");
+      e.line("  const long {} = (long)(ct - {}) * {};", col0, ybase, colStep);
+    }
+    const std::string tileLoop =
+        "for (long tile = bid_x(), tn = 0; tile < tiles; tile += grid_x(), "
+        "++tn)";
+    const std::string origin =
+        fmt::format("const long m0 = tile / {} * {}, {} = tile % {} * {};",
+                    ntiles, kTmaARows, col0, ntiles, colStep);
     e.line("  if (tid_x() == 0) {{");
     e.line("    for (int s = 0; s < {}; ++s) {{ mbar_init(&full[s], 1); "
            "mbar_init(&empty[s], 2); }}",
            g.stages);
     if (g.mapX >= 0)
       e.line("    mbar_init(xfull, 1);");
+    if (g.mapX >= 0 && persist)
+      e.line("    mbar_init(xfull + 1, 2);");
     e.line("    mbar_init_fence();");
     e.line("  }}");
     e.line("  sync_block();");
     e.line("  const int wave = tid_x() >> 5, kt = {};", (g.k + 63) / 64);
-    e.line("  float acc0[1][{}][8] = {{}};", g.bn / 16);
+    if (!persist)
+      e.line("  float acc0[1][{}][8] = {{}};", g.bn / 16);
     e.line("  if (wave == 8) {{");
     e.line("    if (lane_id() == 0) {{");
     e.line("      uint64_t ma, mw;");
@@ -1756,9 +1825,18 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
            e.tensorMapParam(g.mapA, sym_));
     e.line("      STRATA_PARAM_ADDR(mw, \"{}\");",
            e.tensorMapParam(g.mapW, sym_));
-    e.line("      for (int k = 0; k < kt; ++k) {{");
-    e.line("        const int s = k % {};", g.stages);
-    e.line("        mbar_wait(&empty[s], ((k / {}) & 1) ^ 1);", g.stages);
+    if (persist) {
+      e.line("      int it = 0;");
+      e.line("      {} {{", tileLoop);
+      e.line("      {}", origin);
+      e.line("      for (int k = 0; k < kt; ++k, ++it) {{");
+      e.line("        const int s = it % {};", g.stages);
+      e.line("        mbar_wait(&empty[s], ((it / {}) & 1) ^ 1);", g.stages);
+    } else {
+      e.line("      for (int k = 0; k < kt; ++k) {{");
+      e.line("        const int s = k % {};", g.stages);
+      e.line("        mbar_wait(&empty[s], ((k / {}) & 1) ^ 1);", g.stages);
+    }
     e.line("        uint8_t *st = strata_lds + s * {};", sb);
     e.line("        mbar_expect_tx(&full[s], {});", sb);
     e.line("        tma_load_2d(st, ma, k * 64, (int)m0, &full[s]);");
@@ -1770,7 +1848,23 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     else
       e.line("        tma_load_2d(st + {}, mw, k * 64, (int)n0, &full[s]);",
              kTmaARows * 128);
-    if (g.mapX >= 0) {
+    if (g.mapX >= 0 && persist) {
+      // The image tile once the ring's free stages are issued: the next
+      // stage waits for the previous tile's epilogue anyway, which is
+      // when its mean has read the image tile.
+      e.line("        if (k == {}) {{",
+             std::min<int64_t>(g.stages, (g.k + 63) / 64) - 1);
+      e.line("          uint64_t mx;");
+      e.line("          STRATA_PARAM_ADDR(mx, \"{}\");",
+             e.tensorMapParam(g.mapX, sym_));
+      e.line("          mbar_wait(xfull + 1, (int)(tn & 1) ^ 1);");
+      e.line("          mbar_expect_tx(xfull, {});", kTmaARows * 256);
+      e.line("          tma_load_3d(strata_lds + {}, mx, (int)d0, (int)m0, 0, "
+             "xfull);",
+             xOff);
+      e.line("        }}");
+    }
+    if (g.mapX >= 0 && !persist) {
       // The image tile behind the first step's operands: needed only by
       // the epilogue.
       e.line("        if (k == 0) {{");
@@ -1784,25 +1878,41 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       e.line("        }}");
     }
     e.line("      }}");
+    if (persist)
+      e.line("      }}");
     e.line("    }}");
     e.line("  }} else {{");
-    e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, full, "
-           "empty, kt, wave >> 2);",
-           g.bn, g.stages, sb);
-    e.line("  }}");
-    // A chain whose one store is its result in rows of N (row m, column n
-    // at m * N + n) stores through shared memory, as the grouped GEMMs do
-    // (GemmEmitter::stagedStores).
+    if (persist) {
+      e.line("  int it = 0;");
+      e.line("  {} {{", tileLoop);
+      e.line("  {}", origin);
+      e.line("  float acc0[1][{}][8] = {{}};", g.bn / 16);
+      e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, "
+             "full, empty, kt, wave >> 2, it, true);",
+             g.bn, g.stages, sb);
+      e.line("  it += kt;");
+    } else {
+      e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, "
+             "full, empty, kt, wave >> 2);",
+             g.bn, g.stages, sb);
+      e.line("  }}");
+    }
     const Tensor &o = c.out;
     const int64_t esz = o.ctype == "float" ? 4 : 2;
     const int64_t ld = g.bn * esz + 16;
-    if (stagedKnob() && !c.streamMean && !g.extra && c.stores == 1 &&
-        g.mPer == 1 && !o.isTemp && o.ctype != "int32_t" &&
-        constProduct(o.shape, 1) == g.n && (g.n * esz) % 16 == 0 &&
-        128 * ld <= g.stages * sb && g.epilogue.back().rfind("st(", 0) == 0) {
+    if (staged[ci]) {
       e.line("  if (wave < 8) {{");
-      e.line("    sync_named(1, 256);");
-      e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
+      if (persist) {
+        // Its own area: the warpgroup's last reads of the previous tile's
+        // results are done before it writes this tile's.
+        e.line("    sync_named(2 + (wave >> 2), 128);");
+        e.line("    uint8_t *const cs = strata_lds + {} + (wave >> 2) * {};",
+               stageOff, 64 * ld);
+      } else {
+        e.line("    sync_named(1, 256);");
+        e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};",
+               64 * ld);
+      }
       accLoop("    ", "        ", g.bn / 16, 1, true);
       e.line("        const long m = m0 + (wave >> 2) * 64 + r, n = {};",
              g.colOf("c"));
@@ -1816,8 +1926,12 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       e.line("      }}");
       stagedStores(o.ptr, g.n, esz, ld, g.bn);
       e.line("  }}");
+      if (persist)
+        e.line("  }}");
       e.line("  return;");
       e.line("  }}");
+      if (persist)
+        e.line("  }}");
       ybase += ntiles;
       continue;
     }
@@ -1858,8 +1972,9 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       // Stream s of tile column c is column s * bd + c: accumulator (j + s
       // bd / 16, q) of the same thread.
       Tensor y = e.tensor(c.streamMean->outputs[0]);
-      e.line("  mbar_wait(xfull, 0);");
-      e.line("  const uint8_t *const Xs = strata_lds + {};", g.stages * sb);
+      e.line("  mbar_wait(xfull, {});", persist ? "(int)(tn & 1)" : "0");
+      e.line("  const uint8_t *const Xs = strata_lds + {};",
+             persist ? xOff : g.stages * sb);
       // Two adjacent columns (accumulators q, q + 1) a step: one 4-byte
       // read of the image tile, one 4-byte store of the mean.
       accLoop("  ", "        ", bd / 16, 2, false);
@@ -1889,19 +2004,36 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
              y.ptr, d, ns, ns);
       e.line("        }}");
       e.line("      }}");
+      if (persist) {
+        // The image tile is free once every thread of both warpgroups
+        // read it (one arrival each).
+        e.line("  sync_named(2 + (wave >> 2), 128);");
+        e.line("  if ((tid_x() & 127) == 0) mbar_arrive(xfull + 1);");
+      }
     }
+    if (persist)
+      e.line("  }}");
     e.line("  return;");
     e.line("  }}");
+    if (persist)
+      e.line("  }}");
     ybase += ntiles;
   }
   e.line("}}");
   const format::PlanDim colTiles{0, ybase, 1};
-  e.out.grid = {colsFast ? colTiles : rowTiles,
-                colsFast ? rowTiles : colTiles,
-                {0, 1, 1}};
+  if (persist) {
+    // A block per SM (two where the tile fits twice), each looping over
+    // the tiles.
+    const ir::Target *t = ir::lookupTarget(e.target);
+    e.out.grid = {{0, int64_t(t->units) * blocks, 1}, {0, 1, 1}, {0, 1, 1}};
+  } else {
+    e.out.grid = {colsFast ? colTiles : rowTiles,
+                  colsFast ? rowTiles : colTiles,
+                  {0, 1, 1}};
+  }
   e.out.block = {288, 1, 1};
-  e.out.sharedBytes =
-      static_cast<uint64_t>(1024 + ring + (2 * int64_t(maxStages) + 1) * 8);
+  e.out.sharedBytes = static_cast<uint64_t>(
+      1024 + ring + (2 * int64_t(maxStages) + (persist ? 2 : 1)) * 8);
 }
 
 void GemmEmitter::runGrouped() {

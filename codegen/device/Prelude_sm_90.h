@@ -573,12 +573,15 @@ STRATA_FN int grid_x() { return __nvvm_read_ptx_sreg_nctaid_x(); }
 /// empty[s] takes one arrival per warpgroup once its wgmma of the stage
 /// retired, so the producer refills it. One batch of wgmma stays in
 /// flight: the stage before it is released while this one computes.
+/// Persistent blocks (a loop over tiles) count their K steps from \p it0
+/// (the ring's position) and \p release the last stage too.
 template <int N, int STAGES, int SB>
 STRATA_FN void tma_gemm_consume(float *d, uint8_t *ring, uint64_t *full,
-                                uint64_t *empty, int kt, int wg) {
+                                uint64_t *empty, int kt, int wg, int it0 = 0,
+                                bool release = false) {
   for (int k = 0; k < kt; ++k) {
-    const int s = k % STAGES;
-    mbar_wait(&full[s], (k / STAGES) & 1);
+    const uint32_t g = uint32_t(it0 + k), s = g % STAGES;
+    mbar_wait(&full[s], (int)((g / STAGES) & 1));
     const uint8_t *a = ring + s * SB + wg * 64 * 128;
     const uint8_t *w = ring + s * SB + 128 * 128;
     wg_fence();
@@ -588,9 +591,11 @@ STRATA_FN void tma_gemm_consume(float *d, uint8_t *ring, uint64_t *full,
     wg_commit();
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     if (k > 0 && (tid_x() & 127) == 0)
-      mbar_arrive(&empty[(k - 1) % STAGES]);
+      mbar_arrive(&empty[(g - 1) % STAGES]);
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  if (release && (tid_x() & 127) == 0)
+    mbar_arrive(&empty[uint32_t(it0 + kt - 1) % STAGES]);
 #pragma unroll
   for (int i = 0; i + 32 <= N / 2; i += 32)
     wg_pin32(d + i);
