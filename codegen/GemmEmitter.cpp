@@ -2313,6 +2313,26 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   // The kernel: a producer warp copying A's tile (the expert's rows from
   // its offset; rows past them are masked) and W's (the expert's block of
   // rows in the workspace) into the ring, two consumer warpgroups.
+  // Gate column c of the tile is accumulator (j, q), its up column (j +
+  // bh / 16, q) of the same thread.
+  const int64_t outCols = swiglu ? bh : bn;
+  const int64_t esz = y.ctype == "float" ? 4 : 2;
+  const int64_t ld = outCols * esz + 16, csBytes = 128 * ld;
+  const bool stageable =
+      stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t";
+  // Persistent (STRATA_GEMM_TMA_PERSIST=1): blocks loop over the tiles,
+  // the staged results outside the ring where two stages still fit.
+  const bool persist = persistKnob();
+  int ks = stages;
+  bool staged = stageable && csBytes <= stages * sb;
+  if (persist) {
+    const int64_t beside = (kTmaRing(blocks) - csBytes) / sb;
+    staged = stageable && beside >= 2;
+    if (staged)
+      ks = static_cast<int>(std::min<int64_t>(stages, beside));
+  }
+  const int64_t stageOff = ks * sb,
+                ring = stageOff + (persist && staged ? csBytes : 0);
   e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym, params);
   e.prologue();
   e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
@@ -2321,64 +2341,109 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
          "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
   e.line("  uint64_t *const full = (uint64_t *)(strata_lds + {}), *const "
          "empty = full + {};",
-         stages * sb, stages);
-  const bool colsFast = tileOrder(rowTiles, true);
-  e.line("  const int *const tt = (const int *)(ws + {}L) + 2 * rt;", tableOff);
-  e.line("  if (tt[0] < 0) return;");
-  e.line("  const int ex = tt[0];");
-  e.line("  const long M = {}[ex + 1];", off.ptr);
-  e.line("  const long m0 = {}[ex] + (long)tt[1] * {};", off.ptr, kTmaARows);
-  e.line("  const long n0 = (long)ct * {};", swiglu ? bh : bn);
+         ring, ks);
+  // A tile's expert and rows (the table's row tile rt), its columns (ct).
+  const std::string tileOf[] = {
+      fmt::format("const int *const tt = (const int *)(ws + {}L) + 2 * rt;",
+                  tableOff),
+      "const int ex = tt[0];",
+      fmt::format("const long M = {}[ex + 1];", off.ptr),
+      fmt::format("const long m0 = {}[ex] + (long)tt[1] * {};", off.ptr,
+                  kTmaARows),
+      fmt::format("const long n0 = (long)ct * {};", swiglu ? bh : bn)};
+  const std::string tileLoop = fmt::format(
+      "for (long tile = bid_x(); tile < tiles; tile += grid_x()) {{ const "
+      "long rt = tile / {}, ct = tile % {};",
+      colTiles, colTiles);
+  bool colsFast = false;
+  if (persist) {
+    e.line("  const long tiles = {} * {}L;", dimExpr(rowTiles), colTiles);
+  } else {
+    colsFast = tileOrder(rowTiles, true);
+    e.line("  {}", tileOf[0]);
+    e.line("  if (tt[0] < 0) return;");
+    for (int i = 1; i < 5; ++i)
+      e.line("  {}", tileOf[i]);
+  }
   e.line("  if (tid_x() == 0) {{");
   e.line("    for (int s = 0; s < {}; ++s) {{ mbar_init(&full[s], 1); "
          "mbar_init(&empty[s], 2); }}",
-         stages);
+         ks);
   e.line("    mbar_init_fence();");
   e.line("  }}");
   e.line("  sync_block();");
   e.line("  const int wave = tid_x() >> 5, kt = {};", kt);
-  e.line("  float acc0[1][{}][8] = {{}};", bn / 16);
+  if (!persist)
+    e.line("  float acc0[1][{}][8] = {{}};", bn / 16);
   e.line("  if (wave == 8) {{");
   e.line("    if (lane_id() == 0) {{");
   e.line("      uint64_t ma, mw;");
   e.line("      STRATA_PARAM_ADDR(ma, \"{}\");", e.tensorMapParam(0, sym));
   e.line("      STRATA_PARAM_ADDR(mw, \"{}\");", e.tensorMapParam(1, sym));
+  if (persist) {
+    // Tiles past the table's last are skipped by the producer and the
+    // consumers alike (the ring's position stays in step).
+    e.line("      int it = 0;");
+    e.line("      {}", tileLoop);
+    e.line("      {}", tileOf[0]);
+    e.line("      if (tt[0] < 0) continue;");
+    e.line("      {}", tileOf[1]);
+    e.line("      {}", tileOf[3]);
+  }
   e.line("      const int wr = (int)(ex * {}L + (long)ct * {});", nw, bn);
-  e.line("      for (int k = 0; k < kt; ++k) {{");
-  e.line("        const int s = k % {};", stages);
-  e.line("        mbar_wait(&empty[s], ((k / {}) & 1) ^ 1);", stages);
+  e.line("      for (int k = 0; k < kt; ++k{}) {{", persist ? ", ++it" : "");
+  e.line("        const int s = {} % {};", persist ? "it" : "k", ks);
+  e.line("        mbar_wait(&empty[s], (({} / {}) & 1) ^ 1);",
+         persist ? "it" : "k", ks);
   e.line("        uint8_t *st = strata_lds + s * {};", sb);
   e.line("        mbar_expect_tx(&full[s], {});", sb);
   e.line("        tma_load_2d(st, ma, k * 64, (int)m0, &full[s]);");
   e.line("        tma_load_2d(st + {}, mw, k * 64, wr, &full[s]);",
          kTmaARows * 128);
   e.line("      }}");
+  if (persist)
+    e.line("      }}");
   e.line("    }}");
   e.line("  }} else {{");
-  e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, full, "
-         "empty, kt, wave >> 2);",
-         bn, stages, sb);
-  e.line("  }}");
-  // Gate column c of the tile is accumulator (j, q), its up column (j +
-  // bh / 16, q) of the same thread.
-  const int64_t outCols = swiglu ? bh : bn;
+  if (persist) {
+    e.line("  int it = 0;");
+    e.line("  {}", tileLoop);
+    e.line("  {}", tileOf[0]);
+    e.line("  if (tt[0] < 0) continue;");
+    for (int i = 1; i < 5; ++i)
+      e.line("  {}", tileOf[i]);
+    e.line("  float acc0[1][{}][8] = {{}};", bn / 16);
+    e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, "
+           "full, empty, kt, wave >> 2, it, true);",
+           bn, ks, sb);
+    e.line("  it += kt;");
+  } else {
+    e.line("    tma_gemm_consume<{}, {}, {}>(&acc0[0][0][0], strata_lds, "
+           "full, empty, kt, wave >> 2);",
+           bn, ks, sb);
+    e.line("  }}");
+  }
   auto value = [&](const std::string &q) {
     return swiglu ? fmt::format("sm_silu(acc0[0][j][{}]) * acc0[0][j + {}][{}]",
                                 q, bh / 16, q)
                   : fmt::format("acc0[0][j][{}]", q);
   };
-  const int64_t esz = y.ctype == "float" ? 4 : 2;
-  if (stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t" &&
-      128 * (outCols * esz + 16) <= stages * sb) {
+  if (staged) {
     // Through shared memory (the ring, once both warpgroups' last wgmma
-    // reads are done): each warpgroup's 64 rows, then 16-byte stores of
-    // whole row pieces. The accumulators' own 2-byte stores touched a
-    // sector per row per instruction: the down projection's 839 MB of
-    // output ran at 72 % of the L2's throughput.
-    const int64_t ld = outCols * esz + 16;
+    // reads are done; persistent: an area of its own, free once the
+    // warpgroup stored the previous tile): each warpgroup's 64 rows, then
+    // 16-byte stores of whole row pieces. The accumulators' own 2-byte
+    // stores touched a sector per row per instruction: the down
+    // projection's 839 MB of output ran at 72 % of the L2's throughput.
     e.line("  if (wave < 8) {{");
-    e.line("    sync_named(1, 256);");
-    e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
+    if (persist) {
+      e.line("    sync_named(2 + (wave >> 2), 128);");
+      e.line("    uint8_t *const cs = strata_lds + {} + (wave >> 2) * {};",
+             stageOff, 64 * ld);
+    } else {
+      e.line("    sync_named(1, 256);");
+      e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
+    }
     accLoop("    ", "        ", outCols / 16, 2, true, false);
     e.line("        st2(({} *)(cs + r * {}), j * 16 + c, {}, {});", y.ctype, ld,
            value("q"), value("q + 1"));
@@ -2393,13 +2458,19 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
            g.n, value("q"));
     e.line("    }}");
   }
+  if (persist)
+    e.line("  }}\n  }}");
   e.line("}}");
   const format::PlanDim cols{0, colTiles, 1};
-  e.out.grid = {
-      colsFast ? cols : rowTiles, colsFast ? rowTiles : cols, {0, 1, 1}};
+  if (persist)
+    e.out.grid = {{0, int64_t(ir::lookupTarget(e.target)->units) * blocks, 1},
+                  {0, 1, 1},
+                  {0, 1, 1}};
+  else
+    e.out.grid = {
+        colsFast ? cols : rowTiles, colsFast ? rowTiles : cols, {0, 1, 1}};
   e.out.block = {288, 1, 1};
-  e.out.sharedBytes =
-      static_cast<uint64_t>(1024 + stages * sb + 2 * int64_t(stages) * 8);
+  e.out.sharedBytes = static_cast<uint64_t>(1024 + ring + 2 * int64_t(ks) * 8);
   return true;
 }
 
