@@ -318,6 +318,15 @@ private:
   /// projection's 839 MB of output ran the L2 at 72 % of its throughput).
   void stagedStores(const std::string &ptr, int64_t n, int64_t esz, int64_t ld,
                     int64_t cols);
+  /// Opens the consumers' staging of results (rows \p ld bytes apart):
+  /// declares `cs`, the warpgroup's 64 rows. In the ring once both
+  /// warpgroups' last wgmma reads of it are done; \p persist: at \p off,
+  /// an area of its own (the producer is refilling the ring), once the
+  /// warpgroup's last reads of the previous tile's results are done.
+  void openStaging(bool persist, int64_t off, int64_t ld);
+  /// Closes the producer's K loop (and, \p persist, its tile loop) and
+  /// opens the consumers' branch (\p persist: with the ring's position).
+  void producerDone(bool persist);
   /// Opens the TMA tile's loop over a consumer thread's accumulators
   /// (acc0[0][j][q]: \p groups 16-column groups, q by \p qStep) and
   /// declares r (its row: in the tile, or in the warpgroup's 64 where
@@ -1372,6 +1381,28 @@ void GemmEmitter::accLoop(const char *outer, const char *body, int64_t groups,
     e.line("{}c += j * 16;", body);
 }
 
+void GemmEmitter::producerDone(bool persist) {
+  e.line("      }}");
+  if (persist)
+    e.line("      }}");
+  e.line("    }}");
+  e.line("  }} else {{");
+  if (persist)
+    e.line("  int it = 0;");
+}
+
+void GemmEmitter::openStaging(bool persist, int64_t off, int64_t ld) {
+  e.line("  if (wave < 8) {{");
+  if (persist) {
+    e.line("    sync_named(2 + (wave >> 2), 128);");
+    e.line("    uint8_t *const cs = strata_lds + {} + (wave >> 2) * {};", off,
+           64 * ld);
+  } else {
+    e.line("    sync_named(1, 256);");
+    e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
+  }
+}
+
 void GemmEmitter::stagedStores(const std::string &ptr, int64_t n, int64_t esz,
                                int64_t ld, int64_t cols) {
   const int64_t chunks = cols * esz / 16;
@@ -1877,13 +1908,8 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
              g.stages * sb);
       e.line("        }}");
     }
-    e.line("      }}");
-    if (persist)
-      e.line("      }}");
-    e.line("    }}");
-    e.line("  }} else {{");
+    producerDone(persist);
     if (persist) {
-      e.line("  int it = 0;");
       e.line("  {} {{", tileLoop);
       e.line("  {}", origin);
       e.line("  float acc0[1][{}][8] = {{}};", g.bn / 16);
@@ -1901,18 +1927,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     const int64_t esz = o.ctype == "float" ? 4 : 2;
     const int64_t ld = g.bn * esz + 16;
     if (staged[ci]) {
-      e.line("  if (wave < 8) {{");
-      if (persist) {
-        // Its own area: the warpgroup's last reads of the previous tile's
-        // results are done before it writes this tile's.
-        e.line("    sync_named(2 + (wave >> 2), 128);");
-        e.line("    uint8_t *const cs = strata_lds + {} + (wave >> 2) * {};",
-               stageOff, 64 * ld);
-      } else {
-        e.line("    sync_named(1, 256);");
-        e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};",
-               64 * ld);
-      }
+      openStaging(persist, stageOff, ld);
       accLoop("    ", "        ", g.bn / 16, 1, true);
       e.line("        const long m = m0 + (wave >> 2) * 64 + r, n = {};",
              g.colOf("c"));
@@ -1926,89 +1941,83 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       e.line("      }}");
       stagedStores(o.ptr, g.n, esz, ld, g.bn);
       e.line("  }}");
-      if (persist)
-        e.line("  }}");
-      e.line("  return;");
-      e.line("  }}");
-      if (persist)
-        e.line("  }}");
-      ybase += ntiles;
-      continue;
-    }
-    accLoop("  ", "        ", g.bn / 16, 1, false);
-    // The producer warp holds no accumulators: its rows read as past M.
-    e.line("        long m = wave < 8 ? m0 + r : M, n = {};", g.colOf("c"));
-    e.line("        float v = acc0[0][j][q];");
-    e.line("        if (m < M && n < {}L) {{", g.extra ? g.nMain : g.n);
-    for (size_t li = 0; li < g.epilogue.size(); ++li)
-      // The stream mean keeps each gate in its accumulator.
-      e.line("          {}", c.streamMean && li + 1 == g.epilogue.size()
-                                 ? fmt::format("acc0[0][j][q] = {};", c.gateVar)
-                                 : g.epilogue[li]);
-    e.line("        }}");
-    e.line("      }}");
-    if (g.extra) {
-      // The merged chain's outputs: lane t of each quad in the column tile
-      // holding extraBase sums the three terms of output t.
-      const int64_t tile = g.extraBase / g.bn, j0 = g.extraBase % g.bn / 16;
-      e.line("  if (n0 == {}L && wave < 8 && (lane_id() & 3) < {}) {{",
-             tile * g.bn, g.extra->n);
-      e.line("#pragma unroll");
-      e.line("    for (int h = 0; h < 2; ++h) {{");
-      e.line("      const long m = m0 + (wave >> 2) * 64 + (wave & 3) * 16 + "
-             "(lane_id() >> 2) + 8 * h, n = lane_id() & 3;");
-      e.line(
-          "      const float v = acc0[0][{}][2 * h] + acc0[0][{}][2 * h + 1] "
-          "+ acc0[0][{}][4 + 2 * h];",
-          j0, j0, j0);
-      e.line("      if (m < M) {{");
-      for (const std::string &l : g.extra->epilogue)
-        e.line("        {}", l);
-      e.line("      }}");
-      e.line("    }}");
-      e.line("  }}");
-    }
-    if (c.streamMean) {
-      // Stream s of tile column c is column s * bd + c: accumulator (j + s
-      // bd / 16, q) of the same thread.
-      Tensor y = e.tensor(c.streamMean->outputs[0]);
-      e.line("  mbar_wait(xfull, {});", persist ? "(int)(tn & 1)" : "0");
-      e.line("  const uint8_t *const Xs = strata_lds + {};",
-             persist ? xOff : g.stages * sb);
-      // Two adjacent columns (accumulators q, q + 1) a step: one 4-byte
-      // read of the image tile, one 4-byte store of the mean.
-      accLoop("  ", "        ", bd / 16, 2, false);
-      e.line("        const long m = wave < 8 ? m0 + r : M;");
-      e.line("        if (m < M) {{");
-      e.line("          float a0 = 0, a1 = 0;");
-      e.line("#pragma unroll");
-      e.line("          for (int s = 0; s < {}; ++s) {{", ns);
-      // Image element (s, r, c) of the tile, swizzled by the copy over
-      // rows of bd (2 bd bytes: 32, 64 or 128): the 16-byte chunk bits of
-      // the offset (from bit 4) XOR the bits from bit 7; c is even, so c
-      // and c + 1 share a 4-byte word.
-      e.line("            const uint32_t o = ((s * {} + r) * {} + c) * 2;",
-             kTmaARows, bd);
-      e.line("            const uint32_t x = *(const uint32_t *)(Xs + (o ^ "
-             "((o >> 7) & {}) << 4));",
-             bd * 2 / 16 - 1);
-      e.line("            a0 += acc0[0][j + s * {}][q] * __builtin_bit_cast("
-             "float, x << 16);",
-             bd / 16);
-      e.line(
-          "            a1 += acc0[0][j + s * {}][q + 1] * __builtin_bit_cast("
-          "float, x & 0xffff0000u);",
-          bd / 16);
-      e.line("          }}");
-      e.line("          st2({}, m * {}L + d0 + c, a0 / {}.0f, a1 / {}.0f);",
-             y.ptr, d, ns, ns);
+    } else {
+      accLoop("  ", "        ", g.bn / 16, 1, false);
+      // The producer warp holds no accumulators: its rows read as past M.
+      e.line("        long m = wave < 8 ? m0 + r : M, n = {};", g.colOf("c"));
+      e.line("        float v = acc0[0][j][q];");
+      e.line("        if (m < M && n < {}L) {{", g.extra ? g.nMain : g.n);
+      for (size_t li = 0; li < g.epilogue.size(); ++li)
+        // The stream mean keeps each gate in its accumulator.
+        e.line("          {}",
+               c.streamMean && li + 1 == g.epilogue.size()
+                   ? fmt::format("acc0[0][j][q] = {};", c.gateVar)
+                   : g.epilogue[li]);
       e.line("        }}");
       e.line("      }}");
-      if (persist) {
-        // The image tile is free once every thread of both warpgroups
-        // read it (one arrival each).
-        e.line("  sync_named(2 + (wave >> 2), 128);");
-        e.line("  if ((tid_x() & 127) == 0) mbar_arrive(xfull + 1);");
+      if (g.extra) {
+        // The merged chain's outputs: lane t of each quad in the column tile
+        // holding extraBase sums the three terms of output t.
+        const int64_t tile = g.extraBase / g.bn, j0 = g.extraBase % g.bn / 16;
+        e.line("  if (n0 == {}L && wave < 8 && (lane_id() & 3) < {}) {{",
+               tile * g.bn, g.extra->n);
+        e.line("#pragma unroll");
+        e.line("    for (int h = 0; h < 2; ++h) {{");
+        e.line("      const long m = m0 + (wave >> 2) * 64 + (wave & 3) * 16 + "
+               "(lane_id() >> 2) + 8 * h, n = lane_id() & 3;");
+        e.line(
+            "      const float v = acc0[0][{}][2 * h] + acc0[0][{}][2 * h + 1] "
+            "+ acc0[0][{}][4 + 2 * h];",
+            j0, j0, j0);
+        e.line("      if (m < M) {{");
+        for (const std::string &l : g.extra->epilogue)
+          e.line("        {}", l);
+        e.line("      }}");
+        e.line("    }}");
+        e.line("  }}");
+      }
+      if (c.streamMean) {
+        // Stream s of tile column c is column s * bd + c: accumulator (j + s
+        // bd / 16, q) of the same thread.
+        Tensor y = e.tensor(c.streamMean->outputs[0]);
+        e.line("  mbar_wait(xfull, {});", persist ? "(int)(tn & 1)" : "0");
+        e.line("  const uint8_t *const Xs = strata_lds + {};",
+               persist ? xOff : g.stages * sb);
+        // Two adjacent columns (accumulators q, q + 1) a step: one 4-byte
+        // read of the image tile, one 4-byte store of the mean.
+        accLoop("  ", "        ", bd / 16, 2, false);
+        e.line("        const long m = wave < 8 ? m0 + r : M;");
+        e.line("        if (m < M) {{");
+        e.line("          float a0 = 0, a1 = 0;");
+        e.line("#pragma unroll");
+        e.line("          for (int s = 0; s < {}; ++s) {{", ns);
+        // Image element (s, r, c) of the tile, swizzled by the copy over
+        // rows of bd (2 bd bytes: 32, 64 or 128): the 16-byte chunk bits of
+        // the offset (from bit 4) XOR the bits from bit 7; c is even, so c
+        // and c + 1 share a 4-byte word.
+        e.line("            const uint32_t o = ((s * {} + r) * {} + c) * 2;",
+               kTmaARows, bd);
+        e.line("            const uint32_t x = *(const uint32_t *)(Xs + (o ^ "
+               "((o >> 7) & {}) << 4));",
+               bd * 2 / 16 - 1);
+        e.line("            a0 += acc0[0][j + s * {}][q] * __builtin_bit_cast("
+               "float, x << 16);",
+               bd / 16);
+        e.line(
+            "            a1 += acc0[0][j + s * {}][q + 1] * __builtin_bit_cast("
+            "float, x & 0xffff0000u);",
+            bd / 16);
+        e.line("          }}");
+        e.line("          st2({}, m * {}L + d0 + c, a0 / {}.0f, a1 / {}.0f);",
+               y.ptr, d, ns, ns);
+        e.line("        }}");
+        e.line("      }}");
+        if (persist) {
+          // The image tile is free once every thread of both warpgroups
+          // read it (one arrival each).
+          e.line("  sync_named(2 + (wave >> 2), 128);");
+          e.line("  if ((tid_x() & 127) == 0) mbar_arrive(xfull + 1);");
+        }
       }
     }
     if (persist)
@@ -2400,13 +2409,8 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   e.line("        tma_load_2d(st, ma, k * 64, (int)m0, &full[s]);");
   e.line("        tma_load_2d(st + {}, mw, k * 64, wr, &full[s]);",
          kTmaARows * 128);
-  e.line("      }}");
-  if (persist)
-    e.line("      }}");
-  e.line("    }}");
-  e.line("  }} else {{");
+  producerDone(persist);
   if (persist) {
-    e.line("  int it = 0;");
     e.line("  {}", tileLoop);
     e.line("  {}", tileOf[0]);
     e.line("  if (tt[0] < 0) continue;");
@@ -2435,15 +2439,7 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
     // 16-byte stores of whole row pieces. The accumulators' own 2-byte
     // stores touched a sector per row per instruction: the down
     // projection's 839 MB of output ran at 72 % of the L2's throughput.
-    e.line("  if (wave < 8) {{");
-    if (persist) {
-      e.line("    sync_named(2 + (wave >> 2), 128);");
-      e.line("    uint8_t *const cs = strata_lds + {} + (wave >> 2) * {};",
-             stageOff, 64 * ld);
-    } else {
-      e.line("    sync_named(1, 256);");
-      e.line("    uint8_t *const cs = strata_lds + (wave >> 2) * {};", 64 * ld);
-    }
+    openStaging(persist, stageOff, ld);
     accLoop("    ", "        ", outCols / 16, 2, true, false);
     e.line("        st2(({} *)(cs + r * {}), j * 16 + c, {}, {});", y.ctype, ld,
            value("q"), value("q + 1"));
