@@ -15,6 +15,7 @@ bench/run.sh, and here on results fetched from it:
 """
 import argparse
 import datetime
+import gzip
 import json
 import os
 import platform
@@ -32,7 +33,7 @@ def load(path, what):
     if not path:
         return None
     try:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             return json.load(f)
     except FileNotFoundError:
         print(f"report: no {what} results ({path}): its rows say 'not measured'", file=sys.stderr)

@@ -17,6 +17,7 @@ It reads report.py's JSON (or strata_bench.py's, with --peers for the peers)
 and needs matplotlib (pip install matplotlib where it is missing).
 """
 import argparse
+import gzip
 import json
 import math
 import os
@@ -152,6 +153,12 @@ def write_pngs(doc, out_dir, stamp="", all_runs=False, peers=None):
     return paths
 
 
+def open_results(path):
+    """A results JSON, or its gzipped copy (bench/results keeps the runs
+    before the latest as .json.gz)."""
+    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="report.py's JSON (or strata_bench.py's)")
@@ -160,16 +167,16 @@ def main():
     ap.add_argument("-o", "--out-dir", help="default: beside RESULTS")
     a = ap.parse_args()
     try:
-        with open(a.results) as f:
+        with open_results(a.results) as f:
             doc = json.load(f)
         peers = None
         if a.peers:
-            with open(a.peers) as f:
+            with open_results(a.peers) as f:
                 peers = json.load(f)
     except (OSError, ValueError) as e:
         print(f"roofline: error: {e}", file=sys.stderr)
         return 1
-    stem = os.path.splitext(os.path.basename(a.results))[0]
+    stem = os.path.basename(a.results).removesuffix(".gz").removesuffix(".json")
     out = a.out_dir or os.path.dirname(os.path.abspath(a.results))
     try:
         for p in write_pngs(doc, out, stamp=stem, all_runs=a.all_runs, peers=peers):
