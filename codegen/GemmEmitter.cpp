@@ -327,6 +327,11 @@ private:
   /// Closes the producer's K loop (and, \p persist, its tile loop) and
   /// opens the consumers' branch (\p persist: with the ring's position).
   void producerDone(bool persist);
+  /// Opens a TMA tile kernel \p sym of 288 threads (\p blocks an SM):
+  /// declares `strata_lds`, its dynamic shared memory aligned to 1024
+  /// bytes (the 128-byte swizzle's atoms; the launch asks for 1 KiB more).
+  void openTmaKernel(int blocks, const std::string &sym,
+                     const std::string &params);
   /// Opens the TMA tile's loop over a consumer thread's accumulators
   /// (acc0[0][j][q]: \p groups 16-column groups, q by \p qStep) and
   /// declares r (its row: in the tile, or in the warpgroup's 64 where
@@ -1381,6 +1386,16 @@ void GemmEmitter::accLoop(const char *outer, const char *body, int64_t groups,
     e.line("{}c += j * 16;", body);
 }
 
+void GemmEmitter::openTmaKernel(int blocks, const std::string &sym,
+                                const std::string &params) {
+  e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym, params);
+  e.prologue();
+  e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
+         "strata_ring_raw[];");
+  e.line("  uint8_t *const strata_lds = strata_ring_raw + ((1024u - "
+         "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
+}
+
 void GemmEmitter::producerDone(bool persist) {
   e.line("      }}");
   if (persist)
@@ -1782,14 +1797,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     maxStages = std::max(maxStages, g.stages);
     blocks = std::min(blocks, g.tmaBlocks);
   }
-  e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym_, params);
-  e.prologue();
-  // Dynamic shared memory aligned to 1024 bytes here (the 128-byte
-  // swizzle's atoms): the launch asks for 1 KiB more.
-  e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
-         "strata_ring_raw[];");
-  e.line("  uint8_t *const strata_lds = strata_ring_raw + ((1024u - "
-         "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
+  openTmaKernel(blocks, sym_, params);
   // full[s], empty[s], then xfull (the stream mean's image tile; and,
   // persistent, xempty).
   e.line("  uint64_t *const full = (uint64_t *)(strata_lds + {}), *const "
@@ -2342,12 +2350,7 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   }
   const int64_t stageOff = ks * sb,
                 ring = stageOff + (persist && staged ? csBytes : 0);
-  e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym, params);
-  e.prologue();
-  e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
-         "strata_ring_raw[];");
-  e.line("  uint8_t *const strata_lds = strata_ring_raw + ((1024u - "
-         "(smem_addr(strata_ring_raw) & 1023u)) & 1023u);");
+  openTmaKernel(blocks, sym, params);
   e.line("  uint64_t *const full = (uint64_t *)(strata_lds + {}), *const "
          "empty = full + {};",
          ring, ks);
