@@ -10,7 +10,9 @@
 #include "codegen/EmitterImpl.h"
 #include "ir/Target.h"
 
+#include <cstdlib>
 #include <map>
+#include <string>
 
 namespace strata::codegen::detail {
 
@@ -167,17 +169,33 @@ void emitAttentionKernel(Emitter &e) {
     int64_t nhb = hg % 4 == 0 ? 4 : hg % 2 == 0 ? 2 : 1;
     int64_t bqw = 128 / nhb, lc = 64 * 8 + 8;
     int64_t ncw = (e.plan.maxTokens / 64 + 32) / 32;
-    int64_t shared = 2 * 2 * lc * (2 * (d / 8) + dv / 8) +
-                     (block > 0 ? 4 * (bqw * nbw + ncw) : 0);
+    int64_t tiles = 2 * 2 * lc * (2 * (d / 8) + dv / 8);
+    int64_t shared = tiles + (block > 0 ? 4 * (bqw * nbw + ncw) : 0);
+    // QSA: the sparse form (all heads of a KV group for 128 / HG tokens,
+    // the union of their selections compacted) where its tables fit;
+    // STRATA_ATTN_SPARSE=0 keeps the chunk form (an A/B knob).
+    const char *knob = std::getenv("STRATA_ATTN_SPARSE");
+    bool sparse = block >= 2 && 64 % block == 0 && e.boolAttr(op, "causal") &&
+                  hg <= 128 && nbw * 32 <= 65536 &&
+                  !(knob && std::string(knob) == "0");
+    if (sparse) {
+      int64_t bqs = 128 / hg, epc = 64 / block;
+      int64_t nch = (nbw * 32 + epc - 1) / epc;
+      int64_t need = tiles + 4 * (bqs * nbw + 2 * nbw + nch * bqs + bqs + 1) +
+                     2 * nch * epc;
+      sparse = need <= limit;
+      if (sparse)
+        nhb = hg, bqw = bqs, ncw = nch, shared = need;
+    }
     if (shared <= limit) {
       bq = bqw, hpb = nhb, threads = 256;
       e.out.sharedBytes = static_cast<uint64_t>(shared);
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
-      e.line("  attention_wg<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
-             "{}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+      e.line("  attention_wg<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+             "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
              nhb, h, d, dv, hg, e.boolAttr(op, "causal"), gated, block, nb, nbw,
-             ncw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+             ncw, sparse, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
              v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
       mma = false;
       wg = true;

@@ -1400,7 +1400,8 @@ template <class T> STRATA_FN void st2(T *p, int64_t i, float a, float b) {
 /// Flash attention on the warpgroup matrix units (sm_90a) for query heads
 /// that share a KV head. Block (x, y): 8 waves, two warpgroups of 64 rows;
 /// wave w takes head h0 + w % NHB (h0 = NHB y; NHB divides HG) and the 16
-/// tokens from t0 + 16 (w / NHB) (t0 = BQ x, BQ = 128 / NHB), so each
+/// tokens from t0 + 16 (w / NHB) (t0 = BQ (grid x - 1 - x), BQ = 128 /
+/// NHB: the longest tiles first), so each
 /// staged chunk of 64 keys and values serves 128 query rows. Per chunk and
 /// warpgroup: S = Q K^T by wgmma with both operands in shared memory
 /// (K-major), the online softmax on S's accumulators (each row's 64 values
@@ -1419,43 +1420,139 @@ template <class T> STRATA_FN void st2(T *p, int64_t i, float a, float b) {
 /// memory: Q [2][D / 8][64 x 8 + 8], then two buffers of K [D / 8][64 x 8 +
 /// 8] and V [DV / 8][64 x 8 + 8] (bf16), the QSA row bitmaps [BQ][NBW] and
 /// the chunk bitmap [NCW].
+///
+/// SPARSE (QSA, causal): a block takes all HG heads of one KV head for BQ =
+/// 128 / HG tokens (row r: token r / HG, head r % HG; rows past BQ HG are
+/// padding), and its keys are the union of those tokens' selected blocks,
+/// compacted in key order: chunk c holds the keys of union blocks [EPC c,
+/// EPC c + EPC) (EPC = 64 / BLOCK), gathered row by row. Selections of
+/// nearby tokens overlap, so with few tokens a tile the union is much
+/// smaller than the causal prefix (bench/qsa_union.py: 10 tokens visit
+/// ~0.6 of the dense-causal keys on the synthetic qwen4exp, 32 tokens in
+/// 64-key chunks all of them). Each row's mask in chunk c: EPC bits (which
+/// union blocks its token selected) and its last visible column (the union
+/// keys up to its token, counted once per token). Shared memory after V:
+/// the row bitmaps [BQ][NBW], the union's words and their exclusive bit
+/// counts [NBW] each, the masks [NCW][BQ] (NCW: chunks at most), each
+/// token's count of visible union keys [BQ], the union [NCW EPC] (16-bit
+/// block ids) and its size.
 template <int NHB, int H, int D, int DV, int HG, bool CAUSAL, bool GATED,
-          int BLOCK, int NB, int NBW, int NCW, long QT, long QH, long KT,
-          long KH, long VT, long VH, long GT, long GH, class G, class Y>
+          int BLOCK, int NB, int NBW, int NCW, bool SPARSE, long QT, long QH,
+          long KT, long KH, long VT, long VH, long GT, long GH, class G,
+          class Y>
 STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
                             long TK, float scale) {
-  constexpr int NT = 256, BQ = 128 / NHB, KC = 64, LC = KC * 8 + 8;
+  constexpr int NT = 256, BQ = SPARSE ? 128 / HG : 128 / NHB, KC = 64,
+                LC = KC * 8 + 8;
   constexpr int QSZ = (D / 8) * LC, KSZ = (D / 8) * LC, VSZ = (DV / 8) * LC;
   static_assert(D % 16 == 0 && DV % 64 == 0 && DV <= 256, "attention_wg");
   static_assert(BLOCK == 0 || (KC % BLOCK == 0 && KC / BLOCK <= 32) ||
                     BLOCK % KC == 0,
                 "attention_wg: QSA block");
+  static_assert(!SPARSE || (CAUSAL && NHB == HG && HG <= 128 && BLOCK >= 2 &&
+                            KC % BLOCK == 0 && NBW * 32 <= 65536),
+                "attention_wg: sparse form");
+  constexpr int EPC = SPARSE ? KC / BLOCK : 1; // union blocks a chunk
   extern STRATA_SHARED __attribute__((aligned(128))) uint8_t strata_dyn[];
   mma_t *Qs = (mma_t *)strata_dyn;
   mma_t *Ks = Qs + 2 * QSZ;
   mma_t *Vs = Ks + 2 * KSZ;
   uint32_t *sel = (uint32_t *)(Vs + 2 * VSZ);
   uint32_t *csel = sel + BQ * NBW;
-  const long t0 = (long)bid_x() * BQ;
+  // The sparse form's tables (see above).
+  uint32_t *uni = sel + BQ * NBW;
+  int *upre = (int *)(uni + NBW);
+  uint32_t *msk = (uint32_t *)(upre + NBW);
+  int *vis = (int *)(msk + NCW * BQ);
+  uint16_t *ulist = (uint16_t *)(vis + BQ + 1);
+  int *usize = vis + BQ;
+  // The last tokens' tiles (the longest: causal) first, so the short ones
+  // fill in behind them at the end of the grid; a tile past T (the grid
+  // rounds up) leaves at once.
+  const long t0 = (long)(grid_x() - 1 - bid_x()) * BQ;
+  if (t0 >= T)
+    return;
   const int h0 = bid_y() * NHB, kh = h0 / HG;
   const int tid = tid_x(), w = tid >> 5, wg = w >> 2, g = (tid & 31) >> 2,
             qd = tid & 3;
   const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k,
                  *vb = (const uint16_t *)v;
-  // Q: warpgroup wg's row R is wave 4 wg + R / 16's row R % 16.
+  // Row R of the block's 128 (warpgroup R / 64, wave R / 16): its token
+  // (local; BQ and past for padding rows) and its head within the group.
+  auto rowTok = [](int row) __attribute__((always_inline)) {
+    return SPARSE ? row / HG : 16 * ((row >> 4) / NHB) + (row & 15);
+  };
+  auto rowHead = [](int row) __attribute__((always_inline)) {
+    return SPARSE ? row % HG : (row >> 4) % NHB;
+  };
   for (int i = tid; i < 128 * (D / 8); i += NT) {
     int row = i / (D / 8), c8 = i % (D / 8);
-    int ww = row >> 4;
-    long tt = t0 + 16 * (ww / NHB) + (row & 15);
+    long tt = t0 + rowTok(row);
     if (tt >= T)
       tt = T - 1; // computed, never stored
-    cp_async16(Qs + (ww >> 2) * QSZ + c8 * LC + (row & 63) * 8,
-               qb + tt * QT + (h0 + ww % NHB) * QH + c8 * 8);
+    cp_async16(Qs + (row >> 6) * QSZ + c8 * LC + (row & 63) * 8,
+               qb + tt * QT + (h0 + rowHead(row)) * QH + c8 * 8);
   }
   const long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
-  const int nch = (int)(last / KC) + 1;
-  if constexpr (BLOCK > 0) {
+  int nch = (int)(last / KC) + 1;
+  if constexpr (SPARSE) {
+    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
+    sync_block();
+    // The union's blocks in key order, by an exclusive scan of its words'
+    // bit counts.
+    int base = 0;
+    for (int w0 = 0; w0 < NBW; w0 += NT) {
+      const int wi = w0 + tid;
+      uint32_t u = 0;
+      if (wi < NBW)
+        for (int r = 0; r < BQ; ++r)
+          u |= sel[r * NBW + wi];
+      int total;
+      int at = base + block_exclusive_scan<NT>(__builtin_popcount(u),
+                                               (int *)msk, &total);
+      if (wi < NBW) {
+        uni[wi] = u;
+        upre[wi] = at;
+        for (; u; u &= u - 1)
+          ulist[at++] = (uint16_t)(wi * 32 + __builtin_ctz(u));
+      }
+      base += total;
+    }
+    // The last chunk's missing entries read block 0 (finite, masked).
+    for (int i = base + tid; i < (base + EPC - 1) / EPC * EPC; i += NT)
+      ulist[i] = 0;
+    if (tid == 0)
+      *usize = base;
+    sync_block();
+    nch = (base + EPC - 1) / EPC;
+    for (int i = tid; i < nch * BQ; i += NT) {
+      const int c = i / BQ, r = i % BQ;
+      uint32_t m = 0;
+#pragma unroll 4
+      for (int e = 0; e < EPC; ++e) {
+        const int b = ulist[c * EPC + e];
+        m |= (c * EPC + e < base && (sel[r * NBW + b / 32] >> (b % 32) & 1u))
+                 ? 1u << e
+                 : 0u;
+      }
+      msk[i] = m;
+    }
+    // Token t sees the union keys up to t: all of the union's blocks before
+    // t / BLOCK and t % BLOCK + 1 keys of block t / BLOCK if it is one.
+    for (int r = tid; r < BQ; r += NT) {
+      const long t = t0 + r, tb = t / BLOCK;
+      int n = 0;
+      if (tb < NBW * 32) {
+        const uint32_t u = uni[tb / 32];
+        n = BLOCK * (upre[tb / 32] +
+                     __builtin_popcount(u & ((1u << (tb % 32)) - 1u))) +
+            ((u >> (tb % 32) & 1u) ? (int)(t % BLOCK) + 1 : 0);
+      }
+      vis[r] = n;
+    }
+    sync_block();
+  } else if constexpr (BLOCK > 0) {
     qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
     for (int i = tid; i < NCW; i += NT)
       csel[i] = 0;
@@ -1475,7 +1572,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   }
   // The next needed chunk after c (nch when none).
   auto next = [&](int c) __attribute__((always_inline)) {
-    if constexpr (BLOCK == 0) {
+    if constexpr (BLOCK == 0 || SPARSE) {
       return c + 1;
     } else {
       for (int n = c + 1; n < nch;) {
@@ -1494,31 +1591,62 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   // A chunk's rows of X (K or V: W values a row, rows XT apart) into
   // buffer dst ([W / 8][64 x 8 + 8]). Whole chunks (the common case) by
   // fixed offsets from one source and one destination pointer a thread;
-  // the chunk past TK reads key TK - 1 instead.
-  auto loadX =
-      [&]<int W, long XT, long XH>(const uint16_t *x, mma_t *dst,
-                                   int c) __attribute__((always_inline)) {
-        const long j0 = (long)c * KC;
-        if constexpr (NT % (W / 8) == 0 && KC % (NT / (W / 8)) == 0) {
-          constexpr int RP = NT / (W / 8); // rows a pass
-          if (j0 + KC <= TK) {
-            const int jj = tid / (W / 8), c8 = tid % (W / 8);
-            const uint16_t *src = x + (j0 + jj) * XT + kh * XH + c8 * 8;
-            mma_t *d = dst + c8 * LC + jj * 8;
+  // the chunk past TK reads key TK - 1 instead. Sparse: row jj is key
+  // jj % BLOCK of the chunk's union block jj / BLOCK.
+  auto loadX = [&]<int W, long XT, long XH>(
+                   const uint16_t *x, mma_t *dst,
+                   int c) __attribute__((always_inline)) {
+    const long j0 = (long)c * KC;
+    if constexpr (SPARSE) {
+      constexpr int RP = NT / (W / 8); // rows a pass
+      if constexpr (NT % (W / 8) == 0 && KC % RP == 0 && RP % BLOCK == 0) {
+        // A thread's rows are key jj % BLOCK of every (RP / BLOCK)-th
+        // union block from jj / BLOCK. The thread index made opaque, so
+        // ptxas recomputes these addresses each step rather than keep
+        // them live through the loop (where they spilled).
+        const int to = (int)strata_opaque((uint32_t)tid);
+        const int jj = to / (W / 8), c8 = to % (W / 8);
+        const uint16_t *ub = ulist + c * EPC + jj / BLOCK;
+        const uint16_t *src = x + kh * XH + c8 * 8;
+        mma_t *d = dst + c8 * LC + jj * 8;
+#pragma unroll 1
+        for (int n = 0; n < KC / RP; ++n) {
+          // 32-bit key arithmetic: the loop runs at the register limit.
+          const int j = (int)ub[n * (RP / BLOCK)] * BLOCK + jj % BLOCK;
+          cp_async16_ca(d + n * RP * 8,
+                        src + (long)(j < (int)TK ? j : (int)TK - 1) * XT);
+        }
+        return;
+      }
+      for (int i = tid; i < KC * (W / 8); i += NT) {
+        int jj = i / (W / 8), c8 = i % (W / 8);
+        long j = (long)ulist[c * EPC + jj / BLOCK] * BLOCK + jj % BLOCK;
+        if (j >= TK)
+          j = TK - 1;
+        cp_async16_ca(dst + c8 * LC + jj * 8, x + j * XT + kh * XH + c8 * 8);
+      }
+      return;
+    }
+    if constexpr (NT % (W / 8) == 0 && KC % (NT / (W / 8)) == 0) {
+      constexpr int RP = NT / (W / 8); // rows a pass
+      if (j0 + KC <= TK) {
+        const int jj = tid / (W / 8), c8 = tid % (W / 8);
+        const uint16_t *src = x + (j0 + jj) * XT + kh * XH + c8 * 8;
+        mma_t *d = dst + c8 * LC + jj * 8;
 #pragma unroll
-            for (int n = 0; n < KC / RP; ++n)
-              cp_async16_ca(d + n * RP * 8, src + n * RP * XT);
-            return;
-          }
-        }
-        for (int i = tid; i < KC * (W / 8); i += NT) {
-          int jj = i / (W / 8), c8 = i % (W / 8);
-          long j = j0 + jj;
-          if (j >= TK)
-            j = TK - 1;
-          cp_async16_ca(dst + c8 * LC + jj * 8, x + j * XT + kh * XH + c8 * 8);
-        }
-      };
+        for (int n = 0; n < KC / RP; ++n)
+          cp_async16_ca(d + n * RP * 8, src + n * RP * XT);
+        return;
+      }
+    }
+    for (int i = tid; i < KC * (W / 8); i += NT) {
+      int jj = i / (W / 8), c8 = i % (W / 8);
+      long j = j0 + jj;
+      if (j >= TK)
+        j = TK - 1;
+      cp_async16_ca(dst + c8 * LC + jj * 8, x + j * XT + kh * XH + c8 * 8);
+    }
+  };
   auto loadK = [&](int c, int buf) __attribute__((always_inline)) {
     loadX.template operator()<D, KT, KH>(kb, Ks + buf * KSZ, c);
   };
@@ -1546,7 +1674,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
       wg_pin32(o + i);
   };
   // Rows g and g + 8 of this wave: their tokens (local to the block).
-  const int tl0 = 16 * (w / NHB) + g, tl1 = tl0 + 8;
+  const int tl0 = rowTok(16 * w + g), tl1 = rowTok(16 * w + g + 8);
   const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
   float m0 = -__builtin_inff(), m1 = -__builtin_inff(), l0 = 0, l1 = 0;
   // P of the previous step's chunk and this step's: two register sets used
@@ -1571,10 +1699,6 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     cp_async_wait_all();
     fence_proxy_async();
     sync_block();
-    if (cn < nch)
-      loadK(cn, b ^ 1);
-    loadV(c, b);
-    cp_async_commit();
     float s[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i)
@@ -1591,18 +1715,32 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     // accumulator is read on a path the compiler could not prove waited.
     wg_fence();
     issuePV(pp, b ^ 1);
+    // The copies after the products are issued (they only touch buffers
+    // those do not read), so the matrix units start at once and the copies'
+    // address work (the sparse form's union lookups) overlaps them.
+    if (cn < nch)
+      loadK(cn, b ^ 1);
+    loadV(c, b);
+    cp_async_commit();
     wg_wait_but_one(s);
     // Masks (causal, past TK, QSA) and each row's maximum, in log2 units.
     const long j0 = (long)c * KC;
     // Each row's last visible column of the chunk (-1: none), so the masks
     // are 32-bit compares against compile-time columns.
     auto lastCol = [&](int tl) __attribute__((always_inline)) {
+      if constexpr (SPARSE) {
+        const int lim = (tl < BQ ? vis[tl] : 0) - 1 - c * KC;
+        return lim < -1 ? -1 : lim > KC ? KC : lim;
+      }
       long lim = (CAUSAL && t0 + tl < TK ? t0 + tl : TK - 1) - j0;
       return (int)(lim < -1 ? -1 : lim > KC ? KC : lim);
     };
     const int limA = lastCol(tl0), limB = lastCol(tl1);
     uint32_t bitsA = 0xffffffffu, bitsB = 0xffffffffu;
-    if constexpr (BLOCK > 0) {
+    if constexpr (SPARSE) {
+      bitsA = tl0 < BQ ? msk[c * BQ + tl0] : 0;
+      bitsB = tl1 < BQ ? msk[c * BQ + tl1] : 0;
+    } else if constexpr (BLOCK > 0) {
       long b0 = j0 / BLOCK;
       bitsA = b0 < NBW * 32 ? sel[tl0 * NBW + b0 / 32] >> (b0 % 32) : 0;
       bitsB = b0 < NBW * 32 ? sel[tl1 * NBW + b0 / 32] >> (b0 % 32) : 0;
@@ -1630,15 +1768,17 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     // A row with no key yet subtracts 0: its p and correction are 0.
     const float uA = nA == -__builtin_inff() ? 0.0f : nA;
     const float uB = nB == -__builtin_inff() ? 0.0f : nB;
-    const float cA = __nvvm_ex2_approx_f(m0 - uA),
-                cB = __nvvm_ex2_approx_f(m1 - uB);
+    // ex2.approx.ftz: no denormal fix-up around each of the 34 (a p below
+    // 2^-126 is 0 beside a row sum of at least 1).
+    const float cA = __nvvm_ex2_approx_ftz_f(m0 - uA),
+                cB = __nvvm_ex2_approx_ftz_f(m1 - uB);
     m0 = nA, m1 = nB;
     float sA = 0, sB = 0;
 #pragma unroll
     for (int i = 0; i < 32; i += 2) {
       const float u = (i & 2) ? uB : uA;
-      const float p0 = __nvvm_ex2_approx_f(s[i] - u),
-                  p1 = __nvvm_ex2_approx_f(s[i + 1] - u);
+      const float p0 = __nvvm_ex2_approx_ftz_f(s[i] - u),
+                  p1 = __nvvm_ex2_approx_ftz_f(s[i + 1] - u);
       if (i & 2)
         sB += p0 + p1;
       else
@@ -1686,16 +1826,17 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   l0 += shfl_xor_f(l0, 2);
   l1 += shfl_xor_f(l1, 1);
   l1 += shfl_xor_f(l1, 2);
-  const int h = h0 + w % NHB;
+  const int hA = h0 + rowHead(16 * w + g), hB = h0 + rowHead(16 * w + g + 8);
   // Each lane holds column pairs (2 qd, 2 qd + 1): one 2-element access
   // each for the gate and the output (the emitter keeps both 4-byte
   // aligned).
   const float rA = l0 > 0 ? 1.0f / l0 : 0.0f, rB = l1 > 0 ? 1.0f / l1 : 0.0f;
 #pragma unroll
   for (int i = 0; i < DV / 2; i += 2) {
-    const long t = t0 + ((i & 2) ? tl1 : tl0);
+    const int tl = (i & 2) ? tl1 : tl0, h = (i & 2) ? hB : hA;
+    const long t = t0 + tl;
     const int col = 8 * (i >> 2) + 2 * qd;
-    if (t >= T)
+    if (t >= T || tl >= BQ)
       continue;
     const float r = (i & 2) ? rB : rA;
     float v0 = o[i] * r, v1 = o[i + 1] * r;

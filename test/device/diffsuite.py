@@ -481,14 +481,21 @@ def attention_cases() -> list[Case]:
     # than one block per thread in its scans); top 150 of up to 175 (the
     # cut among the zero scores of relu: ties broken by the lower block).
     # The last is qwen4exp's shape (12 query heads a KV head, head dim 256,
-    # blocks of 4) at a budget the long prompt's rows exceed.
-    for hd, cr, top, hi, di, h, hkv in (
-            (64, 4, 4, 2, 64, 4, 2), (128, 8, 2, 1, 128, 4, 2),
-            (64, 16, 1, 2, 32, 4, 2), (64, 2, 64, 2, 64, 4, 2),
-            (64, 4, 150, 2, 64, 4, 2), (256, 4, 32, 2, 64, 12, 1)):
+    # blocks of 4) at a budget the long prompt's rows exceed. The _wg cases
+    # normalise v too (every operand a bf16 buffer of its own), so sm_90
+    # runs attention_wg's sparse form: all heads of a KV group for 128 / HG
+    # tokens, the union of their selected blocks compacted.
+    for hd, cr, top, hi, di, h, hkv, wgv in (
+            (64, 4, 4, 2, 64, 4, 2, False), (128, 8, 2, 1, 128, 4, 2, False),
+            (64, 16, 1, 2, 32, 4, 2, False), (64, 2, 64, 2, 64, 4, 2, False),
+            (64, 4, 150, 2, 64, 4, 2, False), (256, 4, 32, 2, 64, 12, 1, False),
+            (64, 4, 4, 2, 64, 4, 2, True), (128, 8, 2, 1, 128, 8, 1, True),
+            (64, 16, 1, 2, 32, 4, 2, True), (64, 2, 64, 2, 64, 4, 1, True),
+            (64, 4, 150, 2, 64, 6, 2, True), (256, 4, 32, 2, 64, 12, 1, True),
+            (256, 4, 8, 2, 64, 24, 2, True)):
         width = 2 * h * hd + 2 * hkv * hd
         b = Body(width)
-        qkv(b, h, hkv, hd, hd, True, True)
+        qkv(b, h, hkv, hd, hd, True, True, wgv)
         qi0 = b.table("qi0", hi * di)
         kr = b.table("kr", di)
         b(f"%qi1 = reshape({qi0}) : f32[T, {hi}, {di}]")
@@ -508,11 +515,14 @@ def attention_cases() -> list[Case]:
         b(f"%o1 = reshape(%o) : f32[T, {h * hd}]")
         b.output("%o1", h * hd)
         cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}_top{top}"
-                            f"{'' if h // hkv == 2 else f'_hg{h // hkv}'}",
+                            f"{'' if h // hkv == 2 else f'_hg{h // hkv}'}"
+                            f"{'_h' + str(h) if h // hkv == 12 and hkv > 1 else ''}"
+                            f"{'_wg' if wgv else ''}",
                             "attention",
                             f"QSA: gated attention over the top {top} blocks "
                             f"of {cr} tokens picked by block_mean + "
-                            f"qsa_select (indexer: {hi} heads of {di})",
+                            f"qsa_select (indexer: {hi} heads of {di})"
+                            f"{'; v: rms_norm' if wgv else ''}",
                             **LONG_PROMPTS))
     return cases
 
