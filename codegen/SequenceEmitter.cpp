@@ -187,7 +187,29 @@ void emitAttentionKernel(Emitter &e) {
       if (sparse)
         nhb = hg, bqw = bqs, ncw = nch, shared = need;
     }
-    if (shared <= limit) {
+    // The sparse form warp-specialised (attention_ws: a producer
+    // warpgroup gathering K and V into mbarrier-completed stages, two
+    // consumer warpgroups without a block barrier per chunk; its eight
+    // mbarriers before the tables); STRATA_ATTN_WS=0 keeps attention_wg's.
+    const char *wsKnob = std::getenv("STRATA_ATTN_WS");
+    bool ws = sparse && shared + 64 <= limit &&
+              !(wsKnob && std::string(wsKnob) == "0");
+    if (ws) {
+      bq = bqw, hpb = nhb, threads = 384;
+      e.out.sharedBytes = static_cast<uint64_t>(shared + 64);
+      e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+      e.prologue();
+      // STRATA_ATTN_PINGPONG=0: the two consumers not taking turns.
+      const char *ppKnob = std::getenv("STRATA_ATTN_PINGPONG");
+      bool pingpong = !(ppKnob && std::string(ppKnob) == "0");
+      e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
+             "{}L, {}L, {}L, {}L, {}L, {}L>(",
+             h, d, dv, hg, gated, block, nb, nbw, ncw, pingpong, q.stride[0],
+             q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1],
+             g.stride[0], g.stride[1]);
+      mma = false;
+      wg = true;
+    } else if (shared <= limit) {
       bq = bqw, hpb = nhb, threads = 256;
       e.out.sharedBytes = static_cast<uint64_t>(shared);
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);

@@ -1397,6 +1397,182 @@ template <class T> STRATA_FN void st2(T *p, int64_t i, float a, float b) {
   st(p, i, a);
   st(p, i + 1, b);
 }
+/// QSA's union of a tile's selections (attention_wg's sparse form and
+/// attention_ws): the row bitmaps [BQ][NBW], the union's words and their
+/// exclusive bit counts [NBW] each, the masks [NCW][BQ] (bit e of chunk c
+/// and token r: r chose the union's block EPC c + e), each token's count of
+/// visible union keys [BQ], the union's size, and the union [NCW EPC] as
+/// 16-bit block ids in key order, in that order in shared memory.
+struct QsaUnion {
+  uint32_t *sel, *uni;
+  int *pre;
+  uint32_t *msk;
+  int *vis, *size;
+  uint16_t *list;
+};
+template <int BQ, int NBW, int NCW>
+STRATA_FN QsaUnion qsa_union_at(uint32_t *base) {
+  QsaUnion u;
+  u.sel = base;
+  u.uni = base + BQ * NBW;
+  u.pre = (int *)(u.uni + NBW);
+  u.msk = (uint32_t *)(u.pre + NBW);
+  u.vis = (int *)(u.msk + NCW * BQ);
+  u.size = u.vis + BQ;
+  u.list = (uint16_t *)(u.size + 1);
+  return u;
+}
+/// Builds the union tables of the BQ tokens from t0 (all NT threads; ends
+/// with a barrier) and returns its chunks of KC = 64 keys (EPC = 64 / BLOCK
+/// union blocks each).
+template <int BQ, int NB, int NBW, int NCW, int BLOCK, int NT>
+STRATA_FN int qsa_union_build(const int32_t *index, long t0, long T,
+                              const QsaUnion &qu) {
+  constexpr int EPC = 64 / BLOCK;
+  const int tid = tid_x();
+  qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, qu.sel);
+  sync_block();
+  // The union's blocks in key order, by an exclusive scan of its words'
+  // bit counts.
+  int base = 0;
+  for (int w0 = 0; w0 < NBW; w0 += NT) {
+    const int wi = w0 + tid;
+    uint32_t u = 0;
+    if (wi < NBW)
+      for (int r = 0; r < BQ; ++r)
+        u |= qu.sel[r * NBW + wi];
+    int total;
+    int at = base + block_exclusive_scan<NT>(__builtin_popcount(u),
+                                             (int *)qu.msk, &total);
+    if (wi < NBW) {
+      qu.uni[wi] = u;
+      qu.pre[wi] = at;
+      for (; u; u &= u - 1)
+        qu.list[at++] = (uint16_t)(wi * 32 + __builtin_ctz(u));
+    }
+    base += total;
+  }
+  // The last chunk's missing entries read block 0 (finite, masked).
+  for (int i = base + tid; i < (base + EPC - 1) / EPC * EPC; i += NT)
+    qu.list[i] = 0;
+  if (tid == 0)
+    *qu.size = base;
+  sync_block();
+  const int nch = (base + EPC - 1) / EPC;
+  for (int i = tid; i < nch * BQ; i += NT) {
+    const int c = i / BQ, r = i % BQ;
+    uint32_t m = 0;
+#pragma unroll 4
+    for (int e = 0; e < EPC; ++e) {
+      const int b = qu.list[c * EPC + e];
+      m |= (c * EPC + e < base && (qu.sel[r * NBW + b / 32] >> (b % 32) & 1u))
+               ? 1u << e
+               : 0u;
+    }
+    qu.msk[i] = m;
+  }
+  // Token t sees the union keys up to t: all of the union's blocks before
+  // t / BLOCK and t % BLOCK + 1 keys of block t / BLOCK if it is one.
+  for (int r = tid; r < BQ; r += NT) {
+    const long t = t0 + r, tb = t / BLOCK;
+    int n = 0;
+    if (tb < NBW * 32) {
+      const uint32_t u = qu.uni[tb / 32];
+      n = BLOCK * (qu.pre[tb / 32] +
+                   __builtin_popcount(u & ((1u << (tb % 32)) - 1u))) +
+          ((u >> (tb % 32) & 1u) ? (int)(t % BLOCK) + 1 : 0);
+    }
+    qu.vis[r] = n;
+  }
+  sync_block();
+  return nch;
+}
+/// attention_wg's online softmax of one 64-key chunk on S's accumulators
+/// (rows g and g + 8 of this wave: A and B): the masks (columns past each
+/// row's last visible one; with QSA the blocks its bits do not select), the
+/// rows' new maxima (log2 units, the scale folded in), P as bf16 pairs into
+/// \p pc (the register A operand of P V), the sums \p l0, \p l1 and the
+/// corrections \p cA, \p cB for O.
+template <int BLOCK, int KC>
+STRATA_FN void wg_softmax_chunk(float *s, uint32_t (*pc)[4], int limA, int limB,
+                                uint32_t bitsA, uint32_t bitsB, float sc2,
+                                float &m0, float &m1, float &l0, float &l1,
+                                float &cA, float &cB) {
+  const int qd = tid_x() & 3;
+  float mxA = -__builtin_inff(), mxB = -__builtin_inff();
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
+    bool ok = col <= ((i & 2) ? limB : limA);
+    if constexpr (BLOCK > 0)
+      ok = ok &&
+           ((((i & 2) ? bitsB : bitsA) >> (BLOCK < KC ? col / BLOCK : 0)) & 1u);
+    s[i] = ok ? s[i] * sc2 : -__builtin_inff();
+    if (i & 2)
+      mxB = __builtin_fmaxf(mxB, s[i]);
+    else
+      mxA = __builtin_fmaxf(mxA, s[i]);
+  }
+  mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 1));
+  mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 2));
+  mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 1));
+  mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 2));
+  const float nA = __builtin_fmaxf(m0, mxA), nB = __builtin_fmaxf(m1, mxB);
+  // A row with no key yet subtracts 0: its p and correction are 0.
+  const float uA = nA == -__builtin_inff() ? 0.0f : nA;
+  const float uB = nB == -__builtin_inff() ? 0.0f : nB;
+  // ex2.approx.ftz: no denormal fix-up around each of the 34 (a p below
+  // 2^-126 is 0 beside a row sum of at least 1).
+  cA = __nvvm_ex2_approx_ftz_f(m0 - uA);
+  cB = __nvvm_ex2_approx_ftz_f(m1 - uB);
+  m0 = nA, m1 = nB;
+  float sA = 0, sB = 0;
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    const float u = (i & 2) ? uB : uA;
+    const float p0 = __nvvm_ex2_approx_ftz_f(s[i] - u),
+                p1 = __nvvm_ex2_approx_ftz_f(s[i + 1] - u);
+    if (i & 2)
+      sB += p0 + p1;
+    else
+      sA += p0 + p1;
+    pc[i / 8][(i % 8) / 2] = mma_pack2(p0, p1);
+  }
+  l0 = l0 * cA + sA;
+  l1 = l1 * cB + sB;
+}
+/// attention_wg's epilogue for this thread's rows A and B (tokens tA, tB,
+/// heads hA, hB; okA/okB false for padding rows): O / l, times the gate's
+/// sigmoid when GATED, stored by element pairs (each lane holds column
+/// pairs (2 qd, 2 qd + 1): one 2-element access each for the gate and the
+/// output; the emitter keeps both 4-byte aligned).
+template <int H, int DV, bool GATED, long GT, long GH, class G, class Y>
+STRATA_FN void wg_attention_store(const float *o, float l0, float l1, long tA,
+                                  long tB, int hA, int hB, bool okA, bool okB,
+                                  long T, const G *gate, Y *y) {
+  const int qd = tid_x() & 3;
+  l0 += shfl_xor_f(l0, 1);
+  l0 += shfl_xor_f(l0, 2);
+  l1 += shfl_xor_f(l1, 1);
+  l1 += shfl_xor_f(l1, 2);
+  const float rA = l0 > 0 ? 1.0f / l0 : 0.0f, rB = l1 > 0 ? 1.0f / l1 : 0.0f;
+#pragma unroll
+  for (int i = 0; i < DV / 2; i += 2) {
+    const long t = (i & 2) ? tB : tA;
+    const int h = (i & 2) ? hB : hA, col = 8 * (i >> 2) + 2 * qd;
+    if (t >= T || !((i & 2) ? okB : okA))
+      continue;
+    const float r = (i & 2) ? rB : rA;
+    float v0 = o[i] * r, v1 = o[i + 1] * r;
+    if (GATED) {
+      float g0, g1;
+      ld2(gate, t * GT + h * GH + col, &g0, &g1);
+      v0 *= sm_sigmoid(g0);
+      v1 *= sm_sigmoid(g1);
+    }
+    st2(y, (t * H + h) * DV + col, v0, v1);
+  }
+}
 /// Flash attention on the warpgroup matrix units (sm_90a) for query heads
 /// that share a KV head. Block (x, y): 8 waves, two warpgroups of 64 rows;
 /// wave w takes head h0 + w % NHB (h0 = NHB y; NHB divides HG) and the 16
@@ -1461,12 +1637,10 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   uint32_t *sel = (uint32_t *)(Vs + 2 * VSZ);
   uint32_t *csel = sel + BQ * NBW;
   // The sparse form's tables (see above).
-  uint32_t *uni = sel + BQ * NBW;
-  int *upre = (int *)(uni + NBW);
-  uint32_t *msk = (uint32_t *)(upre + NBW);
-  int *vis = (int *)(msk + NCW * BQ);
-  uint16_t *ulist = (uint16_t *)(vis + BQ + 1);
-  int *usize = vis + BQ;
+  const QsaUnion qu = qsa_union_at<BQ, NBW, NCW>(sel);
+  const uint32_t *msk = qu.msk;
+  const int *vis = qu.vis;
+  const uint16_t *ulist = qu.list;
   // The last tokens' tiles (the longest: causal) first, so the short ones
   // fill in behind them at the end of the grid; a tile past T (the grid
   // rounds up) leaves at once.
@@ -1474,8 +1648,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   if (t0 >= T)
     return;
   const int h0 = bid_y() * NHB, kh = h0 / HG;
-  const int tid = tid_x(), w = tid >> 5, wg = w >> 2, g = (tid & 31) >> 2,
-            qd = tid & 3;
+  const int tid = tid_x(), w = tid >> 5, wg = w >> 2, g = (tid & 31) >> 2;
   const uint16_t *qb = (const uint16_t *)q, *kb = (const uint16_t *)k,
                  *vb = (const uint16_t *)v;
   // Row R of the block's 128 (warpgroup R / 64, wave R / 16): its token
@@ -1497,61 +1670,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   const long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
   int nch = (int)(last / KC) + 1;
   if constexpr (SPARSE) {
-    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
-    sync_block();
-    // The union's blocks in key order, by an exclusive scan of its words'
-    // bit counts.
-    int base = 0;
-    for (int w0 = 0; w0 < NBW; w0 += NT) {
-      const int wi = w0 + tid;
-      uint32_t u = 0;
-      if (wi < NBW)
-        for (int r = 0; r < BQ; ++r)
-          u |= sel[r * NBW + wi];
-      int total;
-      int at = base + block_exclusive_scan<NT>(__builtin_popcount(u),
-                                               (int *)msk, &total);
-      if (wi < NBW) {
-        uni[wi] = u;
-        upre[wi] = at;
-        for (; u; u &= u - 1)
-          ulist[at++] = (uint16_t)(wi * 32 + __builtin_ctz(u));
-      }
-      base += total;
-    }
-    // The last chunk's missing entries read block 0 (finite, masked).
-    for (int i = base + tid; i < (base + EPC - 1) / EPC * EPC; i += NT)
-      ulist[i] = 0;
-    if (tid == 0)
-      *usize = base;
-    sync_block();
-    nch = (base + EPC - 1) / EPC;
-    for (int i = tid; i < nch * BQ; i += NT) {
-      const int c = i / BQ, r = i % BQ;
-      uint32_t m = 0;
-#pragma unroll 4
-      for (int e = 0; e < EPC; ++e) {
-        const int b = ulist[c * EPC + e];
-        m |= (c * EPC + e < base && (sel[r * NBW + b / 32] >> (b % 32) & 1u))
-                 ? 1u << e
-                 : 0u;
-      }
-      msk[i] = m;
-    }
-    // Token t sees the union keys up to t: all of the union's blocks before
-    // t / BLOCK and t % BLOCK + 1 keys of block t / BLOCK if it is one.
-    for (int r = tid; r < BQ; r += NT) {
-      const long t = t0 + r, tb = t / BLOCK;
-      int n = 0;
-      if (tb < NBW * 32) {
-        const uint32_t u = uni[tb / 32];
-        n = BLOCK * (upre[tb / 32] +
-                     __builtin_popcount(u & ((1u << (tb % 32)) - 1u))) +
-            ((u >> (tb % 32) & 1u) ? (int)(t % BLOCK) + 1 : 0);
-      }
-      vis[r] = n;
-    }
-    sync_block();
+    nch = qsa_union_build<BQ, NB, NBW, NCW, BLOCK, NT>(index, t0, T, qu);
   } else if constexpr (BLOCK > 0) {
     qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
     for (int i = tid; i < NCW; i += NT)
@@ -1745,48 +1864,9 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
       bitsA = b0 < NBW * 32 ? sel[tl0 * NBW + b0 / 32] >> (b0 % 32) : 0;
       bitsB = b0 < NBW * 32 ? sel[tl1 * NBW + b0 / 32] >> (b0 % 32) : 0;
     }
-    float mxA = -__builtin_inff(), mxB = -__builtin_inff();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
-      bool ok = col <= ((i & 2) ? limB : limA);
-      if constexpr (BLOCK > 0)
-        ok = ok &&
-             ((((i & 2) ? bitsB : bitsA) >> (BLOCK < KC ? col / BLOCK : 0)) &
-              1u);
-      s[i] = ok ? s[i] * sc2 : -__builtin_inff();
-      if (i & 2)
-        mxB = __builtin_fmaxf(mxB, s[i]);
-      else
-        mxA = __builtin_fmaxf(mxA, s[i]);
-    }
-    mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 1));
-    mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 2));
-    mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 1));
-    mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 2));
-    const float nA = __builtin_fmaxf(m0, mxA), nB = __builtin_fmaxf(m1, mxB);
-    // A row with no key yet subtracts 0: its p and correction are 0.
-    const float uA = nA == -__builtin_inff() ? 0.0f : nA;
-    const float uB = nB == -__builtin_inff() ? 0.0f : nB;
-    // ex2.approx.ftz: no denormal fix-up around each of the 34 (a p below
-    // 2^-126 is 0 beside a row sum of at least 1).
-    const float cA = __nvvm_ex2_approx_ftz_f(m0 - uA),
-                cB = __nvvm_ex2_approx_ftz_f(m1 - uB);
-    m0 = nA, m1 = nB;
-    float sA = 0, sB = 0;
-#pragma unroll
-    for (int i = 0; i < 32; i += 2) {
-      const float u = (i & 2) ? uB : uA;
-      const float p0 = __nvvm_ex2_approx_ftz_f(s[i] - u),
-                  p1 = __nvvm_ex2_approx_ftz_f(s[i + 1] - u);
-      if (i & 2)
-        sB += p0 + p1;
-      else
-        sA += p0 + p1;
-      pc[i / 8][(i % 8) / 2] = mma_pack2(p0, p1);
-    }
-    l0 = l0 * cA + sA;
-    l1 = l1 * cB + sB;
+    float cA, cB;
+    wg_softmax_chunk<BLOCK, KC>(s, pc, limA, limB, bitsA, bitsB, sc2, m0, m1,
+                                l0, l1, cA, cB);
     // O holds the chunks before this one (scale m before it): rescale once
     // the P V in flight has landed.
     waitPV();
@@ -1822,32 +1902,239 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     waitPV();
   }
   cp_async_wait_all();
-  l0 += shfl_xor_f(l0, 1);
-  l0 += shfl_xor_f(l0, 2);
-  l1 += shfl_xor_f(l1, 1);
-  l1 += shfl_xor_f(l1, 2);
-  const int hA = h0 + rowHead(16 * w + g), hB = h0 + rowHead(16 * w + g + 8);
-  // Each lane holds column pairs (2 qd, 2 qd + 1): one 2-element access
-  // each for the gate and the output (the emitter keeps both 4-byte
-  // aligned).
-  const float rA = l0 > 0 ? 1.0f / l0 : 0.0f, rB = l1 > 0 ? 1.0f / l1 : 0.0f;
-#pragma unroll
-  for (int i = 0; i < DV / 2; i += 2) {
-    const int tl = (i & 2) ? tl1 : tl0, h = (i & 2) ? hB : hA;
-    const long t = t0 + tl;
-    const int col = 8 * (i >> 2) + 2 * qd;
-    if (t >= T || tl >= BQ)
-      continue;
-    const float r = (i & 2) ? rB : rA;
-    float v0 = o[i] * r, v1 = o[i + 1] * r;
-    if (GATED) {
-      float g0, g1;
-      ld2(gate, t * GT + h * GH + col, &g0, &g1);
-      v0 *= sm_sigmoid(g0);
-      v1 *= sm_sigmoid(g1);
-    }
-    st2(y, (t * H + h) * DV + col, v0, v1);
+  wg_attention_store<H, DV, GATED, GT, GH>(
+      o, l0, l1, t0 + tl0, t0 + tl1, h0 + rowHead(16 * w + g),
+      h0 + rowHead(16 * w + g + 8), tl0 < BQ, tl1 < BQ, T, gate, y);
+}
+/// QSA attention, warp-specialised (sm_90a): attention_wg's sparse form
+/// (all HG heads of KV head y for BQ = 128 / HG tokens, the union of their
+/// selected blocks compacted in key order) in three warpgroups. Warpgroup
+/// 0 produces: it gathers the union's K and V rows by cp.async into two
+/// stages each and completes each stage's full barrier by
+/// cp.async.mbarrier.arrive, at 24 registers (setmaxnreg). Warpgroups 1
+/// and 2 consume 64 rows each at 240 registers: per chunk c they wait for
+/// K_c (and V_{c-1}), issue S_c = Q K_c^T and O += P_{c-1} V_{c-1}, release
+/// K_c's stage once S_c has landed, run the online softmax, and release
+/// V_{c-1}'s once that product has landed. No block barrier per chunk: the
+/// two consumers run on their own, and the copies run as far ahead as the
+/// stages allow. Shared memory: attention_wg's Q, K and V tiles, the eight
+/// mbarriers (K full, K empty, V full, V empty; two stages each), then the
+/// union tables (qsa_union_at).
+template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
+          int NCW, bool PINGPONG, long QT, long QH, long KT, long KH, long VT,
+          long VH, long GT, long GH, class G, class Y>
+STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
+                            const G *gate, const int32_t *index, Y *y, long T,
+                            long TK, float scale) {
+  constexpr int NT = 384, BQ = 128 / HG, KC = 64, LC = KC * 8 + 8,
+                EPC = KC / BLOCK;
+  constexpr int QSZ = (D / 8) * LC, KSZ = (D / 8) * LC, VSZ = (DV / 8) * LC;
+  static_assert(D % 16 == 0 && DV % 64 == 0 && DV <= 256 && HG <= 128 &&
+                    BLOCK >= 2 && KC % BLOCK == 0 && NBW * 32 <= 65536,
+                "attention_ws");
+  extern STRATA_SHARED __attribute__((aligned(128))) uint8_t strata_dyn[];
+  mma_t *Qs = (mma_t *)strata_dyn;
+  mma_t *Ks = Qs + 2 * QSZ;
+  mma_t *Vs = Ks + 2 * KSZ;
+  uint64_t *kfull = (uint64_t *)(Vs + 2 * VSZ), *kempty = kfull + 2,
+           *vfull = kfull + 4, *vempty = kfull + 6;
+  const QsaUnion qu = qsa_union_at<BQ, NBW, NCW>((uint32_t *)(kfull + 8));
+  // The last tokens' tiles (the longest) first; a tile past T leaves.
+  const long t0 = (long)(grid_x() - 1 - bid_x()) * BQ;
+  if (t0 >= T)
+    return;
+  const int kh = bid_y(), h0 = kh * HG, tid = tid_x();
+  const uint16_t *qb = (const uint16_t *)q;
+  // Q: row R (warpgroup R / 64 of the consumers) is token R / HG, head
+  // R % HG; rows past BQ HG repeat a token (computed, never stored).
+  for (int i = tid; i < 128 * (D / 8); i += NT) {
+    int row = i / (D / 8), c8 = i % (D / 8);
+    long tt = t0 + row / HG;
+    if (tt >= T)
+      tt = T - 1;
+    cp_async16(Qs + (row >> 6) * QSZ + c8 * LC + (row & 63) * 8,
+               qb + tt * QT + (h0 + row % HG) * QH + c8 * 8);
   }
+  cp_async_commit();
+  if (tid == 0) {
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(&kfull[s], 128);
+      mbar_init(&vfull[s], 128);
+      mbar_init(&kempty[s], 256);
+      mbar_init(&vempty[s], 256);
+    }
+    mbar_init_fence();
+  }
+  // V's second stage holds zeros for the first step's P V (P = 0 there).
+  for (int i = tid; i < VSZ / 8; i += NT)
+    zero8(Vs + VSZ + i * 8);
+  const int nch =
+      qsa_union_build<BQ, NB, NBW, NCW, BLOCK, NT>(index, t0, T, qu);
+  cp_async_wait_all();
+  fence_proxy_async();
+  sync_block();
+  if (tid < 128) {
+    // The producer: K one chunk ahead of V, as the consumers need them.
+    wg_regs_dec<24>();
+    auto gather =
+        [&]<int W, long XT, long XH>(const bf16 *x, mma_t *dst,
+                                     int c) __attribute__((always_inline)) {
+          const uint16_t *xb = (const uint16_t *)x + kh * XH;
+          for (int i = tid; i < KC * (W / 8); i += 128) {
+            const int jj = i / (W / 8), c8 = i % (W / 8);
+            int j = (int)qu.list[c * EPC + jj / BLOCK] * BLOCK + jj % BLOCK;
+            j = j < (int)TK ? j : (int)TK - 1;
+            cp_async16_ca(dst + c8 * LC + jj * 8, xb + (long)j * XT + c8 * 8);
+          }
+        };
+    for (int i = 0; i <= nch; ++i) {
+      if (i < nch) {
+        mbar_wait(&kempty[i & 1], ((i >> 1) & 1) ^ 1);
+        gather.template operator()<D, KT, KH>(k, Ks + (i & 1) * KSZ, i);
+        cp_async_mbar_arrive(&kfull[i & 1]);
+      }
+      if (i > 0) {
+        const int c = i - 1;
+        mbar_wait(&vempty[c & 1], ((c >> 1) & 1) ^ 1);
+        gather.template operator()<DV, VT, VH>(v, Vs + (c & 1) * VSZ, c);
+        cp_async_mbar_arrive(&vfull[c & 1]);
+      }
+    }
+    cp_async_wait_all();
+    return;
+  }
+  wg_regs_inc<240>();
+  // One copy of the consumer per warpgroup: its Q tile's address is then a
+  // compile-time offset, so ptxas keeps the S product's descriptors in
+  // uniform registers (computed from the warpgroup index they took 32
+  // vector registers and spilled at 240).
+  auto consume = [&]<int wg>() __attribute__((always_inline)) {
+    const int ct = tid - 128, w = ct >> 5, g = (ct & 31) >> 2;
+    const int tl0 = (16 * w + g) / HG, tl1 = (16 * w + g + 8) / HG;
+    float o[DV / 2];
+#pragma unroll
+    for (int i = 0; i < DV / 2; ++i)
+      o[i] = 0;
+    const wg_desc dq = wg_desc_of(Qs + wg * QSZ, LC * 2),
+                  dk0 = wg_desc_of(Ks, LC * 2),
+                  dv0 = wg_desc_mn(Vs, 128, LC * 2);
+    const uint32_t khi = (uint32_t)(dk0 >> 32), vhi = (uint32_t)(dv0 >> 32);
+    auto issuePV = [&](const uint32_t(*pp)[4],
+                       int vbuf) __attribute__((always_inline)) {
+      const uint32_t vlo = strata_opaque((uint32_t)dv0) + vbuf * (VSZ * 2 / 16);
+#pragma unroll
+      for (int kk = 0; kk < KC / 16; ++kk)
+        wgmma_rs_mn<DV>(o, pp[kk], wg_desc_make(vlo + kk * 16, vhi));
+      wg_commit();
+    };
+    auto waitPV = [&]() __attribute__((always_inline)) {
+      wg_wait_all(o);
+#pragma unroll
+      for (int i = 32; i < DV / 2; i += 32)
+        wg_pin32(o + i);
+    };
+    const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
+    float m0 = -__builtin_inff(), m1 = -__builtin_inff(), l0 = 0, l1 = 0;
+    uint32_t pA[KC / 16][4], pB[KC / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < KC / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        pA[kk][r] = 0;
+    int c = 0;
+    if constexpr (PINGPONG)
+      if (wg == 1)
+        arrive_named(1, 256); // warpgroup 0 goes first
+    // Chunk c: P V of the previous chunk from pp (zeros over zeros at c = 0);
+    // this chunk's P into pc.
+    auto stepFn = [&](const uint32_t(*pp)[4],
+                      uint32_t(*pc)[4]) __attribute__((always_inline)) {
+      const int b = c & 1;
+      mbar_wait(&kfull[b], (c >> 1) & 1);
+      if (c > 0)
+        mbar_wait(&vfull[b ^ 1], ((c - 1) >> 1) & 1);
+      // The copies wrote through the generic proxy; wgmma reads through the
+      // async one.
+      fence_proxy_async();
+      float s[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i)
+        s[i] = 0;
+      // Ping-pong: this warpgroup issues its products once the other has
+      // issued its own (named barrier 1 + wg), so one's softmax runs under
+      // the other's products instead of both at once.
+      if constexpr (PINGPONG)
+        sync_named(1 + wg, 256);
+      const uint32_t qlo = strata_opaque((uint32_t)dq),
+                     klo = strata_opaque((uint32_t)dk0) + b * (KSZ * 2 / 16);
+      wg_fence();
+      // Each step's descriptors made opaque after the wgmma before it (asm
+      // volatile keeps them in order), so ptxas computes them one at a time
+      // instead of all 32 words up front (at 240 registers those spilled).
+      uint32_t ql = qlo, kl = klo;
+#pragma unroll
+      for (int dk = 0; dk < D; dk += 16) {
+        wgmma_m64n64(s, wg_desc_make(ql, khi), wg_desc_make(kl, khi));
+        ql = strata_opaque(ql + 2 * (LC * 2 / 16));
+        kl = strata_opaque(kl + 2 * (LC * 2 / 16));
+      }
+      wg_commit();
+      wg_fence();
+      issuePV(pp, b ^ 1);
+      // The other warpgroup's turn (warpgroup 1 skips its last: warpgroup 0
+      // waits nch times and got one arrival ahead of the loop).
+      if constexpr (PINGPONG)
+        if (wg == 0 || c + 1 < nch)
+          arrive_named(2 - wg, 256);
+      wg_wait_but_one(s);
+      mbar_arrive(&kempty[b]);
+      auto lastCol = [&](int tl) __attribute__((always_inline)) {
+        const int lim = (tl < BQ ? qu.vis[tl] : 0) - 1 - c * KC;
+        return lim < -1 ? -1 : lim > KC ? KC : lim;
+      };
+      const uint32_t bitsA = tl0 < BQ ? qu.msk[c * BQ + tl0] : 0,
+                     bitsB = tl1 < BQ ? qu.msk[c * BQ + tl1] : 0;
+      float cA, cB;
+      wg_softmax_chunk<BLOCK, KC>(s, pc, lastCol(tl0), lastCol(tl1), bitsA,
+                                  bitsB, sc2, m0, m1, l0, l1, cA, cB);
+      waitPV();
+      if (c > 0)
+        mbar_arrive(&vempty[b ^ 1]);
+      if (__nvvm_vote_any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) {
+#pragma unroll
+        for (int i = 0; i < DV / 2; ++i)
+          o[i] *= (i & 2) ? cB : cA;
+      }
+      ++c;
+    };
+    bool lastInB = false;
+    while (c < nch) {
+      stepFn(pA, pB);
+      lastInB = true;
+      if (c >= nch)
+        break;
+      stepFn(pB, pA);
+      lastInB = false;
+    }
+    // The last chunk's P V.
+    if (nch > 0) {
+      mbar_wait(&vfull[(nch - 1) & 1], ((nch - 1) >> 1) & 1);
+      fence_proxy_async();
+      wg_fence();
+      if (lastInB)
+        issuePV(pB, (nch - 1) & 1);
+      else
+        issuePV(pA, (nch - 1) & 1);
+      waitPV();
+    }
+    wg_attention_store<H, DV, GATED, GT, GH>(
+        o, l0, l1, t0 + tl0, t0 + tl1, h0 + (16 * w + g) % HG,
+        h0 + (16 * w + g + 8) % HG, tl0 < BQ, tl1 < BQ, T, gate, y);
+  };
+  if (tid < 256)
+    consume.template operator()<0>();
+  else
+    consume.template operator()<1>();
 }
 #endif
 

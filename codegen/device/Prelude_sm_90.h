@@ -541,6 +541,21 @@ STRATA_FN void mbar_wait(uint64_t *b, uint32_t parity) {
                  : "r"(smem_addr(b)), "r"(parity)
                  : "memory");
 }
+/// One arrival on \p b once every cp.async this thread issued before has
+/// landed (.noinc: the arrival is counted in \p b's initial count).
+STRATA_FN void cp_async_mbar_arrive(uint64_t *b) {
+  asm volatile(
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(b))
+      : "memory");
+}
+/// A warpgroup's registers a thread raised (consumers) or lowered
+/// (producers) to N (setmaxnreg; every warp of the warpgroup runs it).
+template <int N> STRATA_FN void wg_regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> STRATA_FN void wg_regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
 /// The 2-D box of the tensor map at generic address \p map whose first
 /// element is (c0 innermost, c1) into \p dst, completing on \p bar.
 STRATA_FN void tma_load_2d(void *dst, uint64_t map, int c0, int c1,
@@ -563,6 +578,10 @@ STRATA_FN void tma_load_3d(void *dst, uint64_t map, int c0, int c1, int c2,
 /// Named barrier \p id over \p n threads (a warpgroup's own sync).
 STRATA_FN void sync_named(int id, int n) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+/// Arrives on named barrier \p id (of \p n threads) without waiting.
+STRATA_FN void arrive_named(int id, int n) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 STRATA_FN int grid_x() { return __nvvm_read_ptx_sreg_nctaid_x(); }
 /// The consumer side of a TMA-fed GEMM tile (GemmEmitter's TMA tile):
