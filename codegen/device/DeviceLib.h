@@ -1487,6 +1487,55 @@ STRATA_FN int qsa_union_build(const int32_t *index, long t0, long T,
   sync_block();
   return nch;
 }
+/// O += P V over one KC-key chunk: KC / 16 wgmma with P from registers (the
+/// accumulator layout of S) and V MN-major in buffer \p vbuf (VSZ elements
+/// each) from descriptor \p dv0 (buffer 0), stepped by 32-bit adds from a
+/// value made opaque (see strata_opaque); one commit group.
+template <int DV, int KC, int VSZ>
+STRATA_FN void wg_issue_pv(float *o, const uint32_t (*pp)[4], wg_desc dv0,
+                           int vbuf) {
+  const uint32_t vhi = (uint32_t)(dv0 >> 32);
+  const uint32_t vlo = strata_opaque((uint32_t)dv0) + vbuf * (VSZ * 2 / 16);
+#pragma unroll
+  for (int kk = 0; kk < KC / 16; ++kk)
+    wgmma_rs_mn<DV>(o, pp[kk], wg_desc_make(vlo + kk * 16, vhi));
+  wg_commit();
+}
+/// Waits for every product in flight and ties all of O to the wait.
+template <int DV> STRATA_FN void wg_wait_pv(float *o) {
+  wg_wait_all(o);
+#pragma unroll
+  for (int i = 32; i < DV / 2; i += 32)
+    wg_pin32(o + i);
+}
+/// O's rows A and B times their corrections once the product in flight has
+/// landed; a wave skips the DV / 2 multiplies when none of its rows' maxima
+/// moved (most steps, once they settle).
+template <int DV> STRATA_FN void wg_rescale_o(float *o, float cA, float cB) {
+  if (__nvvm_vote_any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) {
+#pragma unroll
+    for (int i = 0; i < DV / 2; ++i)
+      o[i] *= (i & 2) ? cB : cA;
+  }
+}
+/// Runs \p step(pp, pc) while \p more(), the two P register sets taking
+/// turns (unrolled by two, so no copy joins them and the P being written
+/// never shares a register with the P an in-flight P V reads); returns
+/// whether the last step's P is in \p pB.
+template <class Step, class More>
+STRATA_FN bool wg_steps_alternating(uint32_t (*pA)[4], uint32_t (*pB)[4],
+                                    Step &&step, More &&more) {
+  bool lastInB = false;
+  while (more()) {
+    step(pA, pB);
+    lastInB = true;
+    if (!more())
+      break;
+    step(pB, pA);
+    lastInB = false;
+  }
+  return lastInB;
+}
 /// attention_wg's online softmax of one 64-key chunk on S's accumulators
 /// (rows g and g + 8 of this wave: A and B): the masks (columns past each
 /// row's last visible one; with QSA the blocks its bits do not select), the
@@ -1777,21 +1826,12 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   // 32-bit adds from values made opaque each step (see strata_opaque).
   const wg_desc dq = wg_desc_of(Qs + wg * QSZ, LC * 2),
                 dk0 = wg_desc_of(Ks, LC * 2), dv0 = wg_desc_mn(Vs, 128, LC * 2);
-  const uint32_t khi = (uint32_t)(dk0 >> 32), vhi = (uint32_t)(dv0 >> 32);
-  auto issuePV = [&](const uint32_t(*pp)[4],
-                     int vbuf) __attribute__((always_inline)) {
-    const uint32_t vlo = strata_opaque((uint32_t)dv0) + vbuf * (VSZ * 2 / 16);
-#pragma unroll
-    for (int kk = 0; kk < KC / 16; ++kk)
-      wgmma_rs_mn<DV>(o, pp[kk], wg_desc_make(vlo + kk * 16, vhi));
-    wg_commit();
-  };
-  auto waitPV = [&]() __attribute__((always_inline)) {
-    wg_wait_all(o);
-#pragma unroll
-    for (int i = 32; i < DV / 2; i += 32)
-      wg_pin32(o + i);
-  };
+  const uint32_t khi = (uint32_t)(dk0 >> 32);
+  auto issuePV = [&](const uint32_t(*pp)[4], int vbuf)
+                     __attribute__((always_inline)) {
+                       wg_issue_pv<DV, KC, VSZ>(o, pp, dv0, vbuf);
+                     };
+  auto waitPV = [&]() __attribute__((always_inline)) { wg_wait_pv<DV>(o); };
   // Rows g and g + 8 of this wave: their tokens (local to the block).
   const int tl0 = rowTok(16 * w + g), tl1 = rowTok(16 * w + g + 8);
   const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
@@ -1870,25 +1910,12 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
     // O holds the chunks before this one (scale m before it): rescale once
     // the P V in flight has landed.
     waitPV();
-    // Once the rows' maxima settle most steps change nothing: the wave
-    // skips the 128 multiplies when none of its rows moved.
-    if (__nvvm_vote_any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) {
-#pragma unroll
-      for (int i = 0; i < DV / 2; ++i)
-        o[i] *= (i & 2) ? cB : cA;
-    }
+    wg_rescale_o<DV>(o, cA, cB);
     c = cn;
     ++step;
   };
-  bool lastInB = false;
-  while (c < nch) {
-    stepFn(pA, pB);
-    lastInB = true;
-    if (c >= nch)
-      break;
-    stepFn(pB, pA);
-    lastInB = false;
-  }
+  const bool lastInB = wg_steps_alternating(
+      pA, pB, stepFn, [&]() __attribute__((always_inline)) { return c < nch; });
   // The last chunk's P V (its V was copied by the last step).
   if (step > 0) {
     cp_async_wait_all();
@@ -2018,21 +2045,12 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
     const wg_desc dq = wg_desc_of(Qs + wg * QSZ, LC * 2),
                   dk0 = wg_desc_of(Ks, LC * 2),
                   dv0 = wg_desc_mn(Vs, 128, LC * 2);
-    const uint32_t khi = (uint32_t)(dk0 >> 32), vhi = (uint32_t)(dv0 >> 32);
-    auto issuePV = [&](const uint32_t(*pp)[4],
-                       int vbuf) __attribute__((always_inline)) {
-      const uint32_t vlo = strata_opaque((uint32_t)dv0) + vbuf * (VSZ * 2 / 16);
-#pragma unroll
-      for (int kk = 0; kk < KC / 16; ++kk)
-        wgmma_rs_mn<DV>(o, pp[kk], wg_desc_make(vlo + kk * 16, vhi));
-      wg_commit();
-    };
-    auto waitPV = [&]() __attribute__((always_inline)) {
-      wg_wait_all(o);
-#pragma unroll
-      for (int i = 32; i < DV / 2; i += 32)
-        wg_pin32(o + i);
-    };
+    const uint32_t khi = (uint32_t)(dk0 >> 32);
+    auto issuePV = [&](const uint32_t(*pp)[4], int vbuf)
+                       __attribute__((always_inline)) {
+                         wg_issue_pv<DV, KC, VSZ>(o, pp, dv0, vbuf);
+                       };
+    auto waitPV = [&]() __attribute__((always_inline)) { wg_wait_pv<DV>(o); };
     const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
     float m0 = -__builtin_inff(), m1 = -__builtin_inff(), l0 = 0, l1 = 0;
     uint32_t pA[KC / 16][4], pB[KC / 16][4];
@@ -2100,22 +2118,12 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       waitPV();
       if (c > 0)
         mbar_arrive(&vempty[b ^ 1]);
-      if (__nvvm_vote_any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) {
-#pragma unroll
-        for (int i = 0; i < DV / 2; ++i)
-          o[i] *= (i & 2) ? cB : cA;
-      }
+      wg_rescale_o<DV>(o, cA, cB);
       ++c;
     };
-    bool lastInB = false;
-    while (c < nch) {
-      stepFn(pA, pB);
-      lastInB = true;
-      if (c >= nch)
-        break;
-      stepFn(pB, pA);
-      lastInB = false;
-    }
+    const bool lastInB = wg_steps_alternating(
+        pA, pB, stepFn,
+        [&]() __attribute__((always_inline)) { return c < nch; });
     // The last chunk's P V.
     if (nch > 0) {
       mbar_wait(&vfull[(nch - 1) & 1], ((nch - 1) >> 1) & 1);
