@@ -56,6 +56,12 @@ private:
   int64_t qsaQuery = 0;
   /// qsa_select's LDS for its top selection (qsa_top_select), bytes.
   int64_t qsaSelect = 0;
+  /// qsa_select's block ids kept in LDS: qsaBlocks, or for rows too long
+  /// for that (plans past ~16K tokens) only the bitonic sort's (at most
+  /// the top's power of two; the radix select knows a block by its index).
+  int64_t qsaIds = 0;
+  /// qsa_select's block size (keys a block), for diagnostics.
+  int64_t qsaTokensPerBlock = 1;
 
   /// Pointer to the current row of \p t (which must be row-aligned).
   std::string rowPtr(const Tensor &t) {
@@ -636,10 +642,16 @@ void RowEmitter::op(const BodyOp &op) {
     int64_t hi = q.shape[1].constant, di = q.shape[2].constant;
     int64_t block = e.intAttr(op, "block"), top = e.intAttr(op, "top");
     float inv = 1.0f / std::sqrt(static_cast<float>(di));
-    e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, {}, "
-           "qsa_score, qsa_id, qsa_q);",
-           hi, di, block, top, kThreads, qsaBlocks, rowPtr(q), kb.ptr,
-           rowPtr(y), floatLit(inv));
+    if (qsaIds == qsaBlocks)
+      e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, {}, "
+             "qsa_score, qsa_id, qsa_q);",
+             hi, di, block, top, kThreads, qsaBlocks, rowPtr(q), kb.ptr,
+             rowPtr(y), floatLit(inv));
+    else
+      e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, "
+             "{}, qsa_score, qsa_id, qsa_q);",
+             hi, di, block, top, kThreads, qsaBlocks, qsaIds, rowPtr(q), kb.ptr,
+             rowPtr(y), floatLit(inv));
     break;
   }
   case Recipe::NgramHash: {
@@ -772,8 +784,8 @@ void RowEmitter::run() {
   }
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::QsaSelect) {
-      int64_t most =
-          std::max<int64_t>(1, e.plan.maxTokens / e.intAttr(op, "block"));
+      qsaTokensPerBlock = e.intAttr(op, "block");
+      int64_t most = std::max<int64_t>(1, e.plan.maxTokens / qsaTokensPerBlock);
       qsaBlocks = 1;
       while (qsaBlocks < most)
         qsaBlocks *= 2;
@@ -785,11 +797,19 @@ void RowEmitter::run() {
       while (pt < top)
         pt *= 2;
       qsaSelect = 8 * pt + 4 * 256 + 64;
+      qsaIds = qsaBlocks;
+      // Scores and ids past the static limit: ids only for the bitonic
+      // sort's rows (those whose visible blocks fit the top), which the
+      // radix select (256 threads, a top) leaves to it.
+      if (8 * qsaBlocks + 4 * qsaQuery + qsaSelect + 256 > 44 * 1024 &&
+          kThreads == 256 && top > 0)
+        qsaIds = std::min(qsaBlocks, pt);
     }
   // LDS/shared: reductions, routing, the QSA sort, then the temporaries'
   // rows if they fit the static limit (48 KiB on sm_90, with headroom);
   // else the temporaries live in the kernel's workspace, one row per block.
-  uint64_t fixed = 256 + 8 * qsaBlocks + 4 * qsaQuery + qsaSelect, temps = 0;
+  uint64_t fixed = 256 + 4 * qsaBlocks + 4 * qsaIds + 4 * qsaQuery + qsaSelect,
+           temps = 0;
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::MoeRoute)
       fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
@@ -807,8 +827,22 @@ void RowEmitter::run() {
                                     format::planDTypeName(t.dtype)));
     temps += format::planDTypeSize(t.dtype) * constProduct(t.shape, 1);
   }
-  if (fixed > 44 * 1024)
-    throw Unsupported(fmt::format("the row needs {} bytes of LDS", fixed));
+  if (fixed > 44 * 1024) {
+    std::string hint;
+    if (qsaBlocks > 0) {
+      // The longest plan whose qsa_select row fits: the sort size halved
+      // until it does (its other LDS does not depend on the plan's length).
+      uint64_t other = fixed - 4 * qsaBlocks - 4 * qsaIds;
+      int64_t p = qsaBlocks;
+      while (p > 1 && other + 4 * p + 4 * std::min(p, qsaIds) > 44 * 1024)
+        p /= 2;
+      hint = fmt::format(" (qsa_select's scores of {} blocks; plans of at "
+                         "most {} tokens fit: --max-tokens)",
+                         qsaBlocks, p * qsaTokensPerBlock);
+    }
+    throw Unsupported(
+        fmt::format("the row needs {} bytes of LDS{}", fixed, hint));
+  }
   e.workspace = fixed + temps > 44 * 1024;
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
@@ -839,7 +873,7 @@ void RowEmitter::run() {
   }
   if (qsaBlocks) {
     e.line("  STRATA_SHARED float qsa_score[{}];", qsaBlocks);
-    e.line("  STRATA_SHARED int qsa_id[{}];", qsaBlocks);
+    e.line("  STRATA_SHARED int qsa_id[{}];", qsaIds);
     e.line("  STRATA_SHARED float qsa_q[{}];", qsaQuery);
   }
   for (size_t i = 0; i < e.body.size(); ++i) {

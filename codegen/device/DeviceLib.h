@@ -720,13 +720,14 @@ STRATA_FN uint32_t qsa_key(float s) {
   return s == -__builtin_inff() ? 0u : s == 0.0f ? 1u : sm_bits(s) + 1u;
 }
 
-/// The TOP best of the n scores (n > TOP; block b's id is b) in qsa_select's
+/// The TOP best of the n scores (n > TOP; block b's id is b, read from \p id
+/// unless IMPLICIT, where \p id may be shorter than n) in qsa_select's
 /// order into y (then the tail block n, as qsa_select writes): the TOP-th
 /// largest key by a radix select (four 8-bit digits, a shared histogram and
 /// a block scan each), the blocks above it and the lowest ids at it
 /// compacted in block order, then a bitonic sort of only those. Sorting all
 /// n (up to 4,096 at T = 16,384) by the network kept the kernel LDS-bound.
-template <int TOP, int NT>
+template <int TOP, int NT, bool IMPLICIT = false>
 STRATA_FN void qsa_top_select(const float *score, const int *id, int n,
                               int32_t *y) {
   constexpr int PT = TOP <= 1 ? 1 : 2 << (31 - __builtin_clz(TOP - 1));
@@ -779,7 +780,7 @@ STRATA_FN void qsa_top_select(const float *score, const int *id, int n,
     uint32_t u = qsa_key(score[b]);
     if (u > prefix || (u == prefix && e++ < k)) {
       cs[at] = score[b];
-      ci[at] = id[b];
+      ci[at] = IMPLICIT ? b : id[b];
       ++at;
     }
   }
@@ -797,9 +798,13 @@ STRATA_FN void qsa_top_select(const float *score, const int *id, int n,
 /// b < (t+1)/BLOCK (sum over indexer heads of relu(q_h . kb_b), times
 /// \p inv; NaN ranks as -inf), the TOP best (descending, ties to the lower
 /// block) by a bitonic sort in shared memory (P = a power of two >= the
-/// block count), then the tail block, then -1 padding.
-template <int HI, int DI, int BLOCK, int TOP, int NT, int P, class Q, class K,
-          class Y>
+/// block count), then the tail block, then -1 padding. IDS < P (rows too
+/// long for P ids in LDS): \p id holds IDS entries, written only for rows
+/// the bitonic sort takes (their P is at most IDS: IDS is the top's power
+/// of two, so longer rows have more visible blocks than the top and go to
+/// the radix select, which knows a block by its index).
+template <int HI, int DI, int BLOCK, int TOP, int NT, int P, int IDS = P,
+          class Q, class K, class Y>
 STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
                               float inv, float *score, int *id, float *qs) {
   int nc = (int)((t + 1) / BLOCK);
@@ -849,12 +854,15 @@ STRATA_FN void row_qsa_select(const Q *q, const K *kb, Y *y, long t, long T,
         s = -__builtin_inff();
     }
     score[b] = s;
-    id[b] = b < nc ? b : 0x7fffffff;
+    if (IDS == P || p <= IDS)
+      id[b] = b < nc ? b : 0x7fffffff;
   }
   sync_block();
+  static_assert(IDS == P || (NT == 256 && TOP > 0 && IDS >= TOP),
+                "row_qsa_select: compact ids need the radix select");
   if constexpr (NT == 256 && TOP > 0) {
     if (nc > TOP) {
-      qsa_top_select<TOP, NT>(score, id, nc, y);
+      qsa_top_select<TOP, NT, (IDS < P)>(score, id, nc, y);
       return;
     }
   }

@@ -485,6 +485,10 @@ def attention_cases() -> list[Case]:
     # normalise v too (every operand a bf16 buffer of its own), so sm_90
     # runs attention_wg's sparse form: all heads of a KV group for 128 / HG
     # tokens, the union of their selected blocks compacted.
+    # The last case is compiled for 24,576 tokens: qsa_select's scores and
+    # ids no longer fit its 44 KiB of LDS, so it keeps ids only for the
+    # rows the bitonic sort takes (the radix select knows a block by its
+    # index), and attention takes the form whose tables fit.
     for hd, cr, top, hi, di, h, hkv, wgv in (
             (64, 4, 4, 2, 64, 4, 2, False), (128, 8, 2, 1, 128, 4, 2, False),
             (64, 16, 1, 2, 32, 4, 2, False), (64, 2, 64, 2, 64, 4, 2, False),
@@ -492,7 +496,8 @@ def attention_cases() -> list[Case]:
             (64, 4, 4, 2, 64, 4, 2, True), (128, 8, 2, 1, 128, 8, 1, True),
             (64, 16, 1, 2, 32, 4, 2, True), (64, 2, 64, 2, 64, 4, 1, True),
             (64, 4, 150, 2, 64, 6, 2, True), (256, 4, 32, 2, 64, 12, 1, True),
-            (256, 4, 8, 2, 64, 24, 2, True)):
+            (256, 4, 8, 2, 64, 24, 2, True), (64, 4, 150, 2, 64, 4, 2, True)):
+        long_plan = (hd, cr, top, h, wgv) == (64, 4, 150, 4, True)
         width = 2 * h * hd + 2 * hkv * hd
         b = Body(width)
         qkv(b, h, hkv, hd, hd, True, True, wgv)
@@ -517,13 +522,16 @@ def attention_cases() -> list[Case]:
         cases.append(b.case(f"attention_qsa_hd{hd}_cr{cr}_top{top}"
                             f"{'' if h // hkv == 2 else f'_hg{h // hkv}'}"
                             f"{'_h' + str(h) if h // hkv == 12 and hkv > 1 else ''}"
-                            f"{'_wg' if wgv else ''}",
+                            f"{'_wg' if wgv else ''}"
+                            f"{'_max24k' if long_plan else ''}",
                             "attention",
                             f"QSA: gated attention over the top {top} blocks "
                             f"of {cr} tokens picked by block_mean + "
                             f"qsa_select (indexer: {hi} heads of {di})"
-                            f"{'; v: rms_norm' if wgv else ''}",
-                            **LONG_PROMPTS))
+                            f"{'; v: rms_norm' if wgv else ''}"
+                            f"{'; plan for 24,576 tokens' if long_plan else ''}",
+                            **(dict(LONG_PROMPTS, max_tokens=24576)
+                               if long_plan else LONG_PROMPTS)))
     return cases
 
 
