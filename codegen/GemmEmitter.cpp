@@ -131,19 +131,28 @@ constexpr int64_t kGroupedTmaRows = 192;
 /// Whether the TMA tiles of plain chains and grouped experts are 128
 /// columns wide at two blocks an SM (one block's epilogue overlapping the
 /// other's K loop, as K3's do) instead of up to 256 at one:
-/// STRATA_GEMM_TMA_PAIR=1, an A/B knob (not yet measured).
+/// STRATA_GEMM_TMA_PAIR=1, an A/B knob (measured +2.6 % in all, dense
+/// +5.6 %: ab-pair-persist-20261202T020121Z.txt).
 bool pairKnob() {
   const char *v = std::getenv("STRATA_GEMM_TMA_PAIR");
   return v != nullptr && std::string(v) == "1";
 }
 
-/// Whether a kernel of one TMA chain runs persistent blocks (each loops
-/// over tiles; its producer loads the next tile's stages while the
-/// consumers run the epilogue): STRATA_GEMM_TMA_PERSIST=1, an A/B knob (not
-/// yet measured).
-bool persistKnob() {
-  const char *v = std::getenv("STRATA_GEMM_TMA_PERSIST");
-  return v != nullptr && std::string(v) == "1";
+/// Whether kernel \p label's TMA tiles (one chain, or the grouped experts)
+/// run persistent blocks (each loops over tiles; its producer loads the
+/// next tile's stages while the consumers run the epilogue). By default the
+/// families measured faster so (test/device/results/experiments/
+/// ab-pair-persist-20261202T020121Z.txt, every kernel persistent against
+/// none): the hyper-connection GEMMs (K3 -2.4 %, K2 -2.7 %, the output
+/// mixer's down -1.7 %: short K loops or 5 column tiles, so the epilogue
+/// and the last wave weigh) and the experts' down projection (K = 640,
+/// -3.5 %); not the dense GEMMs (+1.8 %) or the experts' gate/up (+0.8 %).
+/// STRATA_GEMM_TMA_PERSIST=1 makes every such kernel persistent, =0 none.
+bool persistFor(const std::string &label) {
+  if (const char *v = std::getenv("STRATA_GEMM_TMA_PERSIST"))
+    return std::string(v) == "1";
+  return label == "fused:hc_up_mix" || label == "fused:hc_down_inject" ||
+         label == "fused:hc_down" || label == "moe_grouped_down";
 }
 
 /// Which weights a variant of the kernel puts on the TMA tile.
@@ -1756,7 +1765,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
   // A persistent kernel keeps the staged results and the stream mean's
   // image tile out of the ring (the producer refills it during the
   // epilogue): fewer stages where they do not fit beside it.
-  bool persist = persistKnob() && idx.size() == 1;
+  bool persist = persistFor(e.kernel.label()) && idx.size() == 1;
   std::vector<bool> staged(gemms.size(), false);
   int64_t stageOff = 0, xOff = 0;
   for (size_t ci : idx) {
@@ -2337,9 +2346,9 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   const int64_t ld = outCols * esz + 16, csBytes = 128 * ld;
   const bool stageable =
       stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t";
-  // Persistent (STRATA_GEMM_TMA_PERSIST=1): blocks loop over the tiles,
-  // the staged results outside the ring where two stages still fit.
-  const bool persist = persistKnob();
+  // Persistent (persistFor): blocks loop over the tiles, the staged
+  // results outside the ring where two stages still fit.
+  const bool persist = persistFor(e.kernel.label());
   int ks = stages;
   bool staged = stageable && csBytes <= stages * sb;
   if (persist) {
