@@ -2094,9 +2094,10 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       const uint32_t qlo = strata_opaque((uint32_t)dq),
                      klo = strata_opaque((uint32_t)dk0) + b * (KSZ * 2 / 16);
       wg_fence();
-      // Each step's descriptors made opaque after the wgmma before it (asm
-      // volatile keeps them in order), so ptxas computes them one at a time
-      // instead of all 32 words up front (at 240 registers those spilled).
+      // Descriptors stepped by 32-bit adds from opaque values, so LLVM does
+      // not keep all 32 words live (ptxas still computes them ahead: what
+      // keeps them out of the 240 vector registers is the Q tile's
+      // compile-time address, see consume below).
       uint32_t ql = qlo, kl = klo;
 #pragma unroll
       for (int dk = 0; dk < D; dk += 16) {
