@@ -202,11 +202,15 @@ void emitAttentionKernel(Emitter &e) {
       // STRATA_ATTN_PINGPONG=0: the two consumers not taking turns.
       const char *ppKnob = std::getenv("STRATA_ATTN_PINGPONG");
       bool pingpong = !(ppKnob && std::string(ppKnob) == "0");
+      // STRATA_ATTN_TRACE=1: one block prints its phases' cycles (a
+      // diagnostic; the default emission names no trace).
+      const char *trKnob = std::getenv("STRATA_ATTN_TRACE");
+      bool trace = trKnob && std::string(trKnob) == "1";
       e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
-             "{}L, {}L, {}L, {}L, {}L, {}L>(",
+             "{}L, {}L, {}L, {}L, {}L, {}L{}>(",
              h, d, dv, hg, gated, block, nb, nbw, ncw, pingpong, q.stride[0],
              q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1],
-             g.stride[0], g.stride[1]);
+             g.stride[0], g.stride[1], trace ? ", true" : "");
       mma = false;
       wg = true;
     } else if (shared <= limit) {

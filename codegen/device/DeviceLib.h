@@ -1955,9 +1955,15 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// stages allow. Shared memory: attention_wg's Q, K and V tiles, the eight
 /// mbarriers (K full, K empty, V full, V empty; two stages each), then the
 /// union tables (qsa_union_at).
+/// TRACE (STRATA_ATTN_TRACE=1, a diagnostic): block (0, 0) (the last
+/// tokens' tile) prints, per warp, the cycles each phase of the chunk loop
+/// took in all (consumers: waiting for the stages, for the other
+/// warpgroup's turn, issuing the products, waiting for S, the softmax,
+/// waiting for P V, the rescale; the producer: waiting for free stages,
+/// issuing the copies) and the loop's total.
 template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
           int NCW, bool PINGPONG, long QT, long QH, long KT, long KH, long VT,
-          long VH, long GT, long GH, class G, class Y>
+          long VH, long GT, long GH, bool TRACE = false, class G, class Y>
 STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
                             long TK, float scale) {
@@ -2022,20 +2028,38 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
             cp_async16_ca(dst + c8 * LC + jj * 8, xb + (long)j * XT + c8 * 8);
           }
         };
+    long long tw = 0, tg = 0, t = TRACE ? clock_cycles() : 0;
+    const long long t0c = t;
+    auto lap = [&](long long &acc) __attribute__((always_inline)) {
+      if constexpr (TRACE) {
+        const long long n = clock_cycles();
+        acc += n - t;
+        t = n;
+      }
+    };
     for (int i = 0; i <= nch; ++i) {
       if (i < nch) {
         mbar_wait(&kempty[i & 1], ((i >> 1) & 1) ^ 1);
+        lap(tw);
         gather.template operator()<D, KT, KH>(k, Ks + (i & 1) * KSZ, i);
         cp_async_mbar_arrive(&kfull[i & 1]);
+        lap(tg);
       }
       if (i > 0) {
         const int c = i - 1;
         mbar_wait(&vempty[c & 1], ((c >> 1) & 1) ^ 1);
+        lap(tw);
         gather.template operator()<DV, VT, VH>(v, Vs + (c & 1) * VSZ, c);
         cp_async_mbar_arrive(&vfull[c & 1]);
+        lap(tg);
       }
     }
     cp_async_wait_all();
+    if constexpr (TRACE)
+      if (bid_x() == 0 && bid_y() == 0 && (tid & 31) == 0)
+        printf("attention_ws trace: producer warp %d: chunks %d, cycles "
+               "%lld: waiting for free stages %lld, issuing copies %lld\n",
+               tid >> 5, nch, t - t0c, tw, tg);
     return;
   }
   wg_regs_inc<240>();
@@ -2068,6 +2092,17 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       for (int r = 0; r < 4; ++r)
         pA[kk][r] = 0;
     int c = 0;
+    // TRACE's phase counters (cycles): stages, turn, issue, S, softmax,
+    // P V, rescale.
+    long long ph[7] = {0, 0, 0, 0, 0, 0, 0}, t = TRACE ? clock_cycles() : 0;
+    const long long t0c = t;
+    auto lap = [&](int i) __attribute__((always_inline)) {
+      if constexpr (TRACE) {
+        const long long n = clock_cycles();
+        ph[i] += n - t;
+        t = n;
+      }
+    };
     if constexpr (PINGPONG)
       if (wg == 1)
         arrive_named(1, 256); // warpgroup 0 goes first
@@ -2082,6 +2117,7 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       // The copies wrote through the generic proxy; wgmma reads through the
       // async one.
       fence_proxy_async();
+      lap(0);
       float s[32];
 #pragma unroll
       for (int i = 0; i < 32; ++i)
@@ -2091,6 +2127,7 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       // the other's products instead of both at once.
       if constexpr (PINGPONG)
         sync_named(1 + wg, 256);
+      lap(1);
       const uint32_t qlo = strata_opaque((uint32_t)dq),
                      klo = strata_opaque((uint32_t)dk0) + b * (KSZ * 2 / 16);
       wg_fence();
@@ -2113,8 +2150,10 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       if constexpr (PINGPONG)
         if (wg == 0 || c + 1 < nch)
           arrive_named(2 - wg, 256);
+      lap(2);
       wg_wait_but_one(s);
       mbar_arrive(&kempty[b]);
+      lap(3);
       auto lastCol = [&](int tl) __attribute__((always_inline)) {
         const int lim = (tl < BQ ? qu.vis[tl] : 0) - 1 - c * KC;
         return lim < -1 ? -1 : lim > KC ? KC : lim;
@@ -2124,10 +2163,13 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       float cA, cB;
       wg_softmax_chunk<BLOCK, KC>(s, pc, lastCol(tl0), lastCol(tl1), bitsA,
                                   bitsB, sc2, m0, m1, l0, l1, cA, cB);
+      lap(4);
       waitPV();
       if (c > 0)
         mbar_arrive(&vempty[b ^ 1]);
+      lap(5);
       wg_rescale_o<DV>(o, cA, cB);
+      lap(6);
       ++c;
     };
     const bool lastInB = wg_steps_alternating(
@@ -2144,6 +2186,13 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
         issuePV(pA, (nch - 1) & 1);
       waitPV();
     }
+    if constexpr (TRACE)
+      if (bid_x() == 0 && bid_y() == 0 && (ct & 31) == 0)
+        printf("attention_ws trace: consumer warpgroup %d warp %d: chunks "
+               "%d, cycles %lld: stages %lld, turn %lld, issue %lld, S %lld, "
+               "softmax %lld, P V %lld, rescale %lld\n",
+               wg, w, nch, t - t0c, ph[0], ph[1], ph[2], ph[3], ph[4], ph[5],
+               ph[6]);
     wg_attention_store<H, DV, GATED, GT, GH>(
         o, l0, l1, t0 + tl0, t0 + tl1, h0 + (16 * w + g) % HG,
         h0 + (16 * w + g + 8) % HG, tl0 < BQ, tl1 < BQ, T, gate, y);

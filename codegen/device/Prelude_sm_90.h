@@ -579,6 +579,13 @@ STRATA_FN void tma_load_3d(void *dst, uint64_t map, int c0, int c1, int c2,
 STRATA_FN void sync_named(int id, int n) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
+/// The SM's cycle counter (a kernel's trace knobs time their phases by it).
+STRATA_FN long long clock_cycles() {
+  return (long long)__nvvm_read_ptx_sreg_clock64();
+}
+/// Device printf (clang lowers it to the driver's vprintf), for trace knobs
+/// only: the driver prints the buffer at the next synchronisation.
+extern "C" __attribute__((device)) int printf(const char *, ...);
 /// Arrives on named barrier \p id (of \p n threads) without waiting.
 STRATA_FN void arrive_named(int id, int n) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
