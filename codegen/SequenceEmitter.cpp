@@ -22,6 +22,13 @@ using format::Recipe;
 
 namespace {
 
+/// Whether environment variable \p name (an A/B or diagnostic knob of the
+/// attention forms) is set to \p value.
+bool knobIs(const char *name, const char *value) {
+  const char *v = std::getenv(name);
+  return v != nullptr && std::string(v) == value;
+}
+
 /// A strided view of a kernel input: element (i0, i1, ...) is at
 /// ptr[off + sum i_d * stride[d]].
 struct Access {
@@ -174,10 +181,9 @@ void emitAttentionKernel(Emitter &e) {
     // QSA: the sparse form (all heads of a KV group for 128 / HG tokens,
     // the union of their selections compacted) where its tables fit;
     // STRATA_ATTN_SPARSE=0 keeps the chunk form (an A/B knob).
-    const char *knob = std::getenv("STRATA_ATTN_SPARSE");
     bool sparse = block >= 2 && 64 % block == 0 && e.boolAttr(op, "causal") &&
                   hg <= 128 && nbw * 32 <= 65536 &&
-                  !(knob && std::string(knob) == "0");
+                  !knobIs("STRATA_ATTN_SPARSE", "0");
     if (sparse) {
       int64_t bqs = 128 / hg, epc = 64 / block;
       int64_t nch = (nbw * 32 + epc - 1) / epc;
@@ -191,21 +197,17 @@ void emitAttentionKernel(Emitter &e) {
     // warpgroup gathering K and V into mbarrier-completed stages, two
     // consumer warpgroups without a block barrier per chunk; its eight
     // mbarriers before the tables); STRATA_ATTN_WS=0 keeps attention_wg's.
-    const char *wsKnob = std::getenv("STRATA_ATTN_WS");
-    bool ws = sparse && shared + 64 <= limit &&
-              !(wsKnob && std::string(wsKnob) == "0");
+    bool ws = sparse && shared + 64 <= limit && !knobIs("STRATA_ATTN_WS", "0");
     if (ws) {
       bq = bqw, hpb = nhb, threads = 384;
       e.out.sharedBytes = static_cast<uint64_t>(shared + 64);
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
-      // STRATA_ATTN_PINGPONG=0: the two consumers not taking turns.
-      const char *ppKnob = std::getenv("STRATA_ATTN_PINGPONG");
-      bool pingpong = !(ppKnob && std::string(ppKnob) == "0");
+      // STRATA_ATTN_PINGPONG=0: the two consumers not taking turns;
       // STRATA_ATTN_TRACE=1: one block prints its phases' cycles (a
       // diagnostic; the default emission names no trace).
-      const char *trKnob = std::getenv("STRATA_ATTN_TRACE");
-      bool trace = trKnob && std::string(trKnob) == "1";
+      bool pingpong = !knobIs("STRATA_ATTN_PINGPONG", "0");
+      bool trace = knobIs("STRATA_ATTN_TRACE", "1");
       e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
              "{}L, {}L, {}L, {}L, {}L, {}L{}>(",
              h, d, dv, hg, gated, block, nb, nbw, ncw, pingpong, q.stride[0],
