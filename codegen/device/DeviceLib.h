@@ -1516,6 +1516,14 @@ template <int DV> STRATA_FN void wg_wait_pv(float *o) {
   for (int i = 32; i < DV / 2; i += 32)
     wg_pin32(o + i);
 }
+/// Zeroes a P register set (the first step's P V multiplies it).
+template <int KC> STRATA_FN void wg_zero_p(uint32_t (*p)[4]) {
+#pragma unroll
+  for (int kk = 0; kk < KC / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      p[kk][r] = 0;
+}
 /// O's rows A and B times their corrections once the product in flight has
 /// landed; a wave skips the DV / 2 multiplies when none of its rows' maxima
 /// moved (most steps, once they settle).
@@ -1848,11 +1856,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   // in turn (steps unrolled by two), so no copy joins them and the P being
   // written never shares a register with the P an in-flight P V reads.
   uint32_t pA[KC / 16][4], pB[KC / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < KC / 16; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-      pA[kk][r] = 0;
+  wg_zero_p<KC>(pA);
   for (int i = tid; i < VSZ / 8; i += NT)
     zero8(Vs + VSZ + i * 8);
   int c = next(-1), step = 0;
@@ -2086,11 +2090,7 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
     const float sc2 = scale * 1.4426950408889634f; // exp(x) = 2^(x log2 e)
     float m0 = -__builtin_inff(), m1 = -__builtin_inff(), l0 = 0, l1 = 0;
     uint32_t pA[KC / 16][4], pB[KC / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < KC / 16; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        pA[kk][r] = 0;
+    wg_zero_p<KC>(pA);
     int c = 0;
     // TRACE's phase counters (cycles): stages, turn, issue, S, softmax,
     // P V, rescale.
