@@ -930,14 +930,15 @@ bool writeFile(const std::string &path, const ModelInfo &info,
       return fail(what + ": tensor data overflows 64-bit offsets");
     offset = *next;
   }
-  head.resize(head.size() + (alignment - head.size() % alignment) % alignment,
-              '\0');
+  // The header's padding is streamed, not built in memory: an alignment may
+  // be as large as 2^31.
+  const uint64_t headPad = (alignment - head.size() % alignment) % alignment;
 
   TempFile out;
   std::string what;
   if (!out.create(path, what))
     return fail(what);
-  if (!out.write(head.data(), head.size()))
+  if (!out.write(head.data(), head.size()) || !out.writeZeros(headPad))
     return fail(fmt::format("cannot write: {}", std::strerror(errno)));
   for (size_t k = 0; data && k < tensors.size(); ++k) {
     // Every tensor, the last included, is padded, as ggml and gguf-py do.

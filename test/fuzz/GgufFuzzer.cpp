@@ -94,6 +94,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (const auto &kv : file->info().metadata())
     rendered += kv.second.toString().size();
   (void)rendered;
-  roundTrip(*file);
+  // A file without tensors may declare an alignment up to 2^31 with its data
+  // section past its end (ggml accepts it); writing it back would write that
+  // much padding. Round trips stay within what a fuzzer iteration can afford.
+  if (file->alignment() <= (uint64_t(1) << 16))
+    roundTrip(*file);
   return 0;
 }

@@ -962,6 +962,22 @@ TEST(GgufWriterTest, HonoursCustomAlignment) {
   EXPECT_EQ(fs::file_size(dir.file("a.gguf")), file->dataOffset() + 768);
 }
 
+TEST(GgufWriterTest, StreamsAHugeAlignmentsPadding) {
+  // The header's padding is written in pieces, not built in memory (the
+  // fuzzer found an alignment of 2^31 on a file without tensors asking for
+  // 2 GiB at once); 4 MiB here keeps the test quick.
+  TempDir dir;
+  ModelInfo info;
+  info.addMeta("general.architecture", MetaValue::makeString("llama"));
+  info.addMeta("general.alignment", MetaValue::makeUInt(uint64_t(1) << 22));
+  std::string error;
+  ASSERT_TRUE(writeGguf(dir.file("a.gguf"), info, {}, error)) << error;
+  EXPECT_EQ(fs::file_size(dir.file("a.gguf")), uint64_t(1) << 22);
+  std::unique_ptr<GgufFile> file = GgufFile::open(dir.file("a.gguf"), error);
+  ASSERT_TRUE(file) << error;
+  EXPECT_EQ(file->dataOffset(), uint64_t(1) << 22);
+}
+
 TEST(GgufWriterTest, FilesGetTheUsualMode) {
   TempDir dir;
   std::string error;
