@@ -10,6 +10,7 @@
 #include "codegen/EmitterImpl.h"
 #include "ir/Target.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -184,11 +185,28 @@ void emitAttentionKernel(Emitter &e) {
     bool sparse = block >= 2 && 64 % block == 0 && e.boolAttr(op, "causal") &&
                   hg <= 128 && nbw * 32 <= 65536 &&
                   !knobIs("STRATA_ATTN_SPARSE", "0");
+    // Its union tables hold row bitmaps of every block where they fit
+    // (to ~20K tokens for qwen4exp); past that (or STRATA_ATTN_COMPACT=1)
+    // the compact tables, bounded by the tile's selections (BQ x NB
+    // blocks), not by the plan's length. STRATA_ATTN_COMPACT=0: never.
+    bool compact = false;
     if (sparse) {
       int64_t bqs = 128 / hg, epc = 64 / block;
+      auto needOf = [&](int64_t rowWords, int64_t chunks) {
+        return tiles + 4 * (rowWords + 2 * nbw + chunks * bqs + bqs + 1) +
+               2 * chunks * epc;
+      };
       int64_t nch = (nbw * 32 + epc - 1) / epc;
-      int64_t need = tiles + 4 * (bqs * nbw + 2 * nbw + nch * bqs + bqs + 1) +
-                     2 * nch * epc;
+      int64_t need = needOf(bqs * nbw, nch);
+      compact = need + 64 > limit || knobIs("STRATA_ATTN_COMPACT", "1");
+      if (knobIs("STRATA_ATTN_COMPACT", "0"))
+        compact = false;
+      if (compact) {
+        // The scan's scratch (the masks) holds a word per warp.
+        nch = std::max((std::min(nbw * 32, bqs * nb) + epc - 1) / epc,
+                       (12 + bqs - 1) / bqs);
+        need = needOf(0, nch);
+      }
       sparse = need <= limit;
       if (sparse)
         nhb = hg, bqw = bqs, ncw = nch, shared = need;
@@ -208,11 +226,11 @@ void emitAttentionKernel(Emitter &e) {
       // diagnostic; the default emission names no trace).
       bool pingpong = !knobIs("STRATA_ATTN_PINGPONG", "0");
       bool trace = knobIs("STRATA_ATTN_TRACE", "1");
-      e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, "
-             "{}L, {}L, {}L, {}L, {}L, {}L{}>(",
-             h, d, dv, hg, gated, block, nb, nbw, ncw, pingpong, q.stride[0],
-             q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1],
-             g.stride[0], g.stride[1], trace ? ", true" : "");
+      e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
+             "{}L, {}L, {}L, {}L, {}L, {}L, {}L{}>(",
+             h, d, dv, hg, gated, block, nb, nbw, ncw, compact, pingpong,
+             q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
+             v.stride[1], g.stride[0], g.stride[1], trace ? ", true" : "");
       mma = false;
       wg = true;
     } else if (shared <= limit) {
@@ -221,10 +239,11 @@ void emitAttentionKernel(Emitter &e) {
       e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
       e.line("  attention_wg<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-             "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+             "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
              nhb, h, d, dv, hg, e.boolAttr(op, "causal"), gated, block, nb, nbw,
-             ncw, sparse, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-             v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+             ncw, sparse, sparse && compact, q.stride[0], q.stride[1],
+             k.stride[0], k.stride[1], v.stride[0], v.stride[1], g.stride[0],
+             g.stride[1]);
       mma = false;
       wg = true;
     }

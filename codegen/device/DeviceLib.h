@@ -1406,11 +1406,15 @@ template <class T> STRATA_FN void st2(T *p, int64_t i, float a, float b) {
   st(p, i + 1, b);
 }
 /// QSA's union of a tile's selections (attention_wg's sparse form and
-/// attention_ws): the row bitmaps [BQ][NBW], the union's words and their
-/// exclusive bit counts [NBW] each, the masks [NCW][BQ] (bit e of chunk c
-/// and token r: r chose the union's block EPC c + e), each token's count of
-/// visible union keys [BQ], the union's size, and the union [NCW EPC] as
-/// 16-bit block ids in key order, in that order in shared memory.
+/// attention_ws), in shared memory in this order: the row bitmaps
+/// [BQ][NBW] (not when COMPACT), the union's words and their exclusive bit
+/// counts [NBW] each, the masks [NCW][BQ] (bit e of chunk c and token r: r
+/// chose the union's block EPC c + e), each token's count of visible union
+/// keys [BQ], the union's size, and the union [NCW EPC] as 16-bit block ids
+/// in key order. With the row bitmaps NCW covers every block (NBW 32 / EPC
+/// chunks); COMPACT tables are bounded by the selections instead (a union
+/// of BQ tokens' NB blocks: NCW = BQ NB / EPC chunks at most), so they fit
+/// plans of any length qsa_select serves.
 struct QsaUnion {
   uint32_t *sel, *uni;
   int *pre;
@@ -1418,11 +1422,11 @@ struct QsaUnion {
   int *vis, *size;
   uint16_t *list;
 };
-template <int BQ, int NBW, int NCW>
+template <int BQ, int NBW, int NCW, bool COMPACT>
 STRATA_FN QsaUnion qsa_union_at(uint32_t *base) {
   QsaUnion u;
-  u.sel = base;
-  u.uni = base + BQ * NBW;
+  u.sel = COMPACT ? nullptr : base;
+  u.uni = COMPACT ? base : base + BQ * NBW;
   u.pre = (int *)(u.uni + NBW);
   u.msk = (uint32_t *)(u.pre + NBW);
   u.vis = (int *)(u.msk + NCW * BQ);
@@ -1432,13 +1436,33 @@ STRATA_FN QsaUnion qsa_union_at(uint32_t *base) {
 }
 /// Builds the union tables of the BQ tokens from t0 (all NT threads; ends
 /// with a barrier) and returns its chunks of KC = 64 keys (EPC = 64 / BLOCK
-/// union blocks each).
-template <int BQ, int NB, int NBW, int NCW, int BLOCK, int NT>
+/// union blocks each). With the row bitmaps, a token's chunk mask tests its
+/// row for each of the chunk's blocks; COMPACT sets each selection's bit at
+/// the block's rank in the union (an atomic OR a selection).
+template <int BQ, int NB, int NBW, int NCW, bool COMPACT, int BLOCK, int NT>
 STRATA_FN int qsa_union_build(const int32_t *index, long t0, long T,
                               const QsaUnion &qu) {
   constexpr int EPC = 64 / BLOCK;
+  // block_exclusive_scan's scratch is the masks.
+  static_assert(NCW * BQ >= NT / 32, "qsa_union_build: scan scratch");
   const int tid = tid_x();
-  qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, qu.sel);
+  // Token r's selection i (-1: none, a padding row past T or a block past
+  // the tables).
+  auto selected = [&](int i) __attribute__((always_inline)) {
+    const long tt = t0 + i / NB;
+    const int b = tt < T ? index[tt * NB + i % NB] : -1;
+    return b >= 0 && b < NBW * 32 ? b : -1;
+  };
+  if constexpr (COMPACT) {
+    for (int i = tid; i < NBW; i += NT)
+      qu.uni[i] = 0;
+    sync_block();
+    for (int i = tid; i < BQ * NB; i += NT)
+      if (const int b = selected(i); b >= 0)
+        __atomic_fetch_or(&qu.uni[b / 32], 1u << (b % 32), __ATOMIC_RELAXED);
+  } else {
+    qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, qu.sel);
+  }
   sync_block();
   // The union's blocks in key order, by an exclusive scan of its words'
   // bit counts.
@@ -1446,9 +1470,13 @@ STRATA_FN int qsa_union_build(const int32_t *index, long t0, long T,
   for (int w0 = 0; w0 < NBW; w0 += NT) {
     const int wi = w0 + tid;
     uint32_t u = 0;
-    if (wi < NBW)
-      for (int r = 0; r < BQ; ++r)
-        u |= qu.sel[r * NBW + wi];
+    if (wi < NBW) {
+      if constexpr (COMPACT)
+        u = qu.uni[wi];
+      else
+        for (int r = 0; r < BQ; ++r)
+          u |= qu.sel[r * NBW + wi];
+    }
     int total;
     int at = base + block_exclusive_scan<NT>(__builtin_popcount(u),
                                              (int *)qu.msk, &total);
@@ -1467,17 +1495,32 @@ STRATA_FN int qsa_union_build(const int32_t *index, long t0, long T,
     *qu.size = base;
   sync_block();
   const int nch = (base + EPC - 1) / EPC;
-  for (int i = tid; i < nch * BQ; i += NT) {
-    const int c = i / BQ, r = i % BQ;
-    uint32_t m = 0;
+  if constexpr (COMPACT) {
+    for (int i = tid; i < nch * BQ; i += NT)
+      qu.msk[i] = 0;
+    sync_block();
+    for (int i = tid; i < BQ * NB; i += NT)
+      if (const int b = selected(i); b >= 0) {
+        // The block's rank: its place in the list.
+        const int at =
+            qu.pre[b / 32] +
+            __builtin_popcount(qu.uni[b / 32] & ((1u << (b % 32)) - 1u));
+        __atomic_fetch_or(&qu.msk[(at / EPC) * BQ + i / NB], 1u << (at % EPC),
+                          __ATOMIC_RELAXED);
+      }
+  } else {
+    for (int i = tid; i < nch * BQ; i += NT) {
+      const int c = i / BQ, r = i % BQ;
+      uint32_t m = 0;
 #pragma unroll 4
-    for (int e = 0; e < EPC; ++e) {
-      const int b = qu.list[c * EPC + e];
-      m |= (c * EPC + e < base && (qu.sel[r * NBW + b / 32] >> (b % 32) & 1u))
-               ? 1u << e
-               : 0u;
+      for (int e = 0; e < EPC; ++e) {
+        const int b = qu.list[c * EPC + e];
+        m |= (c * EPC + e < base && (qu.sel[r * NBW + b / 32] >> (b % 32) & 1u))
+                 ? 1u << e
+                 : 0u;
+      }
+      qu.msk[i] = m;
     }
-    qu.msk[i] = m;
   }
   // Token t sees the union keys up to t: all of the union's blocks before
   // t / BLOCK and t % BLOCK + 1 keys of block t / BLOCK if it is one.
@@ -1673,14 +1716,12 @@ STRATA_FN void wg_attention_store(const float *o, float l0, float l1, long tA,
 /// 64-key chunks all of them). Each row's mask in chunk c: EPC bits (which
 /// union blocks its token selected) and its last visible column (the union
 /// keys up to its token, counted once per token). Shared memory after V:
-/// the row bitmaps [BQ][NBW], the union's words and their exclusive bit
-/// counts [NBW] each, the masks [NCW][BQ] (NCW: chunks at most), each
-/// token's count of visible union keys [BQ], the union [NCW EPC] (16-bit
-/// block ids) and its size.
+/// the union's tables (QsaUnion; COMPACT: without the row bitmaps, for
+/// plans whose row bitmaps do not fit).
 template <int NHB, int H, int D, int DV, int HG, bool CAUSAL, bool GATED,
-          int BLOCK, int NB, int NBW, int NCW, bool SPARSE, long QT, long QH,
-          long KT, long KH, long VT, long VH, long GT, long GH, class G,
-          class Y>
+          int BLOCK, int NB, int NBW, int NCW, bool SPARSE, bool COMPACT,
+          long QT, long QH, long KT, long KH, long VT, long VH, long GT,
+          long GH, class G, class Y>
 STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
                             long TK, float scale) {
@@ -1702,7 +1743,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   uint32_t *sel = (uint32_t *)(Vs + 2 * VSZ);
   uint32_t *csel = sel + BQ * NBW;
   // The sparse form's tables (see above).
-  const QsaUnion qu = qsa_union_at<BQ, NBW, NCW>(sel);
+  const QsaUnion qu = qsa_union_at<BQ, NBW, NCW, COMPACT>(sel);
   const uint32_t *msk = qu.msk;
   const int *vis = qu.vis;
   const uint16_t *ulist = qu.list;
@@ -1735,7 +1776,8 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
   const long last = CAUSAL ? (t0 + BQ - 1 < T ? t0 + BQ - 1 : T - 1) : TK - 1;
   int nch = (int)(last / KC) + 1;
   if constexpr (SPARSE) {
-    nch = qsa_union_build<BQ, NB, NBW, NCW, BLOCK, NT>(index, t0, T, qu);
+    nch =
+        qsa_union_build<BQ, NB, NBW, NCW, COMPACT, BLOCK, NT>(index, t0, T, qu);
   } else if constexpr (BLOCK > 0) {
     qsa_bitmap<BQ, NB, NBW, NT>(index, t0, T, sel);
     for (int i = tid; i < NCW; i += NT)
@@ -1966,8 +2008,9 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// waiting for P V, the rescale; the producer: waiting for free stages,
 /// issuing the copies) and the loop's total.
 template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
-          int NCW, bool PINGPONG, long QT, long QH, long KT, long KH, long VT,
-          long VH, long GT, long GH, bool TRACE = false, class G, class Y>
+          int NCW, bool COMPACT, bool PINGPONG, long QT, long QH, long KT,
+          long KH, long VT, long VH, long GT, long GH, bool TRACE = false,
+          class G, class Y>
 STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
                             long TK, float scale) {
@@ -1983,7 +2026,8 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
   mma_t *Vs = Ks + 2 * KSZ;
   uint64_t *kfull = (uint64_t *)(Vs + 2 * VSZ), *kempty = kfull + 2,
            *vfull = kfull + 4, *vempty = kfull + 6;
-  const QsaUnion qu = qsa_union_at<BQ, NBW, NCW>((uint32_t *)(kfull + 8));
+  const QsaUnion qu =
+      qsa_union_at<BQ, NBW, NCW, COMPACT>((uint32_t *)(kfull + 8));
   // The last tokens' tiles (the longest) first; a tile past T leaves.
   const long t0 = (long)(grid_x() - 1 - bid_x()) * BQ;
   if (t0 >= T)
@@ -2014,7 +2058,7 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
   for (int i = tid; i < VSZ / 8; i += NT)
     zero8(Vs + VSZ + i * 8);
   const int nch =
-      qsa_union_build<BQ, NB, NBW, NCW, BLOCK, NT>(index, t0, T, qu);
+      qsa_union_build<BQ, NB, NBW, NCW, COMPACT, BLOCK, NT>(index, t0, T, qu);
   cp_async_wait_all();
   fence_proxy_async();
   sync_block();

@@ -113,6 +113,7 @@ class Case:
     width: int
     embd: Weight  # token_embd.weight [VOCAB, D]: the model's input rows
     flags: tuple[str, ...] = ()  # extra strata-compile flags
+    env: tuple[tuple[str, str], ...] = ()  # strata-compile's knobs (A/B forms)
     max_tokens: int = MAX_TOKENS
     prompts: tuple[int, ...] = PROMPTS
     types: tuple[str, ...] = ()  # weight types the case needs
@@ -488,7 +489,13 @@ def attention_cases() -> list[Case]:
     # The last case is compiled for 24,576 tokens: qsa_select's scores and
     # ids no longer fit its 44 KiB of LDS, so it keeps ids only for the
     # rows the bitonic sort takes (the radix select knows a block by its
-    # index), and attention takes the form whose tables fit.
+    # index); attention's sparse form still fits its row bitmaps there (at
+    # this head dim). The _compact cases force the compact union tables
+    # (STRATA_ATTN_COMPACT=1: no row bitmaps, masks set at each selection's
+    # rank in the union), which plans past ~20K tokens of qwen4exp's shape
+    # take, at the shapes of two _wg cases; the head dim 256 one compiled
+    # for 4,096 tokens, so its tables are bounded by the tile's selections
+    # (10 tokens x 33 blocks: 21 chunks) rather than by the blocks (64).
     for hd, cr, top, hi, di, h, hkv, wgv in (
             (64, 4, 4, 2, 64, 4, 2, False), (128, 8, 2, 1, 128, 4, 2, False),
             (64, 16, 1, 2, 32, 4, 2, False), (64, 2, 64, 2, 64, 4, 2, False),
@@ -496,8 +503,11 @@ def attention_cases() -> list[Case]:
             (64, 4, 4, 2, 64, 4, 2, True), (128, 8, 2, 1, 128, 8, 1, True),
             (64, 16, 1, 2, 32, 4, 2, True), (64, 2, 64, 2, 64, 4, 1, True),
             (64, 4, 150, 2, 64, 6, 2, True), (256, 4, 32, 2, 64, 12, 1, True),
-            (256, 4, 8, 2, 64, 24, 2, True), (64, 4, 150, 2, 64, 4, 2, True)):
+            (256, 4, 8, 2, 64, 24, 2, True), (64, 4, 150, 2, 64, 4, 2, True),
+            (64, 4, 150, 2, 64, 6, 2, "compact"),
+            (256, 4, 32, 2, 64, 12, 1, "compact")):
         long_plan = (hd, cr, top, h, wgv) == (64, 4, 150, 4, True)
+        compact = wgv == "compact"
         width = 2 * h * hd + 2 * hkv * hd
         b = Body(width)
         qkv(b, h, hkv, hd, hd, True, True, wgv)
@@ -523,15 +533,21 @@ def attention_cases() -> list[Case]:
                             f"{'' if h // hkv == 2 else f'_hg{h // hkv}'}"
                             f"{'_h' + str(h) if h // hkv == 12 and hkv > 1 else ''}"
                             f"{'_wg' if wgv else ''}"
-                            f"{'_max24k' if long_plan else ''}",
+                            f"{'_max24k' if long_plan else ''}"
+                            f"{'_compact' if compact else ''}",
                             "attention",
                             f"QSA: gated attention over the top {top} blocks "
                             f"of {cr} tokens picked by block_mean + "
                             f"qsa_select (indexer: {hi} heads of {di})"
                             f"{'; v: rms_norm' if wgv else ''}"
-                            f"{'; plan for 24,576 tokens' if long_plan else ''}",
+                            f"{'; plan for 24,576 tokens' if long_plan else ''}"
+                            f"{'; compact union tables' if compact else ''}",
+                            env=((("STRATA_ATTN_COMPACT", "1"),) if compact
+                                 else ()),
                             **(dict(LONG_PROMPTS, max_tokens=24576)
-                               if long_plan else LONG_PROMPTS)))
+                               if long_plan else
+                               dict(LONG_PROMPTS, max_tokens=4096)
+                               if compact and hd == 256 else LONG_PROMPTS)))
     return cases
 
 
@@ -1303,7 +1319,8 @@ def compile_plan(bindir: str, case_dir: str, plan_dir: str, target: str,
         cmd.append("--report=json")
     if cache:
         cmd += ["--cache-dir", cache]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True,
+                       env={**os.environ, **dict(case.env)})
     if p.returncode != 0:
         lines = (p.stderr.strip() or p.stdout.strip()).splitlines()
         errors = [l for l in lines if "error" in l]
@@ -1464,6 +1481,7 @@ def cmd_prepare(args) -> int:
                  "gguf": f"{case.name}/model.gguf",
                  "prompts": list(case.prompts),
                  "max_tokens": case.max_tokens, "flags": list(case.flags),
+                 "env": dict(case.env),
                  "plans": {}, "host_plans": {}, "kernels": {}, "gemms": []}
         why: dict[str, str] = {}  # policy -> why it is left out
         for prec in POLICIES:
