@@ -15,3 +15,11 @@ path = [config.strata_bin_dir, config.llvm_tools_dir, config.environment.get("PA
 config.environment["PATH"] = os.pathsep.join(path)
 config.substitutions.append(("%models", os.path.join(config.strata_src_root, "models")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# ptxas (the CUDA toolkit) where strata-compile looks for it (PATH, then
+# /usr/local/cuda/bin): sm_90 plans then hold cubins and ptxas's reports,
+# which some tests read. Without it those tests are UNSUPPORTED.
+import shutil
+if (shutil.which("ptxas", path=config.environment["PATH"])
+        or os.access("/usr/local/cuda/bin/ptxas", os.X_OK)):
+    config.available_features.add("ptxas")

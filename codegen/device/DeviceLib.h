@@ -2062,7 +2062,13 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
   cp_async_wait_all();
   fence_proxy_async();
   sync_block();
-  if (tid < 128) {
+  // The warpgroup's role (0 produces, 1 and 2 consume) from lane 0's thread
+  // index, so ptxas knows the branches on it are warp-uniform: branching on
+  // tid_x() itself, it took the consumers' code for a divergent path and
+  // serialised every wgmma (C7520: each waited for the one before to land,
+  // 20 waits a chunk a warpgroup instead of 2).
+  const int role = shfl_i(tid >> 7, 0);
+  if (role == 0) {
     // The producer: K one chunk ahead of V, as the consumers need them.
     wg_regs_dec<24>();
     auto gather =
@@ -2241,7 +2247,7 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
         o, l0, l1, t0 + tl0, t0 + tl1, h0 + (16 * w + g) % HG,
         h0 + (16 * w + g + 8) % HG, tl0 < BQ, tl1 < BQ, T, gate, y);
   };
-  if (tid < 256)
+  if (role == 1)
     consume.template operator()<0>();
   else
     consume.template operator()<1>();
