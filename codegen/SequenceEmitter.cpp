@@ -219,7 +219,11 @@ void emitAttentionKernel(Emitter &e) {
     if (ws) {
       bq = bqw, hpb = nhb, threads = 384;
       e.out.sharedBytes = static_cast<uint64_t>(shared + 64);
-      e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+      // One block an SM stated (launch_bounds' minimum): setmaxnreg needs
+      // the register count at entry fixed, which the thread count alone
+      // fixes only when the kernel needs all of it (ptxas ignored it for
+      // the smaller heads: C7508).
+      e.line("STRATA_KERNEL_MIN({}, 1) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
       // STRATA_ATTN_PINGPONG=0: the two consumers not taking turns;
       // STRATA_ATTN_TRACE=1: one block prints its phases' cycles (a
