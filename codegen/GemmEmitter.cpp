@@ -1863,7 +1863,11 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     e.line("    mbar_init_fence();");
     e.line("  }}");
     e.line("  sync_block();");
-    e.line("  const int wave = tid_x() >> 5, kt = {};", (g.k + 63) / 64);
+    // The wave index from lane 0 (a shuffle), so ptxas knows the role
+    // branches are warp-uniform: from tid_x() it took the consumers for a
+    // divergent path and serialised their wgmma in some shapes (C7520).
+    e.line("  const int wave = shfl_i(tid_x() >> 5, 0), kt = {};",
+           (g.k + 63) / 64);
     if (!persist)
       e.line("  float acc0[1][{}][8] = {{}};", g.bn / 16);
     e.line("  if (wave == 8) {{");
@@ -2393,7 +2397,8 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   e.line("    mbar_init_fence();");
   e.line("  }}");
   e.line("  sync_block();");
-  e.line("  const int wave = tid_x() >> 5, kt = {};", kt);
+  // The wave index from lane 0: warp-uniform to ptxas (as the TMA tile's).
+  e.line("  const int wave = shfl_i(tid_x() >> 5, 0), kt = {};", kt);
   if (!persist)
     e.line("  float acc0[1][{}][8] = {{}};", bn / 16);
   e.line("  if (wave == 8) {{");
