@@ -226,15 +226,19 @@ void emitAttentionKernel(Emitter &e) {
       e.line("STRATA_KERNEL_MIN({}, 1) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
       // STRATA_ATTN_PINGPONG=0: the two consumers not taking turns;
+      // STRATA_ATTN_EXPFIRST=1: each step's wait for P V kept after the
+      // softmax's exponentials (an A/B knob, not yet measured);
       // STRATA_ATTN_TRACE=1: one block prints its phases' cycles (a
       // diagnostic; the default emission names no trace).
       bool pingpong = !knobIs("STRATA_ATTN_PINGPONG", "0");
+      bool expFirst = knobIs("STRATA_ATTN_EXPFIRST", "1");
       bool trace = knobIs("STRATA_ATTN_TRACE", "1");
-      e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}L, "
-             "{}L, {}L, {}L, {}L, {}L, {}L, {}L{}>(",
+      e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+             "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L{}>(",
              h, d, dv, hg, gated, block, nb, nbw, ncw, compact, pingpong,
-             q.stride[0], q.stride[1], k.stride[0], k.stride[1], v.stride[0],
-             v.stride[1], g.stride[0], g.stride[1], trace ? ", true" : "");
+             expFirst, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+             v.stride[0], v.stride[1], g.stride[0], g.stride[1],
+             trace ? ", true" : "");
       mma = false;
       wg = true;
     } else if (shared <= limit) {

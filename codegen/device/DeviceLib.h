@@ -2008,9 +2008,9 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// waiting for P V, the rescale; the producer: waiting for free stages,
 /// issuing the copies) and the loop's total.
 template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
-          int NCW, bool COMPACT, bool PINGPONG, long QT, long QH, long KT,
-          long KH, long VT, long VH, long GT, long GH, bool TRACE = false,
-          class G, class Y>
+          int NCW, bool COMPACT, bool PINGPONG, bool EXPFIRST, long QT, long QH,
+          long KT, long KH, long VT, long VH, long GT, long GH,
+          bool TRACE = false, class G, class Y>
 STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
                             long TK, float scale) {
@@ -2213,6 +2213,14 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       float cA, cB;
       wg_softmax_chunk<BLOCK, KC>(s, pc, lastCol(tl0), lastCol(tl1), bitsA,
                                   bitsB, sc2, m0, m1, l0, l1, cA, cB);
+      // EXPFIRST: nothing orders the wait for P V after the softmax, and
+      // ptxas puts it before the exponentials (after the masks and maxima),
+      // so this warpgroup's P V overlaps only part of its softmax. A branch
+      // on the rows' sums (which are never negative: never taken) keeps the
+      // wait after them.
+      if constexpr (EXPFIRST)
+        if (l0 == -1.0f && l1 == -1.0f)
+          asm volatile("nanosleep.u32 0;" ::: "memory");
       lap(4);
       waitPV();
       if (c > 0)
