@@ -2006,7 +2006,8 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// took in all (consumers: waiting for the stages, for the other
 /// warpgroup's turn, issuing the products, waiting for S, the softmax,
 /// waiting for P V, the rescale; the producer: waiting for free stages,
-/// issuing the copies) and the loop's total.
+/// issuing the copies) and the loop's total. Its printf is a call, across
+/// which ptxas serialises every wgmma (C7510): it times a slower kernel.
 template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
           int NCW, bool COMPACT, bool PINGPONG, bool EXPFIRST, long QT, long QH,
           long KT, long KH, long VT, long VH, long GT, long GH,
