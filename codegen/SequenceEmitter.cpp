@@ -202,9 +202,11 @@ void emitAttentionKernel(Emitter &e) {
       if (knobIs("STRATA_ATTN_COMPACT", "0"))
         compact = false;
       if (compact) {
-        // The scan's scratch (the masks) holds a word per warp.
+        // The scan's scratch (the masks) holds a word per warp of the
+        // larger form (attention_ws: 384 threads).
+        constexpr int64_t kScanWords = 384 / 32;
         nch = std::max((std::min(nbw * 32, bqs * nb) + epc - 1) / epc,
-                       (12 + bqs - 1) / bqs);
+                       (kScanWords + bqs - 1) / bqs);
         need = needOf(0, nch);
       }
       sparse = need <= limit;
