@@ -1601,13 +1601,22 @@ STRATA_FN bool wg_steps_alternating(uint32_t (*pA)[4], uint32_t (*pB)[4],
 /// rows' new maxima (log2 units, the scale folded in), P as bf16 pairs into
 /// \p pc (the register A operand of P V), the sums \p l0, \p l1 and the
 /// corrections \p cA, \p cB for O.
-template <int BLOCK, int KC>
+/// SMX (A/B bits, STRATA_ATTN_SMX): 1 folds the scale into the exponent's
+/// FFMA (the maxima taken on the raw products: scaling by a positive
+/// number keeps their order); 2 reduces the maxima and sums by trees (4
+/// dependent steps a row, not 16); 4 keeps a row's maximum until a chunk
+/// exceeds it by more than 2^8 (P then up to 256: bf16 and the fp32 sums
+/// hold it), so the O rescale runs only on such a jump, not on every new
+/// maximum.
+template <int BLOCK, int KC, int SMX = 0>
 STRATA_FN void wg_softmax_chunk(float *s, uint32_t (*pc)[4], int limA, int limB,
                                 uint32_t bitsA, uint32_t bitsB, float sc2,
                                 float &m0, float &m1, float &l0, float &l1,
                                 float &cA, float &cB) {
+  constexpr bool FOLD = SMX & 1, TREE = SMX & 2, LAZY = SMX & 4;
   const int qd = tid_x() & 3;
   float mxA = -__builtin_inff(), mxB = -__builtin_inff();
+  float ra[16], rb[16];
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
@@ -1615,17 +1624,42 @@ STRATA_FN void wg_softmax_chunk(float *s, uint32_t (*pc)[4], int limA, int limB,
     if constexpr (BLOCK > 0)
       ok = ok &&
            ((((i & 2) ? bitsB : bitsA) >> (BLOCK < KC ? col / BLOCK : 0)) & 1u);
-    s[i] = ok ? s[i] * sc2 : -__builtin_inff();
-    if (i & 2)
+    s[i] = ok ? (FOLD ? s[i] : s[i] * sc2) : -__builtin_inff();
+    if constexpr (TREE) {
+      if (i & 2)
+        rb[(i >> 2) * 2 + (i & 1)] = s[i];
+      else
+        ra[(i >> 2) * 2 + (i & 1)] = s[i];
+    } else if (i & 2) {
       mxB = __builtin_fmaxf(mxB, s[i]);
-    else
+    } else {
       mxA = __builtin_fmaxf(mxA, s[i]);
+    }
+  }
+  if constexpr (TREE) {
+#pragma unroll
+    for (int w = 8; w >= 1; w >>= 1)
+#pragma unroll
+      for (int j = 0; j < w; ++j) {
+        ra[j] = __builtin_fmaxf(ra[j], ra[j + w]);
+        rb[j] = __builtin_fmaxf(rb[j], rb[j + w]);
+      }
+    mxA = ra[0], mxB = rb[0];
   }
   mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 1));
   mxA = __builtin_fmaxf(mxA, shfl_xor_f(mxA, 2));
   mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 1));
   mxB = __builtin_fmaxf(mxB, shfl_xor_f(mxB, 2));
-  const float nA = __builtin_fmaxf(m0, mxA), nB = __builtin_fmaxf(m1, mxB);
+  if constexpr (FOLD)
+    mxA *= sc2, mxB *= sc2;
+  float nA = __builtin_fmaxf(m0, mxA), nB = __builtin_fmaxf(m1, mxB);
+  if constexpr (LAZY) {
+    // -inf + 8 is -inf: a row's first visible key always sets its maximum.
+    if (!(mxA > m0 + 8.0f))
+      nA = m0;
+    if (!(mxB > m1 + 8.0f))
+      nB = m1;
+  }
   // A row with no key yet subtracts 0: its p and correction are 0.
   const float uA = nA == -__builtin_inff() ? 0.0f : nA;
   const float uB = nB == -__builtin_inff() ? 0.0f : nB;
@@ -1638,13 +1672,31 @@ STRATA_FN void wg_softmax_chunk(float *s, uint32_t (*pc)[4], int limA, int limB,
 #pragma unroll
   for (int i = 0; i < 32; i += 2) {
     const float u = (i & 2) ? uB : uA;
-    const float p0 = __nvvm_ex2_approx_ftz_f(s[i] - u),
-                p1 = __nvvm_ex2_approx_ftz_f(s[i + 1] - u);
-    if (i & 2)
+    const float p0 = __nvvm_ex2_approx_ftz_f(
+                    FOLD ? __builtin_fmaf(s[i], sc2, -u) : s[i] - u),
+                p1 = __nvvm_ex2_approx_ftz_f(
+                    FOLD ? __builtin_fmaf(s[i + 1], sc2, -u) : s[i + 1] - u);
+    if constexpr (TREE) {
+      if (i & 2)
+        rb[(i >> 2)] = p0 + p1;
+      else
+        ra[(i >> 2)] = p0 + p1;
+    } else if (i & 2) {
       sB += p0 + p1;
-    else
+    } else {
       sA += p0 + p1;
+    }
     pc[i / 8][(i % 8) / 2] = mma_pack2(p0, p1);
+  }
+  if constexpr (TREE) {
+#pragma unroll
+    for (int w = 4; w >= 1; w >>= 1)
+#pragma unroll
+      for (int j = 0; j < w; ++j) {
+        ra[j] += ra[j + w];
+        rb[j] += rb[j + w];
+      }
+    sA = ra[0], sB = rb[0];
   }
   l0 = l0 * cA + sA;
   l1 = l1 * cB + sB;
@@ -1990,12 +2042,12 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// QSA attention, warp-specialised (sm_90a): attention_wg's sparse form
 /// (all HG heads of KV head y for BQ = 128 / HG tokens, the union of their
 /// selected blocks compacted in key order) in three warpgroups. Warpgroup
-/// 0 produces: it gathers the union's K and V rows by cp.async into two
-/// stages each and completes each stage's full barrier by
-/// cp.async.mbarrier.arrive, at 24 registers (setmaxnreg). Warpgroups 1
-/// and 2 consume 64 rows each at 240 registers: per chunk c they wait for
-/// K_c (and V_{c-1}), issue S_c = Q K_c^T and O += P_{c-1} V_{c-1}, release
-/// K_c's stage once S_c has landed, run the online softmax, and release
+/// 0 produces: its first two warps gather the union's K rows, its last two
+/// the V rows, by cp.async into two stages each, and complete each stage's
+/// full barrier by cp.async.mbarrier.arrive, at 24 registers (setmaxnreg).
+/// Warpgroups 1 and 2 consume 64 rows each at 240 registers: per chunk c they
+/// wait for K_c (and V_{c-1}), issue S_c = Q K_c^T and O += P_{c-1} V_{c-1},
+/// release K_c's stage once S_c has landed, run the online softmax, and release
 /// V_{c-1}'s once that product has landed. No block barrier per chunk: the
 /// two consumers run on their own, and the copies run as far ahead as the
 /// stages allow. Shared memory: attention_wg's Q, K and V tiles, the eight
@@ -2009,8 +2061,8 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// issuing the copies) and the loop's total. Its printf is a call, across
 /// which ptxas serialises every wgmma (C7510): it times a slower kernel.
 template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
-          int NCW, bool COMPACT, bool PINGPONG, bool EXPFIRST, long QT, long QH,
-          long KT, long KH, long VT, long VH, long GT, long GH,
+          int NCW, bool COMPACT, bool PINGPONG, bool EXPFIRST, int SMX, long QT,
+          long QH, long KT, long KH, long VT, long VH, long GT, long GH,
           bool TRACE = false, class G, class Y>
 STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
@@ -2048,8 +2100,8 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
   cp_async_commit();
   if (tid == 0) {
     for (int s = 0; s < 2; ++s) {
-      mbar_init(&kfull[s], 128);
-      mbar_init(&vfull[s], 128);
+      mbar_init(&kfull[s], 64);
+      mbar_init(&vfull[s], 64);
       mbar_init(&kempty[s], 256);
       mbar_init(&vempty[s], 256);
     }
@@ -2070,15 +2122,27 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
   // 20 waits a chunk a warpgroup instead of 2).
   const int role = shfl_i(tid >> 7, 0);
   if (role == 0) {
-    // The producer: K one chunk ahead of V, as the consumers need them.
+    // The producer: warps 0-1 gather K, warps 2-3 V, each pair on its own
+    // stages' barriers, so V's copies never wait behind K's (in one loop,
+    // V_{c-1} waited for K_c's stage to drain: ncu had the consumers
+    // waiting for V at ~16 % of their time).
     wg_regs_dec<24>();
+    const int half = shfl_i(tid >> 6, 0), pt = tid & 63, lane = tid & 31;
     auto gather =
         [&]<int W, long XT, long XH>(const bf16 *x, mma_t *dst,
                                      int c) __attribute__((always_inline)) {
           const uint16_t *xb = (const uint16_t *)x + kh * XH;
-          for (int i = tid; i < KC * (W / 8); i += 128) {
-            const int jj = i / (W / 8), c8 = i % (W / 8);
-            int j = (int)qu.list[c * EPC + jj / BLOCK] * BLOCK + jj % BLOCK;
+          // Lane e holds the chunk's e-th union block (EPC <= 32): one shared
+          // load a chunk, then shuffles that do not wait on each other (a
+          // load per row put its latency before every copy).
+          const int blk = qu.list[c * EPC + lane % EPC];
+          // A compile-time trip count (8 W / 64, W a multiple of 16): LLVM
+          // unrolls no loop around a shuffle that would need a remainder.
+          constexpr int IT = KC * (W / 8) / 64;
+#pragma unroll 4
+          for (int it = 0; it < IT; ++it) {
+            const int i = pt + 64 * it, jj = i / (W / 8), c8 = i % (W / 8);
+            int j = shfl_i(blk, jj / BLOCK) * BLOCK + jj % BLOCK;
             j = j < (int)TK ? j : (int)TK - 1;
             cp_async16_ca(dst + c8 * LC + jj * 8, xb + (long)j * XT + c8 * 8);
           }
@@ -2092,29 +2156,26 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
         t = n;
       }
     };
-    for (int i = 0; i <= nch; ++i) {
-      if (i < nch) {
-        mbar_wait(&kempty[i & 1], ((i >> 1) & 1) ^ 1);
-        lap(tw);
-        gather.template operator()<D, KT, KH>(k, Ks + (i & 1) * KSZ, i);
-        cp_async_mbar_arrive(&kfull[i & 1]);
-        lap(tg);
-      }
-      if (i > 0) {
-        const int c = i - 1;
-        mbar_wait(&vempty[c & 1], ((c >> 1) & 1) ^ 1);
-        lap(tw);
+    uint64_t *full = half ? vfull : kfull, *empty = half ? vempty : kempty;
+    for (int c = 0; c < nch; ++c) {
+      // A stage's n-th fill waits for its (n-1)-th release (parity of n - 1;
+      // the first passes on the fresh barrier). V's stage 1 first holds the
+      // zeros the first step's P V reads: its release is V_1's wait.
+      mbar_wait(&empty[c & 1], ((c >> 1) & 1) ^ (half && (c & 1) ? 0 : 1));
+      lap(tw);
+      if (half)
         gather.template operator()<DV, VT, VH>(v, Vs + (c & 1) * VSZ, c);
-        cp_async_mbar_arrive(&vfull[c & 1]);
-        lap(tg);
-      }
+      else
+        gather.template operator()<D, KT, KH>(k, Ks + (c & 1) * KSZ, c);
+      cp_async_mbar_arrive(&full[c & 1]);
+      lap(tg);
     }
     cp_async_wait_all();
     if constexpr (TRACE)
       if (bid_x() == 0 && bid_y() == 0 && (tid & 31) == 0)
-        printf("attention_ws trace: producer warp %d: chunks %d, cycles "
+        printf("attention_ws trace: producer warp %d (%c): chunks %d, cycles "
                "%lld: waiting for free stages %lld, issuing copies %lld\n",
-               tid >> 5, nch, t - t0c, tw, tg);
+               tid >> 5, half ? 'V' : 'K', nch, t - t0c, tw, tg);
     return;
   }
   wg_regs_inc<240>();
@@ -2212,8 +2273,8 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       const uint32_t bitsA = tl0 < BQ ? qu.msk[c * BQ + tl0] : 0,
                      bitsB = tl1 < BQ ? qu.msk[c * BQ + tl1] : 0;
       float cA, cB;
-      wg_softmax_chunk<BLOCK, KC>(s, pc, lastCol(tl0), lastCol(tl1), bitsA,
-                                  bitsB, sc2, m0, m1, l0, l1, cA, cB);
+      wg_softmax_chunk<BLOCK, KC, SMX>(s, pc, lastCol(tl0), lastCol(tl1), bitsA,
+                                       bitsB, sc2, m0, m1, l0, l1, cA, cB);
       // EXPFIRST: nothing orders the wait for P V after the softmax, and
       // ptxas puts it before the exponentials (after the masks and maxima),
       // so this warpgroup's P V overlaps only part of its softmax. A branch
@@ -2224,8 +2285,8 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
           asm volatile("nanosleep.u32 0;" ::: "memory");
       lap(4);
       waitPV();
-      if (c > 0)
-        mbar_arrive(&vempty[b ^ 1]);
+      // At c = 0 this releases the zeros (V_1 goes there next).
+      mbar_arrive(&vempty[b ^ 1]);
       lap(5);
       wg_rescale_o<DV>(o, cA, cB);
       lap(6);
