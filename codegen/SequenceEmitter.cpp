@@ -237,6 +237,10 @@ void emitAttentionKernel(Emitter &e) {
       bool pingpong = knobIs("STRATA_ATTN_PINGPONG", "1");
       bool expFirst = knobIs("STRATA_ATTN_EXPFIRST", "1");
       bool trace = knobIs("STRATA_ATTN_TRACE", "1");
+      // One copy of the consumers' step, P copied between steps (-2.9 % on
+      // attention: half the loop's code to fetch); STRATA_ATTN_ROLLED=0
+      // unrolls it by two, the two P register sets taking turns.
+      bool rolled = !knobIs("STRATA_ATTN_ROLLED", "0");
       // The softmax's variant bits (wg_softmax_chunk's SMX): the scale in
       // the exponent's FFMA, tree reductions and the lazy rescale, all on
       // (measured -4.4 % on attention); STRATA_ATTN_SMX=N for an A/B.
@@ -244,11 +248,10 @@ void emitAttentionKernel(Emitter &e) {
       if (const char *v = std::getenv("STRATA_ATTN_SMX"))
         smx = std::atoi(v) & 7;
       e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-             "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L{}>(",
+             "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}, {}>(",
              h, d, dv, hg, gated, block, nb, nbw, ncw, compact, pingpong,
              expFirst, smx, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-             v.stride[0], v.stride[1], g.stride[0], g.stride[1],
-             trace ? ", true" : "");
+             v.stride[0], v.stride[1], g.stride[0], g.stride[1], trace, rolled);
       mma = false;
       wg = true;
     } else if (shared <= limit) {

@@ -2063,7 +2063,7 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 template <int H, int D, int DV, int HG, bool GATED, int BLOCK, int NB, int NBW,
           int NCW, bool COMPACT, bool PINGPONG, bool EXPFIRST, int SMX, long QT,
           long QH, long KT, long KH, long VT, long VH, long GT, long GH,
-          bool TRACE = false, class G, class Y>
+          bool TRACE = false, bool ROLLED = false, class G, class Y>
 STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
                             const G *gate, const int32_t *index, Y *y, long T,
                             long TK, float scale) {
@@ -2292,9 +2292,26 @@ STRATA_FN void attention_ws(const bf16 *q, const bf16 *k, const bf16 *v,
       lap(6);
       ++c;
     };
-    const bool lastInB = wg_steps_alternating(
-        pA, pB, stepFn,
-        [&]() __attribute__((always_inline)) { return c < nch; });
+    bool lastInB = false;
+    if constexpr (ROLLED) {
+      // One copy of the step (half the loop's code: instruction fetch was
+      // ~15 % of the consumers' stall samples), P copied back once its
+      // P V has landed, by volatile moves: left to LLVM the copies sank
+      // into the loop's latch, where ptxas took them for writes to a
+      // wgmma's inputs inside its pipeline stage and serialised (C7513).
+      while (c < nch) {
+        stepFn(pA, pB);
+#pragma unroll
+        for (int i = 0; i < KC / 16; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            asm volatile("mov.b32 %0, %1;" : "=r"(pA[i][j]) : "r"(pB[i][j]));
+      }
+    } else {
+      lastInB = wg_steps_alternating(
+          pA, pB, stepFn,
+          [&]() __attribute__((always_inline)) { return c < nch; });
+    }
     // The last chunk's P V.
     if (nch > 0) {
       mbar_wait(&vfull[(nch - 1) & 1], ((nch - 1) >> 1) & 1);
