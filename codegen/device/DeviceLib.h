@@ -2053,6 +2053,11 @@ STRATA_FN void attention_wg(const bf16 *q, const bf16 *k, const bf16 *v,
 /// stages allow. Shared memory: attention_wg's Q, K and V tiles, the eight
 /// mbarriers (K full, K empty, V full, V empty; two stages each), then the
 /// union tables (qsa_union_at).
+/// PINGPONG: the consumers take turns to issue (FA3's ping-pong); EXPFIRST
+/// keeps each step's wait for P V after the exponentials; SMX: the
+/// softmax's variants (wg_softmax_chunk); ROLLED: the consumers' step as
+/// one copy, P copied between steps (else unrolled by two, the two P
+/// register sets taking turns).
 /// TRACE (STRATA_ATTN_TRACE=1, a diagnostic): block (0, 0) (the last
 /// tokens' tile) prints, per warp, the cycles each phase of the chunk loop
 /// took in all (consumers: waiting for the stages, for the other
