@@ -289,8 +289,14 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
     for (const Value *r : op.results)
       if (!addBuffer(r))
         return false;
-    if (op.kind == OpKind::Reshape)
-      continue; // a view: its buffer aliases the operand's storage
+    if (op.kind == OpKind::Reshape) {
+      // A view: its buffer aliases the operand's storage, and says so (the
+      // validator's memory proof follows views to the value they show).
+      if (op.operands[0].isValue())
+        plan.buffers[bufferOf.at(op.results[0])].viewOf =
+            bufferOf.at(op.operands[0].value);
+      continue;
+    }
     if (op.kind != OpKind::Kernel && op.kind != OpKind::Fused) {
       error = fmt::format("'{}' was not lowered (run lower-to-kernels)",
                           opName(op.kind));

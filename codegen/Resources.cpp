@@ -311,7 +311,7 @@ int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
 const ir::Target &targetNamed(const char *name) {
   const ir::Target *t = ir::lookupTarget(name);
-  assert(t && "target missing from ir/Targets.def");
+  assert(t && "target missing from runtime/format/Targets.def");
   return *t;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 
 namespace strata::ir {
 
@@ -46,9 +47,23 @@ uint64_t bytesAt(const Type &t, int64_t maxTokens, std::string *why) {
 
 std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
                                      std::string &error) {
-  std::vector<LiveSet> sets;
-  std::map<const Value *, size_t> setOf;
-  std::map<const Value *, size_t> lastUse;
+  // Values by index for the shared liveness (runtime/format/Liveness.h):
+  // parameters, then each op's results in order.
+  std::vector<Value *> values;
+  std::map<const Value *, uint32_t> index;
+  auto id = [&](Value *v) {
+    auto [it, added] = index.emplace(v, static_cast<uint32_t>(values.size()));
+    if (added)
+      values.push_back(v);
+    return it->second;
+  };
+  for (const Param &p : main.params)
+    if (!p.isScalar())
+      id(p.value);
+  for (const auto &op : main.body.ops)
+    for (Value *r : op->results)
+      id(r);
+  format::LivenessBuilder live(values.size());
   auto define = [&](Value *v, size_t pos) -> bool {
     std::string why;
     uint64_t b = bytesAt(v->type, maxTokens, &why);
@@ -56,18 +71,9 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
       error = fmt::format("%{}: {}", v->name, why);
       return false;
     }
-    setOf[v] = sets.size();
-    sets.push_back(LiveSet{{v}, pos, pos, b});
+    live.define(id(v), pos, b);
     return true;
   };
-  auto use = [&](const Value *v, size_t pos) {
-    lastUse[v] = std::max(lastUse[v], pos);
-    auto it = setOf.find(v);
-    if (it != setOf.end())
-      sets[it->second].end = std::max(sets[it->second].end, pos);
-  };
-  // (values sharing storage when a kernel overwrote them, its position)
-  std::vector<std::pair<std::vector<Value *>, size_t>> overwritten;
   for (const Param &p : main.params)
     if (!p.isScalar() && !define(p.value, 0))
       return {};
@@ -76,12 +82,10 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
     const Operation &op = *main.body.ops[i];
     size_t pos = i + 1;
     for (const Operand &o : op.operands)
-      if (o.value)
-        use(o.value, op.kind == OpKind::Return ? n + 1 : pos);
+      if (o.value && index.count(o.value))
+        live.use(index.at(o.value), op.kind == OpKind::Return ? n + 1 : pos);
     if (op.kind == OpKind::Reshape && op.operands[0].value) {
-      size_t s = setOf.at(op.operands[0].value);
-      sets[s].values.push_back(op.results[0]);
-      setOf[op.results[0]] = s;
+      live.alias(id(op.results[0]), index.at(op.operands[0].value));
       continue;
     }
     std::vector<int> tied = tiedOperands(op);
@@ -94,52 +98,52 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
         continue;
       }
       // Written in place: the result continues the operand's storage.
-      size_t s = setOf.at(op.operands[in].value);
-      overwritten.push_back({sets[s].values, pos});
-      sets[s].values.push_back(r);
-      setOf[r] = s;
+      live.overwrite(id(r), index.at(op.operands[in].value), pos);
     }
   }
-  for (const auto &[values, pos] : overwritten)
-    for (const Value *v : values)
-      if (lastUse[v] > pos) {
-        error = fmt::format("%{} is read after a kernel overwrote it in place "
-                            "(tied)",
-                            v->name);
-        return {};
-      }
+  if (std::optional<format::StaleRead> stale = live.staleRead()) {
+    error = fmt::format("%{} is read after a kernel overwrote it in place "
+                        "(tied)",
+                        values[stale->value]->name);
+    return {};
+  }
+  std::vector<LiveSet> sets;
+  for (const format::LiveSet &s : live.sets()) {
+    LiveSet out{{}, s.start, s.end, s.bytes};
+    for (uint32_t v : s.values)
+      out.values.push_back(values[v]);
+    sets.push_back(std::move(out));
+  }
   return sets;
 }
 
+/// The shared form of \p sets (runtime/format/Liveness.h); values are
+/// numbered per set, which the bound and the clash search do not look at.
+static std::vector<format::LiveSet> shared(const std::vector<LiveSet> &sets) {
+  std::vector<format::LiveSet> out;
+  for (const LiveSet &s : sets)
+    out.push_back(format::LiveSet{{}, s.start, s.end, s.bytes});
+  return out;
+}
+
 uint64_t liveLowerBound(const std::vector<LiveSet> &sets) {
-  // Sweep over positions: +bytes at start, -bytes after end.
-  std::map<size_t, int64_t> delta;
-  for (const LiveSet &s : sets) {
-    delta[s.start] += static_cast<int64_t>(s.bytes);
-    delta[s.end + 1] -= static_cast<int64_t>(s.bytes);
-  }
-  int64_t live = 0, peak = 0;
-  for (const auto &[pos, d] : delta) {
-    live += d;
-    peak = std::max(peak, live);
-  }
-  return static_cast<uint64_t>(peak);
+  return format::liveLowerBound(shared(sets));
 }
 
 std::string checkNoOverlap(const std::vector<LiveSet> &sets) {
-  for (size_t a = 0; a < sets.size(); ++a)
-    for (size_t b = a + 1; b < sets.size(); ++b) {
-      const LiveSet &x = sets[a], &y = sets[b];
-      if (x.end < y.start || y.end < x.start || !x.bytes || !y.bytes)
-        continue;
-      uint64_t xo = *x.values[0]->offset, yo = *y.values[0]->offset;
-      if (xo < yo + y.bytes && yo < xo + x.bytes)
-        return fmt::format("%{} [{}, {}) and %{} [{}, {}) are live together "
-                           "and overlap",
-                           x.values[0]->name, xo, xo + x.bytes,
-                           y.values[0]->name, yo, yo + y.bytes);
-    }
-  return "";
+  std::vector<uint64_t> offsets;
+  for (const LiveSet &s : sets)
+    offsets.push_back(s.values[0]->offset.value_or(0));
+  std::optional<format::LiveClash> c =
+      format::findLiveClash(shared(sets), offsets);
+  if (!c)
+    return "";
+  const LiveSet &x = sets[c->first], &y = sets[c->second];
+  uint64_t xo = offsets[c->first], yo = offsets[c->second];
+  return fmt::format("%{} [{}, {}) and %{} [{}, {}) are live together "
+                     "and overlap",
+                     x.values[0]->name, xo, xo + x.bytes, y.values[0]->name, yo,
+                     yo + y.bytes);
 }
 
 } // namespace strata::ir

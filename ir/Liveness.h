@@ -8,6 +8,7 @@
 #pragma once
 
 #include "ir/Module.h"
+#include "runtime/format/Liveness.h"
 
 #include <cstdint>
 #include <string>

@@ -9,9 +9,9 @@ namespace {
 
 enum class TargetId {
 #define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
-               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8)                     \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps)         \
   Id,
-#include "ir/Targets.def"
+#include "runtime/format/Targets.def"
 };
 
 struct VariantRow {
@@ -35,10 +35,10 @@ constexpr VariantRow kVariantRows[] = {
 const std::vector<Target> &allTargets() {
   static const std::vector<Target> kTargets = {
 #define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
-               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8)                     \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps)         \
   {Name,        Gpu != 0, WaveSize, Units,  SharedPerBlock, SharedPerUnit,     \
    RegsPerUnit, MemGBs,   VecF32,   MatF16, MatI8},
-#include "ir/Targets.def"
+#include "runtime/format/Targets.def"
   };
   return kTargets;
 }

@@ -503,20 +503,24 @@ private:
   }
 
 public:
-  /// Is every integer of literal \p e inside \p spec's range?
+  /// Is every number of literal \p e inside \p spec's range?
   static bool literalInRange(const Expr &e, const AttrSpec &spec) {
-    auto value = [](const Expr &x) {
-      return x.kind == ExprKind::Unary ? -x.args[0]->i : x.i;
+    auto one = [&](const Expr &x) {
+      bool neg = x.kind == ExprKind::Unary;
+      const Expr &v = neg ? *x.args[0] : x;
+      if (v.kind == ExprKind::Int)
+        return spec.inRange(neg ? -v.i : v.i);
+      if (v.kind == ExprKind::Float)
+        return spec.inRange(neg ? -v.f : v.f);
+      return true;
     };
     if (e.kind == ExprKind::List) {
       for (const ExprPtr &a : e.args)
-        if (a->kind == ExprKind::Int || a->kind == ExprKind::Unary)
-          if (!spec.inRange(value(*a)))
-            return false;
+        if (!one(*a))
+          return false;
       return true;
     }
-    return !(e.kind == ExprKind::Int || e.kind == ExprKind::Unary) ||
-           spec.inRange(value(e));
+    return one(e);
   }
 
   /// Does literal \p e fit attribute kind \p kind?

@@ -1,6 +1,7 @@
 //===- ModelInfo.cpp - metadata and tensor infos of a model ---------------===//
 #include "runtime/format/ModelInfo.h"
 #include "runtime/format/CheckedMath.h"
+#include "runtime/format/Utf8.h"
 
 #include <fmt/format.h>
 
@@ -81,19 +82,10 @@ std::string MetaValue::toString(size_t maxElems) const {
   switch (type) {
   case GgufValueType::Bool:
     return b ? "true" : "false";
-  case GgufValueType::String: {
-    std::string out = "\"";
-    for (char c : s) {
-      unsigned char uc = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\')
-        out += fmt::format("\\{}", c);
-      else if (uc < 0x20 || uc == 0x7f)
-        out += fmt::format("\\x{:02x}", uc);
-      else
-        out += c;
-    }
-    return out + "\"";
-  }
+  case GgufValueType::String:
+    // Bytes that are not UTF-8 are spelt \xNN, so the text survives JSON
+    // (a plan's baked metadata) and compares equal to the file's again.
+    return "\"" + escapeBytes(s) + "\"";
   case GgufValueType::Float32:
   case GgufValueType::Float64:
     return fmt::format("{}", f);

@@ -72,6 +72,11 @@ struct AttrSpec {
   bool inRange(int64_t v) const {
     return !range || (v >= range->first && v <= range->second);
   }
+  /// A float attribute's range (e.g. a norm's eps in 0..1): NaN is outside.
+  bool inRange(double v) const {
+    return !range || (v >= static_cast<double>(range->first) &&
+                      v <= static_cast<double>(range->second));
+  }
   /// "1..1000".
   std::string rangeStr() const;
 };

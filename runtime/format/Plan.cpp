@@ -5,14 +5,18 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/format/Plan.h"
 
+#include "runtime/format/CheckedMath.h"
 #include "runtime/format/FileUtil.h"
+#include "runtime/format/Liveness.h"
 #include "runtime/format/ModelInfo.h"
+#include "runtime/format/Utf8.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include <sys/stat.h>
@@ -146,6 +150,33 @@ const PlanCode &PlanCode::at(int64_t t) const {
 const PlanAttr *PlanKernel::attr(const std::string &name) const {
   auto it = attrs.find(name);
   return it == attrs.end() ? nullptr : &it->second;
+}
+
+//===----------------------------------------------------------------------===//
+// Targets
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr PlanTarget kTargets[] = {
+#define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps)         \
+  {Name, Gpu != 0, SharedPerBlock, TensorMaps != 0},
+#include "runtime/format/Targets.def"
+};
+} // namespace
+
+const PlanTarget *lookupPlanTarget(const std::string &name) {
+  for (const PlanTarget &t : kTargets)
+    if (name == t.name)
+      return &t;
+  return nullptr;
+}
+
+std::string planTargetNames() {
+  std::string s;
+  for (const PlanTarget &t : kTargets)
+    s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
 }
 
 //===----------------------------------------------------------------------===//
@@ -320,12 +351,16 @@ std::string planToJson(const Plan &p) {
   j["inputs"] = p.inputs;
   j["outputs"] = p.outputs;
   json bufs = json::array();
-  for (const PlanBuffer &b : p.buffers)
-    bufs.push_back({{"name", b.name},
-                    {"dtype", planDTypeName(b.dtype)},
-                    {"shape", shapeToJson(b.shape)},
-                    {"offset", b.offset},
-                    {"bytes", b.bytes}});
+  for (const PlanBuffer &b : p.buffers) {
+    json jb = {{"name", b.name},
+               {"dtype", planDTypeName(b.dtype)},
+               {"shape", shapeToJson(b.shape)},
+               {"offset", b.offset},
+               {"bytes", b.bytes}};
+    if (b.viewOf >= 0)
+      jb["view_of"] = b.viewOf;
+    bufs.push_back(std::move(jb));
+  }
   j["buffers"] = bufs;
   json ws = json::array();
   for (const PlanWeight &w : p.weights)
@@ -822,6 +857,9 @@ bool readKernel(Reader &r, const json &k, const std::string &path,
 
 bool planFromJson(const std::string &text, const std::string &name, Plan &p,
                   std::string &error) {
+  // The plan read replaces whatever \p p held (a second read into the same
+  // plan used to append to its lists).
+  p = Plan();
   // Duplicate keys would let the last one win silently; refuse them.
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
@@ -929,6 +967,12 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
     const json *shape = r.field(b, path, "shape");
     if (!shape || !r.shape(*shape, path + ".shape", pb.shape))
       return false;
+    if (b.contains("view_of")) {
+      uint32_t base = 0;
+      if (!r.index(b["view_of"], path + ".view_of", base))
+        return false;
+      pb.viewOf = base;
+    }
     p.buffers.push_back(std::move(pb));
   }
 
@@ -1006,6 +1050,101 @@ namespace {
 constexpr uint64_t kMaxBytes = uint64_t(1) << 50;
 /// Every buffer offset is a multiple of this (16-byte vector accesses).
 constexpr uint64_t kBufferAlign = 16;
+/// Largest prompt a plan may be compiled for.
+constexpr int64_t kMaxTokens = int64_t(1) << 24;
+/// Threads a block may have (CUDA's and HIP's limit).
+constexpr int64_t kMaxThreads = 1024;
+/// Blocks a grid may have along x, y and z (CUDA's limits; HIP's are wider).
+constexpr int64_t kMaxGrid[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
+/// Arguments a kernel may take.
+constexpr size_t kMaxArgs = 128;
+
+/// "buffer 3 '%x'".
+std::string planBufferName(const Plan &p, uint32_t b) {
+  return fmt::format("buffer {} '{}'", b, p.buffers[b].name);
+}
+/// "kernel 4 (matmul)".
+std::string planKernelName(const Plan &p, size_t k) {
+  return fmt::format("kernel {} ({})", k, p.kernels[k].label());
+}
+
+/// The walk of the memory proof over a plan whose indices are in range.
+/// Positions: plan inputs are written at 0, kernel k runs at k + 1, the
+/// plan's output is read at kernels.size() + 1. Every buffer read must hold
+/// its value: written by a plan input or an earlier kernel (a view holds its
+/// base's), once. Records every event in \p live (stale reads and clashes
+/// are the caller's to look for); on a violation sets \p why and returns
+/// false.
+bool walkMemory(const Plan &p, LivenessBuilder &live, std::string &why) {
+  const size_t nb = p.buffers.size(), nk = p.kernels.size();
+  auto fail = [&](std::string what) {
+    why = std::move(what);
+    return false;
+  };
+  // Who wrote each buffer: -1 none yet, -2 the caller (a plan input).
+  std::vector<int64_t> writer(nb, -1);
+  for (uint32_t b : p.inputs) {
+    if (p.buffers[b].viewOf >= 0)
+      return fail(fmt::format("plan input {} is a view; the caller fills "
+                              "buffers of their own",
+                              planBufferName(p, b)));
+    if (writer[b] != -1)
+      return fail(fmt::format("{} is listed twice as a plan input",
+                              planBufferName(p, b)));
+    writer[b] = -2;
+    live.define(b, 0, p.buffers[b].bytes);
+  }
+  // A read of buffer b at pos: b, or the base its view shows, must hold a
+  // value; a view joins its base's storage set when first read, and reading
+  // it reads every buffer down its chain (so a view of a value overwritten
+  // in place is a stale read of that value).
+  std::function<bool(uint32_t, size_t, const std::string &)> read =
+      [&](uint32_t b, size_t pos, const std::string &reader) {
+        const PlanBuffer &buf = p.buffers[b];
+        if (buf.viewOf >= 0) {
+          uint32_t base = static_cast<uint32_t>(buf.viewOf);
+          if (!read(base, pos, reader))
+            return false;
+          if (!live.known(b))
+            live.alias(b, base);
+        } else if (!live.known(b)) {
+          return fail(fmt::format("{} {}, which no plan input or earlier "
+                                  "kernel writes; recompile the plan",
+                                  reader, planBufferName(p, b)));
+        }
+        live.use(b, pos);
+        return true;
+      };
+  for (size_t ki = 0; ki < nk; ++ki) {
+    const PlanKernel &k = p.kernels[ki];
+    const size_t pos = ki + 1;
+    for (const PlanOperand &o : k.inputs)
+      if (!o.isWeight && !read(o.index, pos, planKernelName(p, ki) + " reads"))
+        return false;
+    for (size_t oi = 0; oi < k.outputs.size(); ++oi) {
+      uint32_t o = k.outputs[oi];
+      if (p.buffers[o].viewOf >= 0)
+        return fail(fmt::format("{} writes {}, a view of buffer {}; views "
+                                "are never written",
+                                planKernelName(p, ki), planBufferName(p, o),
+                                p.buffers[o].viewOf));
+      if (writer[o] != -1)
+        return fail(fmt::format(
+            "{} writes {}, which {} wrote already; a buffer holds one value",
+            planKernelName(p, ki), planBufferName(p, o),
+            writer[o] == -2
+                ? std::string("the caller (a plan input)")
+                : planKernelName(p, static_cast<size_t>(writer[o]))));
+      writer[o] = static_cast<int64_t>(ki);
+      int32_t in = oi < k.tied.size() ? k.tied[oi] : -1;
+      if (in >= 0)
+        live.overwrite(o, k.inputs[in].index, pos);
+      else
+        live.define(o, pos, p.buffers[o].bytes);
+    }
+  }
+  return read(p.outputs[0], nk + 1, "the plan's output is");
+}
 
 class Validator {
 public:
@@ -1026,6 +1165,18 @@ public:
         (m.operand.isWeight ? m.operand.index >= p_.weights.size()
                             : m.operand.index >= p_.buffers.size()))
       return fmt::format("its operand ({} {}) is out of range",
+                         m.operand.isWeight ? "weight" : "buffer",
+                         m.operand.index);
+    // A map reaches memory: only storage the kernel names as an operand
+    // (the memory proof sees those), or its own workspace.
+    bool own = m.workspace;
+    for (const PlanOperand &o : k.inputs)
+      own |= o.isWeight == m.operand.isWeight && o.index == m.operand.index;
+    if (!m.operand.isWeight)
+      for (uint32_t o : k.outputs)
+        own |= o == m.operand.index;
+    if (!own)
+      return fmt::format("its operand ({} {}) is not one of the kernel's",
                          m.operand.isWeight ? "weight" : "buffer",
                          m.operand.index);
     if (rank < 1 || rank > 5 || m.strides.size() != rank - 1 ||
@@ -1065,8 +1216,7 @@ public:
     unsigned __int128 end = m.offset;
     for (size_t d = 0; d < rank; ++d) {
       const PlanDim &dim = m.dims[d];
-      if (dim.coef < 0 || dim.div < 1 || dim.at(1) < 1 ||
-          dim.at(std::max<int64_t>(p_.maxTokens, 1)) > (int64_t(1) << 32))
+      if (!dimWithin(dim, 1, int64_t(1) << 32))
         return fmt::format("dim {} is not within 1..2^32 for every T in "
                            "1..{}",
                            d, p_.maxTokens);
@@ -1146,8 +1296,12 @@ public:
       if (!ok)
         return fail(fmt::format("{}: attribute '{}' must be a finite {}", what,
                                 name, k));
-      bool inRange = a.kind != K::Int || spec->inRange(a.i);
+      bool inRange = a.kind == K::Int     ? spec->inRange(a.i)
+                     : a.kind == K::Float ? spec->inRange(a.f)
+                                          : true;
       for (int64_t v : a.ints)
+        inRange = inRange && spec->inRange(v);
+      for (double v : a.floats)
         inRange = inRange && spec->inRange(v);
       if (!inRange)
         return fail(fmt::format("{}: attribute '{}' of '{}' must lie in {}",
@@ -1209,6 +1363,20 @@ public:
       if (k.temps[t].bytes(p_.maxTokens) > kMaxBytes)
         return fail(fmt::format("{} temporary {} is too large", what, t));
     }
+    // The workspace holds them all, each 256-byte aligned
+    // (PlanKernel::workspaceBytes): their sum is capped too, summed
+    // without wrapping.
+    uint64_t sum = 0;
+    for (size_t t = 0; t < k.temps.size(); ++t) {
+      std::optional<uint64_t> a =
+          checkedAlignUp(k.temps[t].bytes(p_.maxTokens), 256);
+      std::optional<uint64_t> next = a ? checkedAdd(sum, *a) : std::nullopt;
+      if (!next || *next > kMaxBytes)
+        return fail(fmt::format("{}: its temporaries need more than 2^50 "
+                                "bytes together (at temporary {})",
+                                what, t));
+      sum = *next;
+    }
     if (k.body.empty())
       return fail(what + ": a fused kernel needs a body");
     std::vector<bool> tmpWritten(k.temps.size(), false),
@@ -1268,34 +1436,19 @@ public:
   }
 
   bool run() {
-    if (p_.maxTokens < 1 || p_.maxTokens > (int64_t(1) << 24))
+    target_ = lookupPlanTarget(p_.target);
+    if (!target_)
+      return fail(fmt::format("target '{}' is not one this build knows ({})",
+                              p_.target, planTargetNames()));
+    if (p_.maxTokens < 1 || p_.maxTokens > kMaxTokens)
       return fail(
           fmt::format("max_tokens is {}, expected 1 .. 2^24", p_.maxTokens));
     if (p_.arenaBytes > kMaxBytes)
       return fail(fmt::format("the arena of {} bytes is larger than 2^50",
                               p_.arenaBytes));
-    for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      const PlanBuffer &b = p_.buffers[i];
-      std::string what = fmt::format("buffer {} '{}'", i, b.name);
-      int64_t n = checkShape(b.shape, what);
-      if (n < 0)
+    for (size_t i = 0; i < p_.buffers.size(); ++i)
+      if (!checkBuffer(i))
         return false;
-      uint64_t want = static_cast<uint64_t>(n) * planDTypeSize(b.dtype);
-      if (b.bytes != want)
-        return fail(fmt::format("{} has {} bytes, but its shape and dtype need "
-                                "{}",
-                                what, b.bytes, want));
-      // Typed and vector accesses need aligned buffers (plan-memory places
-      // them on 256-byte boundaries).
-      if (b.offset % kBufferAlign != 0)
-        return fail(fmt::format("{}: offset {} is not a multiple of {}", what,
-                                b.offset, kBufferAlign));
-      if (b.offset > p_.arenaBytes || b.bytes > p_.arenaBytes - b.offset)
-        return fail(fmt::format("{}: bytes [{}, {}) lie outside the arena of "
-                                "{} bytes",
-                                what, b.offset, b.offset + b.bytes,
-                                p_.arenaBytes));
-    }
     for (const PlanWeight &w : p_.weights) {
       if (w.dims.empty() || w.dims.size() > 4)
         return fail(fmt::format("weight '{}' has {} dims, expected 1..4",
@@ -1318,133 +1471,15 @@ public:
         tok.numElements(p_.maxTokens) != p_.maxTokens)
       return fail(
           fmt::format("the input buffer '{}' must be i32 [T]", tok.name));
-
-    // Every buffer a kernel reads must hold data: a plan input, an earlier
-    // kernel's output, or a view (reshape) of one, which has the same offset
-    // and size. Anything else would read whatever the arena held.
-    std::vector<bool> written(p_.buffers.size(), false);
-    for (uint32_t b : p_.inputs)
-      written[b] = true;
-    auto defined = [&](uint32_t b) {
-      if (written[b])
-        return true;
-      for (size_t o = 0; o < p_.buffers.size(); ++o)
-        if (written[o] && p_.buffers[o].offset == p_.buffers[b].offset &&
-            p_.buffers[o].bytes == p_.buffers[b].bytes)
-          return true;
+    if (p_.syntheticFill && !target_->gpu)
+      return fail(fmt::format("a '{}' plan has no synthetic_fill code (only "
+                              "GPU plans carry generated code)",
+                              p_.target));
+    for (size_t ki = 0; ki < p_.kernels.size(); ++ki)
+      if (!checkKernel(ki))
+        return false;
+    if (!proveMemory())
       return false;
-    };
-    auto undefined = [&](uint32_t b, const std::string &reader) {
-      return fail(fmt::format("{} buffer {} '{}', which no plan input, "
-                              "earlier kernel or view of one (same offset "
-                              "and size) writes; recompile the plan",
-                              reader, b, p_.buffers[b].name));
-    };
-    for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
-      const PlanKernel &k = p_.kernels[ki];
-      std::string what = fmt::format("kernel {}", ki);
-      if (k.isFused()) {
-        if (!checkAttrsFree(k, what))
-          return false;
-      } else if (!checkArity(k.recipe, k.inputs.size(), k.outputs.size(),
-                             what) ||
-                 !checkAttrs(k.recipe, k.attrs, what)) {
-        return false;
-      }
-      what = fmt::format("kernel {} ({})", ki, k.label());
-      for (const PlanOperand &o : k.inputs)
-        if (o.index >= (o.isWeight ? p_.weights.size() : p_.buffers.size()))
-          return fail(fmt::format("{} reads {} {}, which does not exist", what,
-                                  o.isWeight ? "weight" : "buffer", o.index));
-      for (uint32_t o : k.outputs)
-        if (o >= p_.buffers.size())
-          return fail(fmt::format("{} writes buffer {}, which does not exist",
-                                  what, o));
-      if (k.isFused() && !checkBody(k, what))
-        return false;
-      if (!k.tied.empty() && k.tied.size() != k.outputs.size())
-        return fail(fmt::format("{} ties {} outputs, it has {}", what,
-                                k.tied.size(), k.outputs.size()));
-      for (size_t o = 0; o < k.tied.size(); ++o) {
-        int32_t in = k.tied[o];
-        if (in < 0)
-          continue;
-        if (static_cast<size_t>(in) >= k.inputs.size() || k.inputs[in].isWeight)
-          return fail(fmt::format("{}: output {} is tied to input {}, which "
-                                  "is not a buffer input",
-                                  what, o, in));
-        const PlanBuffer &ib = p_.buffers[k.inputs[in].index];
-        const PlanBuffer &ob = p_.buffers[k.outputs[o]];
-        if (ib.offset != ob.offset || ib.bytes != ob.bytes ||
-            ib.dtype != ob.dtype)
-          return fail(fmt::format("{}: output {} is tied to input {} but "
-                                  "does not share its storage",
-                                  what, o, in));
-      }
-      if (k.code) {
-        const PlanCode &base = *k.code;
-        int64_t prevMin = 1;
-        for (const PlanCode &a : base.alternates) {
-          if (a.minTokens <= prevMin || a.minTokens > p_.maxTokens)
-            return fail(fmt::format(
-                "{}: an alternate's min_tokens {} is not above the previous "
-                "({}) and within max_tokens ({})",
-                what, a.minTokens, prevMin, p_.maxTokens));
-          prevMin = a.minTokens;
-        }
-        const std::string whatKernel = what;
-        for (size_t ci = 0; ci <= base.alternates.size(); ++ci) {
-          const PlanCode &c = ci == 0 ? base : base.alternates[ci - 1];
-          const std::string what =
-              ci == 0 ? whatKernel
-                      : fmt::format("{} (alternate {}, T >= {})", whatKernel,
-                                    ci - 1, c.minTokens);
-          int64_t threads = 1;
-          for (int64_t b : c.block)
-            threads *= (b >= 1 && b <= 1024) ? b : 0;
-          if (c.module.empty() || c.symbol.empty() || c.grid.size() != 3 ||
-              c.block.size() != 3 || threads < 1 || threads > 1024 ||
-              c.sharedBytes > (uint64_t(1) << 20))
-            return fail(what + ": its target code has an invalid module, "
-                               "symbol, grid, block or shared size");
-          if (c.pre) {
-            int64_t pthreads = 1;
-            for (int64_t b : c.pre->block)
-              pthreads *= (b >= 1 && b <= 1024) ? b : 0;
-            if (c.pre->symbol.empty() || c.pre->grid.size() != 3 ||
-                c.pre->block.size() != 3 || pthreads < 1 || pthreads > 1024 ||
-                c.pre->sharedBytes > (uint64_t(1) << 20))
-              return fail(what + ": its pre-launch has an invalid symbol, "
-                                 "grid, block or shared size");
-          }
-          if (c.workspace.div < 1 || c.workspace.coef < 0 ||
-              c.workspace.constant < 0)
-            return fail(what + ": its code's workspace size is not a "
-                               "non-negative function of T");
-          for (size_t m = 0; m < c.tensorMaps.size(); ++m)
-            if (std::string why = tensorMapProblem(c.tensorMaps[m], k);
-                !why.empty())
-              return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
-          for (const std::string &a : c.args)
-            if (a.rfind("tmap:", 0) == 0) {
-              const std::string n = a.substr(5);
-              if (n.empty() || n.size() > 6 ||
-                  n.find_first_not_of("0123456789") != std::string::npos ||
-                  std::stoul(n) >= c.tensorMaps.size())
-                return fail(fmt::format("{}: argument '{}' names no tensor map "
-                                        "(the code has {})",
-                                        what, a, c.tensorMaps.size()));
-            }
-        }
-      }
-      for (const PlanOperand &o : k.inputs)
-        if (!o.isWeight && !defined(o.index))
-          return undefined(o.index, what + " reads");
-      for (uint32_t o : k.outputs)
-        written[o] = true;
-    }
-    if (!defined(p_.outputs[0]))
-      return undefined(p_.outputs[0], "the output is");
     DType od = p_.buffers[p_.outputs[0]].dtype;
     if (od != DType::F32 && od != DType::F16 && od != DType::BF16)
       return fail(fmt::format("the output buffer '{}' must be f32, f16 or "
@@ -1454,6 +1489,282 @@ public:
   }
 
 private:
+  std::string bufferName(uint32_t b) const { return planBufferName(p_, b); }
+  std::string kernelName(size_t k) const { return planKernelName(p_, k); }
+
+  bool checkBuffer(size_t i) {
+    const PlanBuffer &b = p_.buffers[i];
+    std::string what = fmt::format("buffer {} '{}'", i, b.name);
+    int64_t n = checkShape(b.shape, what);
+    if (n < 0)
+      return false;
+    uint64_t want = static_cast<uint64_t>(n) * planDTypeSize(b.dtype);
+    if (b.bytes != want)
+      return fail(fmt::format("{} has {} bytes, but its shape and dtype need "
+                              "{}",
+                              what, b.bytes, want));
+    // Typed and vector accesses need aligned buffers (plan-memory places
+    // them on 256-byte boundaries).
+    if (b.offset % kBufferAlign != 0)
+      return fail(fmt::format("{}: offset {} is not a multiple of {}", what,
+                              b.offset, kBufferAlign));
+    if (!inBounds(b.offset, b.bytes, p_.arenaBytes))
+      return fail(fmt::format(
+          "{}: bytes [{}, {}) lie outside the arena of "
+          "{} bytes",
+          what, b.offset, static_cast<unsigned __int128>(b.offset) + b.bytes,
+          p_.arenaBytes));
+    if (b.viewOf >= 0) {
+      if (static_cast<size_t>(b.viewOf) >= i)
+        return fail(fmt::format("{} is a view of buffer {}, which is not an "
+                                "earlier buffer",
+                                what, b.viewOf));
+      const PlanBuffer &base = p_.buffers[b.viewOf];
+      if (base.offset != b.offset || base.bytes != b.bytes)
+        return fail(fmt::format("{} is a view of {} but does not share its "
+                                "storage (offset {} and {} bytes, the base "
+                                "has {} and {})",
+                                what, bufferName(b.viewOf), b.offset, b.bytes,
+                                base.offset, base.bytes));
+    }
+    return true;
+  }
+
+  /// floor(coef*t / div) + constant without overflow (the dims' caps keep
+  /// it far inside 128 bits).
+  static __int128 dimAt(const PlanDim &d, int64_t t) {
+    __int128 n = static_cast<__int128>(d.coef) * t, q = n / d.div;
+    if (q * d.div > n)
+      --q;
+    return q + d.constant;
+  }
+  /// A launch or size dimension as a function of T: coef >= 0 (so it grows
+  /// with T and its extremes are at T = 1 and max_tokens), |constant| and
+  /// coef below 2^40, div in 1..2^20, and its value within [lo, hi] for
+  /// every T in 1..max_tokens.
+  bool dimWithin(const PlanDim &d, __int128 lo, __int128 hi) const {
+    constexpr int64_t kCap = int64_t(1) << 40;
+    if (d.coef < 0 || d.coef > kCap || d.constant < -kCap ||
+        d.constant > kCap || d.div < 1 || d.div > (int64_t(1) << 20))
+      return false;
+    return dimAt(d, 1) >= lo && dimAt(d, p_.maxTokens) <= hi;
+  }
+
+  bool checkLaunch(const std::vector<PlanDim> &grid,
+                   const std::vector<int64_t> &block, uint64_t sharedBytes,
+                   const std::string &what, const char *which) {
+    int64_t threads = 1;
+    for (int64_t b : block)
+      threads *= (b >= 1 && b <= kMaxThreads) ? b : 0;
+    if (grid.size() != 3 || block.size() != 3 || threads < 1 ||
+        threads > kMaxThreads)
+      return fail(fmt::format("{}: {} needs a grid of 3 dims and a block of "
+                              "3 sizes of 1..{} threads in all",
+                              what, which, kMaxThreads));
+    for (size_t d = 0; d < 3; ++d)
+      if (!dimWithin(grid[d], 0, kMaxGrid[d]))
+        return fail(fmt::format(
+            "{}: {} grid dim {} is not within 0..{} for "
+            "every T in 1..{}",
+            what, which, d, static_cast<int64_t>(kMaxGrid[d]), p_.maxTokens));
+    if (sharedBytes > target_->sharedPerBlock)
+      return fail(fmt::format("{}: {} asks for {} bytes of shared memory, "
+                              "more than a block has on {} ({})",
+                              what, which, sharedBytes, p_.target,
+                              target_->sharedPerBlock));
+    return true;
+  }
+
+  /// A kernel argument names storage the kernel owns: its own buffer
+  /// operands (inputs or outputs), weights it reads, its workspace, T or
+  /// one of its tensor maps. Anything else would reach memory the memory
+  /// proof does not see.
+  bool checkArg(const std::string &a, const PlanKernel &k, const PlanCode &c,
+                const std::string &what) {
+    if (a == "T" || a == "workspace")
+      return true;
+    auto number = [](const std::string &s) -> std::optional<uint64_t> {
+      if (s.empty() || s.size() > 9 ||
+          s.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+      return std::stoull(s);
+    };
+    for (const char *prefix : {"buffer:", "weight:", "tmap:"}) {
+      const std::string pre = prefix;
+      if (a.rfind(pre, 0) != 0)
+        continue;
+      std::optional<uint64_t> n = number(a.substr(pre.size()));
+      bool ok = false;
+      if (n && pre == "tmap:") {
+        ok = *n < c.tensorMaps.size();
+      } else if (n) {
+        bool weight = pre == "weight:";
+        for (const PlanOperand &o : k.inputs)
+          ok |= o.isWeight == weight && o.index == *n;
+        if (!weight)
+          for (uint32_t o : k.outputs)
+            ok |= o == *n;
+      }
+      if (!ok)
+        return fail(fmt::format("{}: argument '{}' names no {} of the kernel",
+                                what, a,
+                                pre == "tmap:" ? "tensor map" : "operand"));
+      return true;
+    }
+    return fail(fmt::format("{}: unknown argument '{}' (buffer:N, weight:N, "
+                            "workspace, T or tmap:N)",
+                            what, a));
+  }
+
+  bool checkCode(const PlanKernel &k, const PlanCode &c,
+                 const std::string &what) {
+    if (c.module.empty() || c.symbol.empty())
+      return fail(what + ": its target code needs a module and a symbol");
+    if (!checkLaunch(c.grid, c.block, c.sharedBytes, what, "its launch"))
+      return false;
+    if (c.pre && c.pre->symbol.empty())
+      return fail(what + ": its pre-launch needs a symbol");
+    if (c.pre && !checkLaunch(c.pre->grid, c.pre->block, c.pre->sharedBytes,
+                              what, "its pre-launch"))
+      return false;
+    if (!dimWithin(c.workspace, 0, static_cast<__int128>(kMaxBytes)) ||
+        c.workspace.constant < 0)
+      return fail(fmt::format("{}: its code's workspace is not a "
+                              "non-negative function of T of at most 2^50 "
+                              "bytes at max_tokens ({})",
+                              what, p_.maxTokens));
+    if (!c.tensorMaps.empty() && !target_->tensorMaps)
+      return fail(fmt::format("{}: tensor maps are for targets with a "
+                              "tensor memory accelerator (sm_90), not '{}'",
+                              what, p_.target));
+    for (size_t m = 0; m < c.tensorMaps.size(); ++m)
+      if (std::string why = tensorMapProblem(c.tensorMaps[m], k); !why.empty())
+        return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
+    if (c.args.size() > kMaxArgs)
+      return fail(fmt::format("{}: {} arguments, at most {}", what,
+                              c.args.size(), kMaxArgs));
+    for (const std::string &a : c.args)
+      if (!checkArg(a, k, c, what))
+        return false;
+    return true;
+  }
+
+  bool checkKernel(size_t ki) {
+    const PlanKernel &k = p_.kernels[ki];
+    std::string what = fmt::format("kernel {}", ki);
+    if (k.isFused()) {
+      if (!checkAttrsFree(k, what))
+        return false;
+    } else if (!checkArity(k.recipe, k.inputs.size(), k.outputs.size(), what) ||
+               !checkAttrs(k.recipe, k.attrs, what)) {
+      return false;
+    }
+    what = kernelName(ki);
+    for (const PlanOperand &o : k.inputs)
+      if (o.index >= (o.isWeight ? p_.weights.size() : p_.buffers.size()))
+        return fail(fmt::format("{} reads {} {}, which does not exist", what,
+                                o.isWeight ? "weight" : "buffer", o.index));
+    for (uint32_t o : k.outputs)
+      if (o >= p_.buffers.size())
+        return fail(
+            fmt::format("{} writes buffer {}, which does not exist", what, o));
+    if (k.isFused() && !checkBody(k, what))
+      return false;
+    if (!k.tied.empty() && !k.isFused())
+      return fail(fmt::format("{} ties outputs to inputs, which only fused "
+                              "kernels do",
+                              what));
+    if (!k.tied.empty() && k.tied.size() != k.outputs.size())
+      return fail(fmt::format("{} ties {} outputs, it has {}", what,
+                              k.tied.size(), k.outputs.size()));
+    for (size_t o = 0; o < k.tied.size(); ++o) {
+      int32_t in = k.tied[o];
+      if (in < 0)
+        continue;
+      if (static_cast<size_t>(in) >= k.inputs.size() || k.inputs[in].isWeight)
+        return fail(fmt::format("{}: output {} is tied to input {}, which "
+                                "is not a buffer input",
+                                what, o, in));
+      const PlanBuffer &ib = p_.buffers[k.inputs[in].index];
+      const PlanBuffer &ob = p_.buffers[k.outputs[o]];
+      if (ib.offset != ob.offset || ib.bytes != ob.bytes ||
+          ib.dtype != ob.dtype)
+        return fail(fmt::format("{}: output {} is tied to input {} but "
+                                "does not share its storage",
+                                what, o, in));
+    }
+    if (!k.code)
+      return true;
+    if (!target_->gpu)
+      return fail(fmt::format("{} carries generated code, but a '{}' plan "
+                              "runs on the CPU reference backend (only GPU "
+                              "plans carry code)",
+                              what, p_.target));
+    const PlanCode &base = *k.code;
+    int64_t prevMin = 1;
+    for (const PlanCode &a : base.alternates) {
+      if (a.minTokens <= prevMin || a.minTokens > p_.maxTokens)
+        return fail(fmt::format(
+            "{}: an alternate's min_tokens {} is not above the previous "
+            "({}) and within max_tokens ({})",
+            what, a.minTokens, prevMin, p_.maxTokens));
+      prevMin = a.minTokens;
+    }
+    for (size_t ci = 0; ci <= base.alternates.size(); ++ci) {
+      const PlanCode &c = ci == 0 ? base : base.alternates[ci - 1];
+      if (!checkCode(k, c,
+                     ci == 0 ? what
+                             : fmt::format("{} (alternate {}, T >= {})", what,
+                                           ci - 1, c.minTokens)))
+        return false;
+    }
+    return true;
+  }
+
+  /// The memory proof (walkMemory, then the liveness checks).
+  bool proveMemory() {
+    const size_t nk = p_.kernels.size();
+    LivenessBuilder live(p_.buffers.size());
+    std::string why;
+    if (!walkMemory(p_, live, why))
+      return fail(why);
+    auto reader = [&](size_t pos) {
+      return pos > nk ? std::string("the plan's output") : kernelName(pos - 1);
+    };
+    if (std::optional<StaleRead> s = live.staleRead())
+      return fail(fmt::format("{} writes {} in place over {}, which {} reads "
+                              "after it; recompile the plan",
+                              kernelName(s->overwrittenAt - 1),
+                              bufferName(s->overwriter), bufferName(s->value),
+                              reader(s->readAt)));
+    const std::vector<LiveSet> &sets = live.sets();
+    std::vector<uint64_t> offsets;
+    for (const LiveSet &s : sets)
+      offsets.push_back(p_.buffers[s.values[0]].offset);
+    std::optional<LiveClash> c = findLiveClash(sets, offsets);
+    if (!c)
+      return true;
+    const LiveSet &x = sets[c->first], &y = sets[c->second];
+    uint32_t bx = x.values[0], by = y.values[0];
+    auto range = [&](uint32_t b) {
+      return fmt::format("[{}, {})", p_.buffers[b].offset,
+                         p_.buffers[b].offset + p_.buffers[b].bytes);
+    };
+    if (y.start == 0)
+      return fail(fmt::format("plan inputs {} {} and {} {} overlap",
+                              bufferName(bx), range(bx), bufferName(by),
+                              range(by)));
+    if (x.start == y.start)
+      return fail(fmt::format("{} writes {} {} and {} {}, which overlap; "
+                              "recompile the plan",
+                              kernelName(y.start - 1), bufferName(bx),
+                              range(bx), bufferName(by), range(by)));
+    return fail(fmt::format("{} writes {} {} over bytes of {} {}, which {} "
+                            "still reads; recompile the plan",
+                            kernelName(y.start - 1), bufferName(by), range(by),
+                            bufferName(bx), range(bx), reader(x.end)));
+  }
+
   /// A fused kernel's own attributes are free-form (its body ops carry the
   /// schema-checked ones) but must be finite.
   bool checkAttrsFree(const PlanKernel &k, const std::string &what) {
@@ -1466,12 +1777,20 @@ private:
 
   const Plan &p_;
   std::string &error_;
+  const PlanTarget *target_ = nullptr;
 };
 
 } // namespace
 
 bool validatePlan(const Plan &plan, std::string &error) {
   return Validator(plan, error).run();
+}
+
+std::vector<LiveSet> planLiveSets(const Plan &plan) {
+  LivenessBuilder live(plan.buffers.size());
+  std::string why;
+  walkMemory(plan, live, why);
+  return live.sets();
 }
 
 bool writePlanDir(const std::string &dir, const Plan &plan,
@@ -1510,7 +1829,8 @@ bool checkPlanMetadata(const Plan &plan, const ModelInfo &model,
   if (model.architecture() != plan.arch) {
     error = fmt::format("{} is a '{}' model, the plan was compiled for '{}'; "
                         "recompile the plan",
-                        model.source, model.architecture(), plan.arch);
+                        model.source, escapeBytes(model.architecture()),
+                        escapeBytes(plan.arch));
     return false;
   }
   for (const auto &[key, value] : plan.metadata) {

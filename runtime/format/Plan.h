@@ -15,6 +15,7 @@
 #pragma once
 
 #include "runtime/format/GgmlType.h"
+#include "runtime/format/Liveness.h"
 #include "runtime/format/OpTable.h"
 
 #include <cstdint>
@@ -51,6 +52,10 @@ struct PlanBuffer {
   std::vector<PlanDim> shape;
   uint64_t offset = 0; ///< byte offset in the arena
   uint64_t bytes = 0;  ///< size at T = maxTokens
+  /// A view (a reshape): the buffer whose storage this one shows under
+  /// another shape (same offset and bytes, an earlier index), or -1. A view
+  /// is never written; it holds whatever value its base holds.
+  int64_t viewOf = -1;
 
   int64_t numElements(int64_t t) const;
 };
@@ -250,19 +255,44 @@ struct Plan {
   std::optional<PlanCode> syntheticFill;
 };
 
+/// What the plan format knows of a target (Targets.def): its name, whether
+/// it is a GPU (plans carry code), the shared memory a block may use and
+/// whether its plans may carry tensor maps.
+struct PlanTarget {
+  const char *name;
+  bool gpu;
+  uint64_t sharedPerBlock;
+  bool tensorMaps;
+};
+/// The target named \p name, or null.
+const PlanTarget *lookupPlanTarget(const std::string &name);
+/// "host, gfx1151, sm_90".
+std::string planTargetNames();
+
 /// Serialises \p plan as JSON text.
 std::string planToJson(const Plan &plan);
 /// Checks everything a runtime relies on: indices in range, buffers inside
 /// the arena and sized for their shapes, recipe arity and attribute schema,
 /// fused bodies (every temporary written before it is read, every output
-/// written), tied outputs sharing their input's storage, every buffer read
-/// written first. The one validator: planFromJson and the executor call it.
-/// Sets \p error to "plan: <what>" on failure.
+/// written), tied outputs sharing their input's storage, every size and
+/// launch dimension within its cap (docs/plan-format.md), the fields the
+/// target allows, and the memory proof: walking the kernels in order, no
+/// kernel writes storage that holds a value a later kernel (or the plan's
+/// output) still reads, and every buffer read holds the value it names
+/// (Liveness.h, the liveness plan-memory places buffers with). The one
+/// validator: planFromJson and the executor call it. Sets \p error to
+/// "plan: <what>" on failure.
 bool validatePlan(const Plan &plan, std::string &error);
 
-/// Parses plan JSON and validates it (validatePlan). On failure returns
-/// false and sets \p error to "<name>: <json path>: <what>" or
-/// "<name>: <what>".
+/// The storage sets of \p plan's buffers as its memory proof walks them
+/// (positions: plan inputs 0, kernel k at k + 1, the output read at
+/// kernels.size() + 1), each set's values buffer indices. For a plan
+/// validatePlan accepted: what a placement must keep apart.
+std::vector<LiveSet> planLiveSets(const Plan &plan);
+
+/// Parses plan JSON and validates it (validatePlan) into \p plan, which it
+/// replaces. On failure returns false and sets \p error to
+/// "<name>: <json path>: <what>" or "<name>: <what>".
 bool planFromJson(const std::string &text, const std::string &name, Plan &plan,
                   std::string &error);
 

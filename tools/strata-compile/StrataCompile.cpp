@@ -12,6 +12,7 @@
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/Gguf.h"
 #include "runtime/format/ModelInfo.h"
+#include "runtime/format/Utf8.h"
 #include "tools/ToolMain.h"
 
 #include <fmt/format.h>
@@ -666,6 +667,14 @@ static int compileMain(int argc, char **argv) {
   auto m = ir::parseModule(sm, sm.addBuffer(input, text), diag);
   if (!m || !ir::verifyModule(*m, diag))
     return 1;
+  // A description binds the files of its own architecture: its metadata
+  // keys are "<arch>.*", and strata-run refuses a plan of another (so the
+  // compiler does too, before anything is written).
+  if (model->architecture() != m->name)
+    return fail(fmt::format("{} is a '{}' model (general.architecture), but "
+                            "{} describes '{}'",
+                            gguf, format::escapeBytes(model->architecture()),
+                            input, m->name));
   passes::PassManager pm;
   for (const std::string &p : passes::defaultPipeline())
     if (fusion || p.rfind("fuse-", 0) != 0)
@@ -710,6 +719,11 @@ static int compileMain(int argc, char **argv) {
   if (!format::planFromJson(format::planToJson(plan), "plan.json", check,
                             error))
     return fail("internal error, the plan does not validate: " + error);
+  // What strata-run checks of the file against the plan, checked here too:
+  // the compiler never writes a plan its runtime refuses for this file.
+  if (!format::checkPlanMetadata(check, *model, error) ||
+      !format::checkPlanWeights(check, *model, error))
+    return fail(error);
   bool gpu = codegen::isDeviceTarget(target);
   if (!emitSource.empty()) {
     // One kernel's source, by index or symbol; nothing is written.

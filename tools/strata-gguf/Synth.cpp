@@ -1435,14 +1435,16 @@ int synthMain(const std::vector<std::string> &args) {
     for (const std::string &e : errors)
       fmt::print(stderr, "strata-gguf: error: synth: {}\n", e);
     fmt::print(stderr, "(see strata-gguf synth --help)\n");
-    return 1;
+    return 2; // every one of them is a command-line mistake
   }
 
   std::vector<SynthTensor> tensors = buildTensors(arch->arch, *preset);
   std::vector<GgmlType> types;
+  // A --types rule the preset's tensors cannot take is a command-line
+  // mistake too.
   if (!resolveTypes(tensors, *spec,
                     fmt::format("{} {}", arch->name, preset->name), types))
-    return 1;
+    return 2;
 
   ModelInfo info = buildMetadata(*preset, arch->arch, seed, typesText, tensors,
                                  types, shapesOnly, compressRatio);

@@ -261,6 +261,10 @@ int parseArgs(int argc, char **argv, Options &o) {
       o.tokensFile = value;
       o.haveTokensFile = true;
     } else if (a == "--backend") {
+      std::vector<std::string> names = runtime::deviceNames();
+      if (std::find(names.begin(), names.end(), value) == names.end())
+        return usageError(fmt::format("unknown backend '{}' (available: {})",
+                                      value, fmt::join(names, ", ")));
       o.backend = value;
     } else if (a == "--dump-logits") {
       if (value.empty())
@@ -456,8 +460,10 @@ int run(int argc, char **argv) {
   std::string error;
   std::vector<int32_t> tokens;
   if (o.haveTokens) {
+    // --tokens that do not parse are a command-line mistake; a file's
+    // content that does not is an error in the file.
     if (!parseTokens(o.tokens, "--tokens", tokens, error))
-      return fail(error);
+      return usageError(error);
   } else {
     std::string text;
     if (!format::readWholeFile(o.tokensFile, size_t(64) << 20, text, error) ||

@@ -1,6 +1,6 @@
 //===- ExecutorTest.cpp - plans end to end, and every error path ----------===//
 //
-// A tiny model (embedding Q8_0 -> rms_norm -> Q4_K matmul -> silu in place
+// A tiny model (embedding Q8_0 -> rms_norm -> Q4_K matmul -> silu
 // -> residual add -> Q6_K output head) written as a GGUF and a hand-built
 // plan, run at every prompt length against a double-precision reference.
 //
@@ -130,9 +130,9 @@ protected:
     uint32_t x = b.buffer("x", PlanDType::F32, {kT, c(kD)});
     uint32_t xn = b.buffer("xn", PlanDType::F32, {kT, c(kD)});
     uint32_t h = b.buffer("h", PlanDType::F32, {kT, c(kD)});
-    // silu in place: hs shares h's bytes.
-    uint32_t hs = b.buffer("hs", PlanDType::F32, {kT, c(kD)},
-                           static_cast<int64_t>(b.p.buffers[h].offset));
+    // Catalog kernels write storage of their own (only fused kernels tie
+    // an output to an input): hs does not share h's bytes.
+    uint32_t hs = b.buffer("hs", PlanDType::F32, {kT, c(kD)});
     uint32_t r = b.buffer("r", PlanDType::F32, {kT, c(kD)});
     uint32_t logits = b.buffer("logits", PlanDType::F32, {kT, c(kV)});
     b.kernel(Recipe::GetRows, {W(wEmbd), B(tok)}, {x});
@@ -294,17 +294,25 @@ TEST_F(TinyModel, UnwrittenBuffersAreRefused) {
   Plan noHead = plan;
   noHead.kernels.pop_back(); // logits never written
   EXPECT_FALSE(make(noHead, error));
-  EXPECT_EQ(error, "plan: the output is buffer 6 'logits', which no plan "
-                   "input, earlier kernel or view of one (same offset and "
-                   "size) writes; recompile the plan");
+  EXPECT_EQ(error, "plan: the plan's output is buffer 6 'logits', which no "
+                   "plan input or earlier kernel writes; recompile the plan");
   Plan skipNorm = plan;
   skipNorm.kernels.erase(skipNorm.kernels.begin() + 1); // xn never written
   EXPECT_FALSE(make(skipNorm, error));
   EXPECT_EQ(error, "plan: kernel 1 (matmul) reads buffer 2 'xn', which no "
-                   "plan input, earlier kernel or view of one (same offset "
-                   "and size) writes; recompile the plan");
-  // hs is a view of h (same bytes): accepted.
-  EXPECT_TRUE(make(plan, error)) << error;
+                   "plan input or earlier kernel writes; recompile the plan");
+  // A buffer at a written one's offset and size is not a view of it unless
+  // it says so (view_of).
+  Plan viewed = plan;
+  format::PlanBuffer alias = viewed.buffers[3];
+  alias.name = "h_alias";
+  viewed.buffers.push_back(alias);
+  viewed.kernels[3].inputs = {B(7)};
+  EXPECT_FALSE(make(viewed, error));
+  EXPECT_EQ(error, "plan: kernel 3 (silu) reads buffer 7 'h_alias', which no "
+                   "plan input or earlier kernel writes; recompile the plan");
+  viewed.buffers[7].viewOf = 3;
+  EXPECT_TRUE(make(viewed, error)) << error;
 }
 
 /// What the static check cannot see shows up as NaN: here a view of the
@@ -316,11 +324,13 @@ TEST_F(TinyModel, PoisonRevealsUnwrittenRows) {
   const format::PlanBuffer &logits = p.buffers[p.outputs[0]];
   format::PlanBuffer fixed = logits;
   fixed.name = "logits_fixed";
+  fixed.viewOf = p.outputs[0];
   fixed.shape = {c(kMaxT), c(kV)};
   p.buffers.push_back(fixed);
   uint32_t fixedIndex = static_cast<uint32_t>(p.buffers.size() - 1);
   format::PlanBuffer probs = fixed;
   probs.name = "probs";
+  probs.viewOf = -1;
   probs.offset = p.arenaBytes;
   p.arenaBytes += probs.bytes;
   p.buffers.push_back(probs);
@@ -452,11 +462,15 @@ TEST_F(TinyModel, StrataRunErrorsExitNonZeroAndWriteNothing) {
       {common + " --tokens 1,50",
        "token 1 (id 50) is out of range: the table 'token_embd.weight' has "
        "50 rows"},
-      {common + " --tokens 1,x2", "--tokens: 'x2' (token 1) is not a token id "
-                                  "(a non-negative 32-bit integer)"},
-      {common + " --tokens 1,-2", "--tokens: '-2' (token 1) is not a token "
-                                  "id (a non-negative 32-bit integer)"},
-      {common + " --tokens ,", "--tokens: no token ids"},
+      {common + " --tokens 1,x2",
+       "--tokens: 'x2' (token 1) is not a token id (a non-negative 32-bit "
+       "integer)",
+       2},
+      {common + " --tokens 1,-2",
+       "--tokens: '-2' (token 1) is not a token id (a non-negative 32-bit "
+       "integer)",
+       2},
+      {common + " --tokens ,", "--tokens: no token ids", 2},
       {common + " --tokens 1,2,3,4,5,6,7",
        "the prompt has 7 tokens, but the plan was compiled for at most 6; "
        "recompile it with a larger T"},
@@ -469,7 +483,7 @@ TEST_F(TinyModel, StrataRunErrorsExitNonZeroAndWriteNothing) {
       {common + " --tokens 1 --frobnicate 3",
        "unknown option '--frobnicate' (see --help)", 2},
       {common + " --tokens 1 --backend tpu",
-       "unknown backend 'tpu' (available: cpu, cuda, hip)"},
+       "unknown backend 'tpu' (available: cpu, cuda, hip)", 2},
       {common + " --tokens 1 extra",
        "unexpected argument 'extra' (one PLAN_DIR; see --help)", 2},
       {fmt::format("{} --tokens 1", dir.file("plan")),
