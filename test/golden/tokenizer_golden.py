@@ -53,10 +53,13 @@ def fetch(cache):
         return
     os.makedirs(cache, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        r = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-binary", ":all:",
-             "--no-deps", "--disable-pip-version-check", SDIST, "-d", tmp],
-            capture_output=True, text=True, timeout=600)
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-binary", ":all:",
+                 "--no-deps", "--disable-pip-version-check", SDIST, "-d", tmp],
+                capture_output=True, text=True, timeout=420)
+        except subprocess.TimeoutExpired:
+            skip(f"fetching {SDIST}'s sdist took more than 420 s")
         tars = [f for f in os.listdir(tmp) if f.endswith(".tar.gz")]
         if r.returncode != 0 or not tars:
             skip(f"cannot fetch {SDIST}'s sdist: {(r.stderr or r.stdout).strip()[-300:]}")
