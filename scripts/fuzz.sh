@@ -33,6 +33,9 @@ run strata-parser-fuzzer "$work/parser-seeds" -max_len=65536 \
 if [ -x build-fuzz/bin/strata-gguf-fuzzer ]; then
   run strata-gguf-fuzzer test/fuzz/corpus/gguf -max_len=8192
 fi
+# Tokenizer: the first byte picks text (round trip over a built-in
+# vocabulary), token ids to decode, or a GGUF image as the vocabulary.
+run strata-tokenizer-fuzzer test/fuzz/corpus/tokenizer -max_len=4096
 # Plans: seeds are real plans of the four archs (tiny models, T = 4, host
 # and gfx1151 storage policies) and hand-made minimal plans; each validating
 # plan runs on the tiny GGUF of its arch (STRATA_PLAN_FUZZ_DIR). Huge

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of strata-compile on Debian 12, idempotently.
-# Debian packages: toolchain, LLVM 19 (device code, lit/FileCheck, fuzzer runtime), fmt, gtest, JSON.
+# Debian packages: toolchain, LLVM 19 (device code, lit/FileCheck, fuzzer runtime), fmt, gtest, JSON,
+# PCRE2 (the tokenizer's pre-tokenizer regexes).
 # PyPI packages: test oracles (gguf, numpy) and lit.
 set -euo pipefail
 
@@ -10,7 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 DEB_PKGS=(
   build-essential cmake ninja-build pkg-config python3 python3-pip python3-venv
   clang-19 lld-19 llvm-19-tools llvm-19-dev libclang-rt-19-dev clang-format-19
-  libfmt-dev libgtest-dev nlohmann-json3-dev
+  libfmt-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
 )
 
 missing=()

@@ -9,6 +9,10 @@
 //   strata-gguf synth --arch A --preset P --seed N [--types S]
 //                     [--shapes-only] -o OUT
 //                                       a small random model (Synth.cpp)
+//   strata-gguf tokenize FILE (--text T | --text-file F) [--no-special]
+//                                       token ids of a text
+//   strata-gguf detokenize FILE --ids 1,2,3 [--no-special]
+//                                       the text of token ids
 //
 // `rewrite` re-emits a file with strata's writer: metadata in file order,
 // tensors in file order at consecutive aligned offsets. A file written by
@@ -16,8 +20,12 @@
 // check of the reader and the writer against those implementations.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/format/FileUtil.h"
 #include "runtime/format/Gguf.h"
 #include "runtime/format/Quants.h"
+#ifdef STRATA_HAVE_TOKENIZER
+#include "runtime/tokenizer/Tokenizer.h"
+#endif
 #include "tools/ToolMain.h"
 #include "tools/strata-gguf/Synth.h"
 
@@ -45,6 +53,9 @@ constexpr const char *kUsage =
     "       strata-gguf dequant FILE TENSOR -o OUT.f32\n"
     "       strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
     "                         [--types SPEC] [--shapes-only] -o FILE\n"
+    "       strata-gguf tokenize FILE (--text TEXT | --text-file F)\n"
+    "                            [--no-special]\n"
+    "       strata-gguf detokenize FILE --ids ID,ID,... [--no-special]\n"
     "\n"
     "inspect  print the header, every metadata key (type and value; arrays\n"
     "         are cut after 8 elements unless --full) and the tensor table\n"
@@ -62,6 +73,13 @@ constexpr const char *kUsage =
     "synth    write a small random qwen3/qwen3moe/qwen3next/qwen4exp model\n"
     "         (the first three load in llama.cpp), or a real-size qwen4exp\n"
     "         as shapes only (details: strata-gguf synth --help)\n"
+    "tokenize print the token ids of TEXT (or of file F, '-' = standard\n"
+    "         input) by FILE's tokenizer, comma-separated on one line;\n"
+    "         special tokens written in the text are recognised unless\n"
+    "         --no-special (BOS/EOS are added where the vocabulary asks)\n"
+    "detokenize\n"
+    "         print the text of the token ids, exactly (no newline added);\n"
+    "         --no-special leaves out control tokens\n"
     "\n"
     "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
     "on a command-line mistake.\n";
@@ -269,6 +287,129 @@ int dequant(const std::string &path, const std::string &name,
   return 0;
 }
 
+#ifdef STRATA_HAVE_TOKENIZER
+/// Loads the tokenizer of the GGUF \p path (tensor data is not needed).
+std::unique_ptr<strata::tokenizer::Tokenizer>
+loadTokenizer(const std::string &path, std::string &err) {
+  std::unique_ptr<GgufFile> file =
+      GgufFile::open(path, err, GgufContents::Shapes);
+  if (!file)
+    return nullptr;
+  return strata::tokenizer::Tokenizer::load(file->info(), err);
+}
+
+int tokenize(const std::vector<std::string> &args) {
+  std::string path, text, textFile;
+  bool haveText = false, haveTextFile = false, noSpecial = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--text" || a == "--text-file") {
+      if (i + 1 >= args.size())
+        return usageError(fmt::format("tokenize: {} needs a value", a));
+      if (haveText || haveTextFile)
+        return usageError("tokenize: give exactly one of --text and "
+                          "--text-file");
+      (a == "--text" ? haveText : haveTextFile) = true;
+      (a == "--text" ? text : textFile) = args[++i];
+    } else if (a == "--no-special") {
+      noSpecial = true;
+    } else if (a.starts_with("-") && a != "-") {
+      return usageError(fmt::format("tokenize: unknown option '{}'", a));
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return usageError(fmt::format("tokenize: unexpected argument '{}'", a));
+    }
+  }
+  if (path.empty())
+    return usageError("tokenize: missing FILE");
+  if (!haveText && !haveTextFile)
+    return usageError("tokenize: give exactly one of --text and --text-file");
+  std::string err;
+  std::string where = "--text";
+  if (haveTextFile) {
+    where = textFile;
+    // A text larger than this is not a prompt.
+    constexpr size_t kMaxText = size_t(1) << 30;
+    if (!readWholeFile(textFile, kMaxText, text, err))
+      return error(err);
+  }
+  std::unique_ptr<strata::tokenizer::Tokenizer> tok = loadTokenizer(path, err);
+  if (!tok)
+    return error(err);
+  strata::tokenizer::EncodeOptions options;
+  options.parseSpecial = !noSpecial;
+  std::vector<strata::tokenizer::TokenId> ids;
+  if (!tok->encode(text, options, ids, err))
+    return error(tok->hasVocab() ? fmt::format("{}: {}", where, err) : err);
+  fmt::print("{}\n", fmt::join(ids, ","));
+  return 0;
+}
+
+int detokenize(const std::vector<std::string> &args) {
+  std::string path, idList;
+  bool haveIds = false, noSpecial = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--ids") {
+      if (i + 1 >= args.size())
+        return usageError("detokenize: --ids needs a value");
+      if (haveIds)
+        return usageError("detokenize: --ids given twice");
+      haveIds = true;
+      idList = args[++i];
+    } else if (a == "--no-special") {
+      noSpecial = true;
+    } else if (a.starts_with("-")) {
+      return usageError(fmt::format("detokenize: unknown option '{}'", a));
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return usageError(fmt::format("detokenize: unexpected argument '{}'", a));
+    }
+  }
+  if (path.empty())
+    return usageError("detokenize: missing FILE");
+  if (!haveIds)
+    return usageError("detokenize: missing --ids ID,ID,...");
+  // Ids: decimal, comma-separated; "" is no ids at all.
+  std::vector<strata::tokenizer::TokenId> ids;
+  for (size_t pos = 0; !idList.empty() && pos <= idList.size();) {
+    size_t comma = std::min(idList.find(',', pos), idList.size());
+    std::string item = idList.substr(pos, comma - pos);
+    int64_t value = -1;
+    bool ok = !item.empty() && item.size() <= 10 &&
+              std::all_of(item.begin(), item.end(),
+                          [](char c) { return c >= '0' && c <= '9'; });
+    if (ok)
+      value = std::stoll(item);
+    if (!ok || value > std::numeric_limits<int32_t>::max())
+      return usageError(fmt::format("detokenize: --ids: '{}' (item {}) is not "
+                                    "a token id",
+                                    item, ids.size() + 1));
+    ids.push_back(static_cast<strata::tokenizer::TokenId>(value));
+    pos = comma + 1;
+  }
+  std::string err;
+  std::unique_ptr<strata::tokenizer::Tokenizer> tok = loadTokenizer(path, err);
+  if (!tok)
+    return error(err);
+  std::string text;
+  if (!tok->decode(ids, !noSpecial, text, err))
+    return error(tok->hasVocab() ? fmt::format("--ids: {}", err) : err);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+#else
+// A runtime-only build without PCRE2 (runtime/tokenizer/CMakeLists.txt).
+int tokenize(const std::vector<std::string> &) {
+  return error("this strata-gguf was built without the tokenizer (PCRE2 "
+               "was missing)");
+}
+int detokenize(const std::vector<std::string> &args) { return tokenize(args); }
+#endif
+
 } // namespace
 
 static int ggufMain(int argc, char **argv) {
@@ -323,6 +464,10 @@ static int ggufMain(int argc, char **argv) {
   }
   if (cmd == "synth")
     return strata::tools::synthMain({args.begin() + 1, args.end()});
+  if (cmd == "tokenize")
+    return tokenize(args);
+  if (cmd == "detokenize")
+    return detokenize(args);
   return usageError(fmt::format("unknown command '{}'", cmd));
 }
 

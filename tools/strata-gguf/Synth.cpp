@@ -41,7 +41,7 @@ namespace strata::tools {
 const char *const kSynthUsage =
     "usage: strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
     "                         [--types SPEC] [--compress-ratio N]\n"
-    "                         [--shapes-only] -o FILE\n"
+    "                         [--vocab VOCAB.gguf] [--shapes-only] -o FILE\n"
     "\n"
     "Writes a small model with random weights that llama.cpp loads and that\n"
     "models/ARCH.strata binds: llama.cpp's tensor names, ggml shapes, block\n"
@@ -71,6 +71,10 @@ const char *const kSynthUsage =
     "                  layers (default: the preset's, 4); 0 writes dense\n"
     "                  attention layers, as llama.cpp's converter does when\n"
     "                  the transformers beside it knows qwen4_exp\n"
+    "  --vocab FILE    copy FILE's tokenizer (every tokenizer.* key, e.g. of\n"
+    "                  llama.cpp's ggml-vocab-qwen2.gguf) instead of the\n"
+    "                  synthetic vocabulary; the token count (token_embd's\n"
+    "                  and output's second dim) is its vocabulary's\n"
     "  --shapes-only   write the tensor infos and metadata with\n"
     "                  strata.shapes_only = true and no tensor data:\n"
     "                  strata-compile plans from it, nothing runs it\n"
@@ -939,7 +943,8 @@ uint32_t fileTypeOf(GgmlType t) {
 /// them (docs/qwen4exp-model.md §2), through \p put(key, value); attention
 /// layers get \p compressRatio (0: dense attention).
 template <typename Put>
-void qwen4expMetadata(const Preset &p, uint32_t compressRatio, Put &&put) {
+void qwen4expMetadata(const Preset &p, uint32_t compressRatio, uint32_t eos,
+                      Put &&put) {
   auto u32 = [](uint64_t v) { return MetaValue::makeUInt(v); };
   auto array = [](GgufValueType t, const auto &values) {
     std::vector<MetaValue> elems;
@@ -949,7 +954,6 @@ void qwen4expMetadata(const Preset &p, uint32_t compressRatio, Put &&put) {
     return MetaValue::makeArray(t, std::move(elems));
   };
   const std::string a = p.arch;
-  const uint32_t eos = p.realSize ? p.eosToken : buildVocab(p.vocab).endOfText;
   std::vector<uint64_t> ratios;
   std::vector<MetaValue> recurrent;
   for (uint32_t l = 0; l < p.layers; ++l) {
@@ -990,11 +994,58 @@ void qwen4expMetadata(const Preset &p, uint32_t compressRatio, Put &&put) {
   put(a + ".embedding_length_per_layer_input", u32(p.pleDim));
 }
 
+/// A vocabulary copied from another GGUF (synth --vocab).
+struct CopiedVocab {
+  /// Every tokenizer.* key, in file order.
+  std::vector<std::pair<std::string, MetaValue>> keys;
+  uint32_t tokens = 0;
+  /// tokenizer.ggml.eos_token_id, where present.
+  std::optional<uint32_t> eos;
+};
+
+/// Reads the tokenizer keys of \p path into \p vocab; on failure returns
+/// false and sets \p error ("<path>: ...").
+bool readCopiedVocab(const std::string &path, CopiedVocab &vocab,
+                     std::string &error) {
+  std::unique_ptr<GgufFile> file =
+      GgufFile::open(path, error, GgufContents::Shapes);
+  if (!file)
+    return false;
+  for (const auto &[key, value] : file->info().metadata())
+    if (key.starts_with("tokenizer."))
+      vocab.keys.emplace_back(key, value);
+  const MetaValue *tokens = file->info().findMeta("tokenizer.ggml.tokens");
+  if (!tokens || tokens->type != GgufValueType::Array ||
+      tokens->elemType != GgufValueType::String || tokens->array.empty()) {
+    error = fmt::format("{}: tokenizer.ggml.tokens: {}", path,
+                        tokens ? "not a nonempty array of strings"
+                               : "missing (no vocabulary to copy)");
+    return false;
+  }
+  if (tokens->array.size() > UINT32_MAX) {
+    error = fmt::format("{}: tokenizer.ggml.tokens: too many tokens", path);
+    return false;
+  }
+  vocab.tokens = static_cast<uint32_t>(tokens->array.size());
+  if (const MetaValue *eos =
+          file->info().findMeta("tokenizer.ggml.eos_token_id")) {
+    std::optional<int64_t> id = eos->isInteger() ? eos->asInt() : std::nullopt;
+    if (!id || *id < 0 || *id >= int64_t(vocab.tokens)) {
+      error = fmt::format("{}: tokenizer.ggml.eos_token_id: {} is not a token "
+                          "id of its {} tokens",
+                          path, eos->toString(), vocab.tokens);
+      return false;
+    }
+    vocab.eos = static_cast<uint32_t>(*id);
+  }
+  return true;
+}
+
 ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
                         std::string_view typesText,
                         const std::vector<SynthTensor> &tensors,
                         const std::vector<GgmlType> &types, bool shapesOnly,
-                        uint32_t compressRatio) {
+                        uint32_t compressRatio, const CopiedVocab *vocab) {
   ModelInfo info;
   auto put = [&](std::string key, MetaValue v) {
     bool added = info.addMeta(std::move(key), std::move(v));
@@ -1052,7 +1103,11 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
   put(a + ".rope.freq_base", f32(p.ropeBase));
   put(a + ".rope.dimension_count", u32(p.ropeDims));
   if (arch == Arch::Qwen4Exp)
-    qwen4expMetadata(p, compressRatio, put);
+    qwen4expMetadata(p, compressRatio,
+                     vocab        ? *vocab->eos
+                     : p.realSize ? p.eosToken
+                                  : buildVocab(p.vocab).endOfText,
+                     put);
   else if (arch != Arch::Qwen3) {
     put(a + ".expert_count", u32(p.experts));
     put(a + ".expert_used_count", u32(p.expertUsed));
@@ -1070,6 +1125,11 @@ ModelInfo buildMetadata(const Preset &p, Arch arch, uint64_t seed,
 
   if (shapesOnly)
     put(kShapesOnlyKey, MetaValue::makeBool(true));
+  if (vocab) {
+    for (const auto &[key, value] : vocab->keys)
+      put(key, value);
+    return info;
+  }
   if (p.realSize) {
     put("tokenizer.ggml.model", MetaValue::makeString("no_vocab"));
     put("tokenizer.ggml.eos_token_id", u32(p.eosToken));
@@ -1317,8 +1377,9 @@ std::vector<SynthTensor> synthTensors(std::string_view arch,
 //===----------------------------------------------------------------------===//
 
 int synthMain(const std::vector<std::string> &args) {
-  constexpr const char *kOptions[] = {"--arch",  "--preset",         "--seed",
-                                      "--types", "--compress-ratio", "-o"};
+  constexpr const char *kOptions[] = {"--arch",          "--preset", "--seed",
+                                      "--types",         "--vocab",  "-o",
+                                      "--compress-ratio"};
   auto isOption = [&](std::string_view s) {
     return std::find(std::begin(kOptions), std::end(kOptions), s) !=
            std::end(kOptions);
@@ -1438,6 +1499,27 @@ int synthMain(const std::vector<std::string> &args) {
     return 2; // every one of them is a command-line mistake
   }
 
+  // --vocab: the preset with the copied vocabulary's token count.
+  std::optional<CopiedVocab> vocab;
+  Preset withVocab = *preset;
+  if (const std::string *path = get("--vocab")) {
+    vocab.emplace();
+    std::string err;
+    if (!readCopiedVocab(*path, *vocab, err)) {
+      fmt::print(stderr, "strata-gguf: error: synth: --vocab: {}\n", err);
+      return 1;
+    }
+    if (arch->arch == Arch::Qwen4Exp && !vocab->eos) {
+      fmt::print(stderr,
+                 "strata-gguf: error: synth: --vocab: {}: qwen4exp needs "
+                 "tokenizer.ggml.eos_token_id (its ple.eos_token_id)\n",
+                 *path);
+      return 1;
+    }
+    withVocab.vocab = vocab->tokens;
+    preset = &withVocab;
+  }
+
   std::vector<SynthTensor> tensors = buildTensors(arch->arch, *preset);
   std::vector<GgmlType> types;
   // A --types rule the preset's tensors cannot take is a command-line
@@ -1446,8 +1528,9 @@ int synthMain(const std::vector<std::string> &args) {
                     fmt::format("{} {}", arch->name, preset->name), types))
     return 2;
 
-  ModelInfo info = buildMetadata(*preset, arch->arch, seed, typesText, tensors,
-                                 types, shapesOnly, compressRatio);
+  ModelInfo info =
+      buildMetadata(*preset, arch->arch, seed, typesText, tensors, types,
+                    shapesOnly, compressRatio, vocab ? &*vocab : nullptr);
   if (shapesOnly) {
     std::vector<TensorInfo> infos;
     for (size_t i = 0; i < tensors.size(); ++i) {
