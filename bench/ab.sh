@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # A/B of compiler variants on the full qwen4exp prefill (T = 16,384), the
 # optimisation loop's measurement: a variant is the plan strata-compile makes
-# under some environment (an A/B knob such as STRATA_GEMM_CORE=mma) and/or
-# with another build's binaries (a branch's worktree); every variant is
+# with some code generation options (--codegen-opt, e.g. gemm-core=mma;
+# strata-compile --codegen-opt help lists them) and/or with another build's
+# binaries (a branch's worktree); every variant is
 # profiled in one GPU call, alternating, so the differences are measured side
 # by side on the same machine state.
-#   here: bash bench/ab.sh prepare NAME[=VAR=VAL,...][@BIN_DIR] ...
-#         plan-NAME in build-full/ (cubins, plan.json, COMMIT, ENV) for each
+#   here: bash bench/ab.sh prepare NAME[=OPT=VAL,...][@BIN_DIR] ...
+#         plan-NAME in build-full/ (cubins, plan.json, COMMIT, OPTIONS) for each
 #         spec; BIN_DIR defaults to build/bin; needs build-full/full.gguf and
 #         the prompts (bash bench/prepare.sh). Carry build-full/ to the GPU.
 #   GPU:  bash bench/ab.sh run RESULTS_DIR [--repeat N] NAME ...
 #         builds the runtime, runs `strata-run --profile` on plan-NAME N times
 #         each (2), alternating, and writes RESULTS_DIR/ab-STAMP.txt: GPU,
-#         driver, date, each plan's commit and environment, the mean ms of
+#         driver, date, each plan's commit and options, the mean ms of
 #         every kernel family per plan and its change against the first plan,
 #         then the raw profiles. Without an NVIDIA GPU: SKIPPED, exit 77.
 set -uo pipefail
@@ -21,25 +22,26 @@ usage() { sed -n '2,17p' "$0"; }
 die() { echo "bench/ab.sh: error: $*" >&2; exit 2; }
 
 prepare() {
-  [ $# -gt 0 ] || die "prepare needs at least one NAME[=VAR=VAL,...][@BIN_DIR]"
+  [ $# -gt 0 ] || die "prepare needs at least one NAME[=OPT=VAL,...][@BIN_DIR]"
   [ -f build-full/full.gguf ] || die "build-full/full.gguf missing: run bash bench/prepare.sh first"
   for spec in "$@"; do
-    local name=$spec env="" bin=build/bin
+    local name=$spec opts="" bin=build/bin
     if [[ "$name" == *@* ]]; then bin=${name##*@}; name=${name%@*}; fi
-    if [[ "$name" == *=* ]]; then env=${name#*=}; name=${name%%=*}; fi
+    if [[ "$name" == *=* ]]; then opts=${name#*=}; name=${name%%=*}; fi
     [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || die "'$spec': NAME must be letters, digits, '.', '_' or '-'"
     [ -x "$bin/strata-compile" ] || die "'$spec': $bin/strata-compile missing (build it first)"
-    local vars=()
-    if [ -n "$env" ]; then
-      IFS=, read -ra vars <<< "$env"
-      for v in "${vars[@]}"; do
-        [[ "$v" =~ ^[A-Z_][A-Z0-9_]*=.*$ ]] || die "'$spec': '$v' is not VAR=VALUE"
+    local items=() args=()
+    if [ -n "$opts" ]; then
+      IFS=, read -ra items <<< "$opts"
+      for v in "${items[@]}"; do
+        [[ "$v" =~ ^[a-z0-9-]+=.+$ ]] || die "'$spec': '$v' is not OPTION=VALUE (strata-compile --codegen-opt help)"
+        args+=(--codegen-opt "$v")
       done
     fi
     local out=build-full/plan-$name tmp
     tmp=$(mktemp -d)
-    if ! env "${vars[@]}" "$bin/strata-compile" models/qwen4exp.strata --gguf build-full/full.gguf \
-        --max-tokens 16384 --target sm_90 --logits last -o "$tmp/plan" > "$tmp/log" 2>&1; then
+    if ! "$bin/strata-compile" models/qwen4exp.strata --gguf build-full/full.gguf \
+        --max-tokens 16384 --target sm_90 --logits last "${args[@]}" -o "$tmp/plan" > "$tmp/log" 2>&1; then
       echo "bench/ab.sh: error: '$spec' did not compile:" >&2; tail -5 "$tmp/log" >&2
       rm -rf "$tmp"; exit 1
     fi
@@ -47,9 +49,9 @@ prepare() {
     cp "$tmp/plan/plan.json" "$out/" && cp "$tmp/plan/kernels/"*.cubin "$out/kernels/"
     (cd "$(dirname "$bin")/.." 2>/dev/null && git describe --always --dirty 2>/dev/null) > "$out/COMMIT" ||
       echo unknown > "$out/COMMIT"
-    echo "${env:-(none)}" > "$out/ENV"
+    echo "${opts:-(none)}" > "$out/OPTIONS"
     rm -rf "$tmp"
-    echo "plan-$name: $(ls "$out/kernels" | wc -l) kernels, commit $(cat "$out/COMMIT"), env ${env:-(none)}"
+    echo "plan-$name: $(ls "$out/kernels" | wc -l) kernels, commit $(cat "$out/COMMIT"), options ${opts:-(none)}"
   done
   du -sh build-full
 }
@@ -83,7 +85,7 @@ run() {
     echo "# bench/ab.sh: kernel families per plan, full qwen4exp, T = 16384, synthetic weights seed 1"
     echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ), GPU $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $repeat runs each, alternating"
     for n in "$@"; do
-      echo "# plan-$n: commit $(cat "build-full/plan-$n/COMMIT" 2>/dev/null || echo unknown), env $(cat "build-full/plan-$n/ENV" 2>/dev/null || echo unknown)"
+      echo "# plan-$n: commit $(cat "build-full/plan-$n/COMMIT" 2>/dev/null || echo unknown), options $(cat "build-full/plan-$n/OPTIONS" 2>/dev/null || echo unknown)"
     done
     python3 bench/ab_table.py "$raw" "$@"
     echo

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "codegen/Options.h"
 
 #include "ir/Target.h"
 
@@ -112,11 +113,10 @@ constexpr int kTmaARows = 128;
 constexpr int64_t kTmaMinTokens = 512;
 
 /// Whether the TMA tiles store through shared memory where they can
-/// (GemmEmitter::stagedStores); STRATA_GEMM_STAGED=0 turns it off (an A/B
-/// knob).
-bool stagedKnob() {
-  const char *v = std::getenv("STRATA_GEMM_STAGED");
-  return v == nullptr || std::string(v) != "0";
+/// (GemmEmitter::stagedStores); option gemm-staged=0 turns it off (an A/B
+/// option).
+bool stagedOn(const format::Plan &plan) {
+  return option(plan, Opt::GemmStaged) != 0;
 }
 
 /// Rows per expert from which the grouped GEMMs take the TMA tile. Its
@@ -131,11 +131,10 @@ constexpr int64_t kGroupedTmaRows = 192;
 /// Whether the TMA tiles of plain chains and grouped experts are 128
 /// columns wide at two blocks an SM (one block's epilogue overlapping the
 /// other's K loop, as K3's do) instead of up to 256 at one:
-/// STRATA_GEMM_TMA_PAIR=1, an A/B knob (measured +2.6 % in all, dense
+/// option gemm-tma-pair=1, for A/B runs (measured +2.6 % in all, dense
 /// +5.6 %: ab-pair-persist-20261202T020121Z.txt).
-bool pairKnob() {
-  const char *v = std::getenv("STRATA_GEMM_TMA_PAIR");
-  return v != nullptr && std::string(v) == "1";
+bool pairOn(const format::Plan &plan) {
+  return option(plan, Opt::GemmTmaPair) != 0;
 }
 
 /// Whether kernel \p label's TMA tiles (one chain, or the grouped experts)
@@ -147,10 +146,11 @@ bool pairKnob() {
 /// mixer's down -1.7 %: short K loops or 5 column tiles, so the epilogue
 /// and the last wave weigh) and the experts' down projection (K = 640,
 /// -3.5 %); not the dense GEMMs (+1.8 %) or the experts' gate/up (+0.8 %).
-/// STRATA_GEMM_TMA_PERSIST=1 makes every such kernel persistent, =0 none.
-bool persistFor(const std::string &label) {
-  if (const char *v = std::getenv("STRATA_GEMM_TMA_PERSIST"))
-    return std::string(v) == "1";
+/// Option gemm-tma-persist=on makes every such kernel persistent, =off
+/// none; auto (the default) the families above.
+bool persistFor(const format::Plan &plan, const std::string &label) {
+  if (int64_t v = option(plan, Opt::GemmTmaPersist); v != 0)
+    return v == 1;
   return label == "fused:hc_up_mix" || label == "fused:hc_down_inject" ||
          label == "fused:hc_down" || label == "moe_grouped_down";
 }
@@ -283,7 +283,7 @@ private:
   /// SM), its ring as many stages of 64 k as fit (measured with
   /// bench/tma_gemm_bench.cu: 589-733 TFLOP/s at the prefill's dense shapes,
   /// 74-92 % of cuBLAS, where the cp.async tiles reach 270-290).
-  /// STRATA_GEMM_TMA=0 keeps the cp.async tiles (an A/B knob).
+  /// Option gemm-tma=0 keeps the cp.async tiles (for A/B runs).
   bool pickTma(Gemm &g, const Chain &c, const Tensor &y, TmaUse use);
   /// Emits the kernel's launch(es) as function \p sym: the chains \p gemms
   /// (copies: tiles are picked here), the weights \p use names on the TMA
@@ -357,7 +357,7 @@ private:
   /// Whether \p g's tile runs on wgmma (sm_90a): its warpgroups tile it as
   /// bm / 64 down x the rest across, each 64 rows x 64 or 128 columns
   /// (128 x 128 by two, 64 x 128 by two, 64 x 64 by one), two LDS buffers.
-  /// STRATA_GEMM_CORE=mma keeps mma.sync (an A/B knob for measurements; the
+  /// Option gemm-core=mma keeps mma.sync (an A/B option for measurements; the
   /// emitted source, and so the plan's cache keys, say which).
   bool useWgmma(const Gemm &g) const;
   /// Blocks of the kernel's \p nt threads that must fit one SM (a register
@@ -572,10 +572,10 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
 }
 
 bool GemmEmitter::useWgmma(const Gemm &g) const {
-  const char *core = std::getenv("STRATA_GEMM_CORE");
+  // Option gemm-core=mma keeps these tiles on mma.sync (an A/B option).
   if (e.target != "sm_90" || !g.mma || g.skinny || !doubleBuffer_ ||
       g.k % kBK != 0 || g.bm % 64 != 0 || g.nt % 128 != 0 ||
-      (core != nullptr && std::string(core) == "mma"))
+      option(e.plan, Opt::GemmCore) == 1)
     return false;
   const int groups = g.nt / 128, wgM = g.bm / 64;
   if (groups % wgM != 0 || g.bn % (groups / wgM) != 0)
@@ -1279,11 +1279,10 @@ void GemmEmitter::runChains() {
   // Quantised weights too (their pre-launch dequantises W): measured on the
   // H200 at T = 16,384, the dense GEMMs 381 -> 213 ms, all kernels 1,174 ->
   // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
-  // STRATA_GEMM_TMA_QUANT=0 keeps them on the cp.async tiles (an A/B knob).
-  const char *quant = std::getenv("STRATA_GEMM_TMA_QUANT");
-  const TmaUse use = quant != nullptr && std::string(quant) == "0"
-                         ? TmaUse::Float16
-                         : TmaUse::Quantised;
+  // Option gemm-tma-quant=0 keeps them on the cp.async tiles (for A/B
+  // runs).
+  const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0 ? TmaUse::Float16
+                                                            : TmaUse::Quantised;
   if (e.plan.maxTokens < kTmaMinTokens)
     return;
   bool any = false;
@@ -1640,13 +1639,12 @@ bool GemmEmitter::mergeSkinny(Gemm &g, const Chain &c, Gemm &r,
 
 bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
                           TmaUse use) {
-  const char *knob = std::getenv("STRATA_GEMM_TMA");
   if (use == TmaUse::None || e.target != "sm_90" || !g.mma || g.skinny ||
       g.split != 1 || g.w.size() != 1 || g.a.ctype != "bf16" ||
       g.aIndex != "m" || g.k % 8 != 0 ||
       !(g.w[0].ctype == "bf16" || g.w[0].ctype == "f16" ||
         (use == TmaUse::Quantised && g.w[0].quant())) ||
-      (knob != nullptr && std::string(knob) == "0"))
+      option(e.plan, Opt::GemmTma) == 0)
     return false;
   const BodyRef &a = c.mm->inputs[0], &w = c.mm->inputs[1];
   if (a.kind != BodyRef::Kind::In || w.kind != BodyRef::Kind::In ||
@@ -1682,7 +1680,7 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
     g.xIn = x.index;
   } else {
     bn = tmaColumns(g.n);
-    if (pairKnob() && bn > 128)
+    if (pairOn(e.plan) && bn > 128)
       bn = 128, blocks = 2;
   }
   const int64_t sb = kTmaARows * 128 + int64_t(bn) * 128;
@@ -1765,7 +1763,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
   // A persistent kernel keeps the staged results and the stream mean's
   // image tile out of the ring (the producer refills it during the
   // epilogue): fewer stages where they do not fit beside it.
-  bool persist = persistFor(e.kernel.label()) && idx.size() == 1;
+  bool persist = persistFor(e.plan, e.kernel.label()) && idx.size() == 1;
   std::vector<bool> staged(gemms.size(), false);
   int64_t stageOff = 0, xOff = 0;
   for (size_t ci : idx) {
@@ -1780,7 +1778,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     const int64_t esz = o.ctype == "float" ? 4 : 2;
     const int64_t csBytes = 128 * (g.bn * esz + 16);
     const bool stageable =
-        stagedKnob() && !c.streamMean && !g.extra && c.stores == 1 &&
+        stagedOn(e.plan) && !c.streamMean && !g.extra && c.stores == 1 &&
         g.mPer == 1 && !o.isTemp && o.ctype != "int32_t" &&
         constProduct(o.shape, 1) == g.n && (g.n * esz) % 16 == 0 &&
         g.epilogue.back().rfind("st(", 0) == 0;
@@ -2187,15 +2185,12 @@ void GemmEmitter::runGrouped() {
 bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
                              const Tensor &off, const Tensor &perm,
                              int64_t slotsPerToken, int64_t experts) {
-  const char *knob = std::getenv("STRATA_GEMM_TMA");
-  const char *quant = std::getenv("STRATA_GEMM_TMA_QUANT");
-  const char *grouped = std::getenv("STRATA_GEMM_TMA_GROUPED");
   const Tensor &w0 = g.w[0];
   if (e.target != "sm_90" || !g.mma || g.a.ctype != "bf16" || g.k % 8 != 0 ||
       !(w0.ctype == "bf16" || w0.ctype == "f16" || w0.quant()) ||
-      (knob != nullptr && std::string(knob) == "0") ||
-      (grouped != nullptr && std::string(grouped) == "0") ||
-      (w0.quant() && quant != nullptr && std::string(quant) == "0"))
+      option(e.plan, Opt::GemmTma) == 0 ||
+      option(e.plan, Opt::GemmTmaGrouped) == 0 ||
+      (w0.quant() && option(e.plan, Opt::GemmTmaQuant) == 0))
     return false;
   for (const Tensor &w : g.w)
     if (w.ctype != w0.ctype || w.ggml != w0.ggml)
@@ -2203,7 +2198,7 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   // The tile's columns: gate and up side by side (bh of each, the pair's
   // rows interleaved so in the workspace), or the widest that covers N.
   int64_t bh = 0, bn = 0, nw = 0, colTiles = 0;
-  const int blocks = pairKnob() ? 2 : 1;
+  const int blocks = pairOn(e.plan) ? 2 : 1;
   if (swiglu) {
     bh = blocks == 1 && (g.n % 128 == 0 || g.n > 256) ? 128 : 64;
     bn = 2 * bh;
@@ -2349,10 +2344,10 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   const int64_t esz = y.ctype == "float" ? 4 : 2;
   const int64_t ld = outCols * esz + 16, csBytes = 128 * ld;
   const bool stageable =
-      stagedKnob() && (g.n * esz) % 16 == 0 && y.ctype != "int32_t";
+      stagedOn(e.plan) && (g.n * esz) % 16 == 0 && y.ctype != "int32_t";
   // Persistent (persistFor): blocks loop over the tiles, the staged
   // results outside the ring where two stages still fit.
-  const bool persist = persistFor(e.kernel.label());
+  const bool persist = persistFor(e.plan, e.kernel.label());
   int ks = stages;
   bool staged = stageable && csBytes <= stages * sb;
   if (persist) {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "codegen/Options.h"
 #include "ir/Target.h"
 
 #include <algorithm>
@@ -22,13 +23,6 @@ using format::BodyRef;
 using format::Recipe;
 
 namespace {
-
-/// Whether environment variable \p name (an A/B or diagnostic knob of the
-/// attention forms) is set to \p value.
-bool knobIs(const char *name, const char *value) {
-  const char *v = std::getenv(name);
-  return v != nullptr && std::string(v) == value;
-}
 
 /// A strided view of a kernel input: element (i0, i1, ...) is at
 /// ptr[off + sum i_d * stride[d]].
@@ -181,14 +175,14 @@ void emitAttentionKernel(Emitter &e) {
     int64_t shared = tiles + (block > 0 ? 4 * (bqw * nbw + ncw) : 0);
     // QSA: the sparse form (all heads of a KV group for 128 / HG tokens,
     // the union of their selections compacted) where its tables fit;
-    // STRATA_ATTN_SPARSE=0 keeps the chunk form (an A/B knob).
+    // option attn-sparse=0 keeps the chunk form (for A/B runs).
     bool sparse = block >= 2 && 64 % block == 0 && e.boolAttr(op, "causal") &&
                   hg <= 128 && nbw * 32 <= 65536 &&
-                  !knobIs("STRATA_ATTN_SPARSE", "0");
+                  option(e.plan, Opt::AttnSparse) != 0;
     // Its union tables hold row bitmaps of every block where they fit
-    // (to ~20K tokens for qwen4exp); past that (or STRATA_ATTN_COMPACT=1)
-    // the compact tables, bounded by the tile's selections (BQ x NB
-    // blocks), not by the plan's length. STRATA_ATTN_COMPACT=0: never.
+    // (to ~20K tokens for qwen4exp); past that (or attn-compact=on) the
+    // compact tables, bounded by the tile's selections (BQ x NB blocks),
+    // not by the plan's length. attn-compact=off: never.
     bool compact = false;
     if (sparse) {
       int64_t bqs = 128 / hg, epc = 64 / block;
@@ -198,8 +192,9 @@ void emitAttentionKernel(Emitter &e) {
       };
       int64_t nch = (nbw * 32 + epc - 1) / epc;
       int64_t need = needOf(bqs * nbw, nch);
-      compact = need + 64 > limit || knobIs("STRATA_ATTN_COMPACT", "1");
-      if (knobIs("STRATA_ATTN_COMPACT", "0"))
+      const int64_t compactOpt = option(e.plan, Opt::AttnCompact);
+      compact = need + 64 > limit || compactOpt == 1;
+      if (compactOpt == 2)
         compact = false;
       if (compact) {
         // The scan's scratch (the masks) holds a word per warp of the
@@ -216,8 +211,9 @@ void emitAttentionKernel(Emitter &e) {
     // The sparse form warp-specialised (attention_ws: a producer
     // warpgroup gathering K and V into mbarrier-completed stages, two
     // consumer warpgroups without a block barrier per chunk; its eight
-    // mbarriers before the tables); STRATA_ATTN_WS=0 keeps attention_wg's.
-    bool ws = sparse && shared + 64 <= limit && !knobIs("STRATA_ATTN_WS", "0");
+    // mbarriers before the tables); attn-ws=0 keeps attention_wg's.
+    bool ws =
+        sparse && shared + 64 <= limit && option(e.plan, Opt::AttnWs) != 0;
     if (ws) {
       bq = bqw, hpb = nhb, threads = 384;
       e.out.sharedBytes = static_cast<uint64_t>(shared + 64);
@@ -227,26 +223,24 @@ void emitAttentionKernel(Emitter &e) {
       // the smaller heads: C7508).
       e.line("STRATA_KERNEL_MIN({}, 1) void @SYMBOL@({}) {{", threads, params);
       e.prologue();
-      // STRATA_ATTN_PINGPONG=1: the two consumers taking turns to issue
+      // attn-pingpong=1: the two consumers taking turns to issue
       // (FA3's ping-pong; off by default since the producer split: -3.4 %
       // without the turns, measured side by side);
-      // STRATA_ATTN_EXPFIRST=1: each step's wait for P V kept after the
+      // attn-expfirst=1: each step's wait for P V kept after the
       // softmax's exponentials (an A/B knob: no gain, 75.0 vs 74.6 ms);
-      // STRATA_ATTN_TRACE=1: one block prints its phases' cycles (a
+      // attn-trace=1: one block prints its phases' cycles (a
       // diagnostic; the default emission names no trace).
-      bool pingpong = knobIs("STRATA_ATTN_PINGPONG", "1");
-      bool expFirst = knobIs("STRATA_ATTN_EXPFIRST", "1");
-      bool trace = knobIs("STRATA_ATTN_TRACE", "1");
+      bool pingpong = option(e.plan, Opt::AttnPingpong) != 0;
+      bool expFirst = option(e.plan, Opt::AttnExpFirst) != 0;
+      bool trace = option(e.plan, Opt::AttnTrace) != 0;
       // One copy of the consumers' step, P copied between steps (-2.9 % on
-      // attention: half the loop's code to fetch); STRATA_ATTN_ROLLED=0
+      // attention: half the loop's code to fetch); attn-rolled=0
       // unrolls it by two, the two P register sets taking turns.
-      bool rolled = !knobIs("STRATA_ATTN_ROLLED", "0");
+      bool rolled = option(e.plan, Opt::AttnRolled) != 0;
       // The softmax's variant bits (wg_softmax_chunk's SMX): the scale in
       // the exponent's FFMA, tree reductions and the lazy rescale, all on
-      // (measured -4.4 % on attention); STRATA_ATTN_SMX=N for an A/B.
-      int smx = 7;
-      if (const char *v = std::getenv("STRATA_ATTN_SMX"))
-        smx = std::atoi(v) & 7;
+      // (measured -4.4 % on attention); attn-smx=N for an A/B.
+      const int smx = static_cast<int>(option(e.plan, Opt::AttnSmx));
       e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
              "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}, {}>(",
              h, d, dv, hg, gated, block, nb, nbw, ncw, compact, pingpong,

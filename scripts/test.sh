@@ -28,8 +28,9 @@ cmake --build build-asan -j "$jobs"
 # qwen4exp_udiq4xs (Q6_K, IQ3_S, IQ4_NL) and the unit tests. fusion_equivalence
 # (the same synth of quantised mixes) and precision_bf16_llama (numbers only:
 # its bf16 storage paths run here through precision_bf16_hf, its fused plans
-# through every golden) add minutes and no memory-safety coverage; so does
-# codegen_static (device compiles by clang-19, once, in the main suite).
+# through every golden) add minutes and no memory-safety coverage; so do
+# codegen_static and codegen_identity (device compiles by clang-19, once,
+# in the main suite).
 # synth_llama_load is llama.cpp loading synth's files (not our code) after
 # the same IQ3_S search: 41 s in the main suite, 476 s here (its timeout is
 # 600: it timed out once beside other work), so it runs in the main suite
@@ -37,7 +38,7 @@ cmake --build build-asan -j "$jobs"
 # tests.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
-    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|synth_llama_load)$'
+    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|codegen_identity|synth_llama_load)$'
 passed=$((passed + 1))
 
 echo "== fuzzing =="

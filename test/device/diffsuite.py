@@ -114,7 +114,8 @@ class Case:
     width: int
     embd: Weight  # token_embd.weight [VOCAB, D]: the model's input rows
     flags: tuple[str, ...] = ()  # extra strata-compile flags
-    env: tuple[tuple[str, str], ...] = ()  # strata-compile's knobs (A/B forms)
+    # strata-compile --codegen-opt values of the case (A/B forms)
+    options: tuple[str, ...] = ()
     max_tokens: int = MAX_TOKENS
     prompts: tuple[int, ...] = PROMPTS
     types: tuple[str, ...] = ()  # weight types the case needs
@@ -492,7 +493,7 @@ def attention_cases() -> list[Case]:
     # rows the bitonic sort takes (the radix select knows a block by its
     # index); attention's sparse form still fits its row bitmaps there (at
     # this head dim). The _compact cases force the compact union tables
-    # (STRATA_ATTN_COMPACT=1: no row bitmaps, masks set at each selection's
+    # (attn-compact=on: no row bitmaps, masks set at each selection's
     # rank in the union), which plans past ~20K tokens of qwen4exp's shape
     # take, at the shapes of two _wg cases; the head dim 256 one compiled
     # for 4,096 tokens, so its tables are bounded by the tile's selections
@@ -543,8 +544,8 @@ def attention_cases() -> list[Case]:
                             f"{'; v: rms_norm' if wgv else ''}"
                             f"{'; plan for 24,576 tokens' if long_plan else ''}"
                             f"{'; compact union tables' if compact else ''}",
-                            env=((("STRATA_ATTN_COMPACT", "1"),) if compact
-                                 else ()),
+                            options=(("attn-compact=on",) if compact
+                                     else ()),
                             **(dict(LONG_PROMPTS, max_tokens=24576)
                                if long_plan else
                                dict(LONG_PROMPTS, max_tokens=4096)
@@ -1309,8 +1310,11 @@ def write_gguf(path: str, case: Case) -> None:
 # ----------------------------------------------------------------------------
 
 def compile_plan(bindir: str, case_dir: str, plan_dir: str, target: str,
-                 precision: str, case: Case, cache: str | None):
-    """Runs strata-compile; returns (ok, message, report json or None)."""
+                 precision: str, case: Case, cache: str | None,
+                 options: tuple[str, ...] = ()):
+    """Runs strata-compile; returns (ok, message, report json or None).
+    GPU plans get the case's code generation options and \p options (the
+    run's --codegen-opt)."""
     cmd = [os.path.join(bindir, "strata-compile"),
            os.path.join(case_dir, "model.strata"),
            "--gguf", os.path.join(case_dir, "model.gguf"),
@@ -1318,10 +1322,11 @@ def compile_plan(bindir: str, case_dir: str, plan_dir: str, target: str,
            "--precision", precision, "-o", plan_dir, *case.flags]
     if target != "host":
         cmd.append("--report=json")
+        for o in (*case.options, *options):
+            cmd += ["--codegen-opt", o]
     if cache:
         cmd += ["--cache-dir", cache]
-    p = subprocess.run(cmd, capture_output=True, text=True,
-                       env={**os.environ, **dict(case.env)})
+    p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         lines = (p.stderr.strip() or p.stdout.strip()).splitlines()
         errors = [l for l in lines if "error" in l]
@@ -1499,13 +1504,14 @@ def cmd_prepare(args) -> int:
                  "gguf": f"{case.name}/model.gguf",
                  "prompts": list(case.prompts),
                  "max_tokens": case.max_tokens, "flags": list(case.flags),
-                 "env": dict(case.env),
+                 "options": [*case.options, *(args.codegen_opt or [])],
                  "plans": {}, "host_plans": {}, "kernels": {}, "gemms": []}
         why: dict[str, str] = {}  # policy -> why it is left out
         for prec in POLICIES:
             plan = os.path.join(cdir, f"{prec}.sm90")
             ok, msg, report = compile_plan(args.bin, cdir, plan, TARGET, prec,
-                                           case, args.cache_dir)
+                                           case, args.cache_dir,
+                                           tuple(args.codegen_opt or ()))
             if not ok:
                 why[prec] = (f"strata-compile --target {TARGET} --precision "
                              f"{prec}: {msg}")
@@ -1684,6 +1690,9 @@ def main() -> int:
                    f"(default: {','.join(ALL_TYPES)})")
     p.add_argument("--only", help="comma-separated case name globs")
     p.add_argument("--cache-dir", help="strata-compile's kernel cache")
+    p.add_argument("--codegen-opt", action="append", metavar="NAME=VALUE",
+                   help="a code generation option for every case's GPU "
+                   "plans (repeatable; strata-compile --codegen-opt help)")
     p.add_argument("--host-dir", help="where the host plans go (default: "
                    "OUT.host; not needed on the GPU machine)")
     p.add_argument("--no-host-run", action="store_true",

@@ -1,6 +1,7 @@
 //===- StrataCompile.cpp - description + GGUF -> plan ---------------------===//
 #include "codegen/Aot.h"
 #include "codegen/KernelEmitter.h"
+#include "codegen/Options.h"
 #include "codegen/PlanBuilder.h"
 #include "codegen/Resources.h"
 #include "ir/Diagnostics.h"
@@ -38,6 +39,7 @@ const char *kUsage =
                       [--print-ir-after-all] [--print-ir-after=NAME]
                       [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
+                      [--codegen-opt NAME=VALUE ...]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -62,6 +64,12 @@ options:
                          refuses them), for studying the passes
   --emit-source K        print the device source of kernel K (its index in
                          the plan, or its symbol) and write nothing
+  --codegen-opt NAME=VALUE
+                         a code generation option (repeatable; the forms
+                         kept for A/B runs and the differential suite);
+                         values that differ from the default are recorded
+                         in the plan's options and shown by --report;
+                         --codegen-opt help lists every option
   --precision P          f32 or bf16: how activations other than the
                          residual streams are stored (default: f32 on host,
                          bf16 on GPU targets); recorded in the plan
@@ -338,6 +346,8 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
   if (json) {
     fmt::print("{{\"model\": {}, \"arch\": {}, \"target\": {}, \"T\": {},\n",
                jsonStr(p.model), jsonStr(p.arch), jsonStr(p.target), t);
+    fmt::print(" \"codegen_options\": {},\n",
+               jsonStr(codegen::optionsSummary(p)));
     fmt::print(" \"kernels\": [\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &r = rows[i];
@@ -381,6 +391,8 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
              p.arch, p.target, t);
   fmt::print("  {} GB/s, {} TFLOP/s vector f32, {} TFLOP/s matrix f16\n",
              target.memGBs, target.vecF32Tflops, target.matF16Tflops);
+  if (std::string o = codegen::optionsSummary(p); !o.empty())
+    fmt::print("  codegen options: {}\n", o);
   if (!uses.empty())
     fmt::print("  resources: {}; time = roofline / (occupancy x grid fill)\n",
                gfx ? "vgpr sgpr lds scratch spill occ(waves/SIMD)"
@@ -540,6 +552,9 @@ static int compileMain(int argc, char **argv) {
   bool report = false, reportJson = false, printAll = false, fusion = true;
   bool lastOnly = false, codegenOn = true;
   std::string cacheDir, emitSource;
+  // --codegen-opt values, checked as they are read and applied to the plan
+  // once it is built.
+  format::Plan codegenOpts;
   std::vector<std::string> printAfter;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -564,6 +579,18 @@ static int compileMain(int argc, char **argv) {
       precision = *v;
     } else if (a == "--no-codegen") {
       codegenOn = false;
+    } else if (a.rfind("--codegen-opt", 0) == 0) {
+      auto v = value("--codegen-opt");
+      if (!v)
+        return usageError("--codegen-opt needs NAME=VALUE (--codegen-opt "
+                          "help lists the options)");
+      if (*v == "help") {
+        std::cout << codegen::optionsHelp();
+        return 0;
+      }
+      std::string why;
+      if (!codegen::setOption(codegenOpts, *v, why))
+        return usageError(why);
     } else if (a.rfind("--cache-dir", 0) == 0) {
       auto v = value("--cache-dir");
       if (!v || v->empty())
@@ -709,6 +736,8 @@ static int compileMain(int argc, char **argv) {
       plan.metadata[key] = value;
   if (lastOnly)
     plan.options["last_position_logits"] = 1;
+  for (const auto &[key, value] : codegenOpts.options)
+    plan.options[key] = value;
   // The roofline --profile measures against.
   plan.roofline = {tgt->memGBs, tgt->vecF32Tflops, tgt->matF16Tflops};
   // bf16 storage changes the numbers a plan computes.
