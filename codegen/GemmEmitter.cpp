@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "codegen/Limits.h"
 #include "codegen/Options.h"
 
 #include "ir/Target.h"
@@ -161,12 +162,6 @@ enum class TmaUse {
   Float16,   ///< bf16 and f16 (converted by the pre-launch)
   Quantised, ///< those and quantised ones (dequantised by the pre-launch)
 };
-/// Shared memory a TMA tile's ring may take with \p blocks blocks an SM:
-/// the H200's 228 KiB an SM (227 a block) less each block's alignment
-/// slack, barriers and reserved 1 KiB.
-constexpr int64_t kTmaRing(int blocks) {
-  return (blocks == 1 ? 232448 : 233472 / blocks - 1024) - 1024 - 16 * 8;
-}
 
 /// Tiles covering rows(T) * mult rows: floor((coef*mult*T)/(div*tile)) +
 /// floor(c*mult/tile) + 2 >= the exact ceiling (extra blocks exit at once).
@@ -491,12 +486,12 @@ void GemmEmitter::planBuffers(const std::vector<const Gemm *> &gemms,
   };
   // Two buffers where they fit beside a second block per SM; past the
   // static limit the region is dynamic shared memory (opt-in).
-  doubleBuffer_ = regionOf(2) + extra <= 44 * 1024 ||
+  doubleBuffer_ = regionOf(2) + extra <= staticSharedBudget() ||
                   (std::any_of(gemms.begin(), gemms.end(),
                                [&](const Gemm *g) { return rawStaged(*g); }) &&
                    regionOf(2) + extra <= kMaxLds);
   region_ = regionOf(doubleBuffer_ ? 2 : 1);
-  dynamic_ = region_ + extra > 44 * 1024;
+  dynamic_ = region_ + extra > staticSharedBudget();
 }
 
 bool GemmEmitter::tileOrder(const format::PlanDim &rowTiles, bool colsFirst) {
@@ -519,7 +514,8 @@ int GemmEmitter::minBlocks(const std::vector<const Gemm *> &gemms, int nt) {
     }
     acc = std::max(acc, per * static_cast<int>(g->w.size()));
   }
-  return 65536 / (nt * (acc <= 32 ? 85 : 128));
+  return static_cast<int>(launchBoundRegisters() /
+                          (nt * (acc <= 32 ? 85 : 128)));
 }
 
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
@@ -551,13 +547,16 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
     }
     // Columns rounded to 16, at most 64.
     g.bn = static_cast<int>(std::min<int64_t>(64, (g.n + 15) / 16 * 16));
+    e.out.gemmTiles.push_back({variant, g.bm, g.bn});
     return;
   }
+  // The tile of the variant's row (KernelVariants.def, which
+  // select-expert-kernels costs with); a GEMM without a variant takes
+  // 64 x 64.
   int tm = 64, tn = 64;
-  if (variant.find("m16") != std::string::npos)
-    tm = 16;
-  else if (variant.find("m128") != std::string::npos)
-    tm = 128, tn = 128;
+  if (const ir::Target *t = ir::lookupTarget(e.target))
+    if (const ir::KernelVariant *v = ir::lookupVariant(*t, variant))
+      tm = v->tileM, tn = v->tileN;
   // 64 columns where 128 would leave a ragged last tile (N = 320: 5 tiles
   // of 64, not 3 of 128 with 64 columns of zeros).
   if (tn == 128 && g.n % 128 != 0 && g.n % 64 == 0)
@@ -569,6 +568,7 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   g.bm = tm;
   g.bn = tn;
   g.nt = tm * tn >= 128 * 64 ? 256 : 128;
+  e.out.gemmTiles.push_back({variant, g.bm, g.bn});
 }
 
 bool GemmEmitter::useWgmma(const Gemm &g) const {
@@ -1624,7 +1624,7 @@ bool GemmEmitter::mergeSkinny(Gemm &g, const Chain &c, Gemm &r,
   const int bn = tmaColumns(base + 16);
   const int64_t sb = kTmaARows * 128 + int64_t(bn) * 128;
   const int stages = static_cast<int>(std::min<int64_t>(
-      {8, std::max<int64_t>(2, (g.k + 63) / 64), kTmaRing(1) / sb}));
+      {8, std::max<int64_t>(2, (g.k + 63) / 64), tmaRingBytes(1) / sb}));
   if (stages < 2)
     return false;
   g.bn = bn;
@@ -1689,7 +1689,7 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
   // sits after the ring.
   const int64_t xBytes = c.streamMean ? kTmaARows * 128 * 2 : 0;
   int stages = static_cast<int>(std::min<int64_t>(
-      {8, kt < 2 ? 2 : kt, (kTmaRing(blocks) - xBytes) / sb}));
+      {8, kt < 2 ? 2 : kt, (tmaRingBytes(blocks) - xBytes) / sb}));
   if (stages < 2)
     return false;
   g.tma = true;
@@ -1785,7 +1785,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
     // Persistent: two stages at least beside the staged results, else the
     // results stored from the accumulators, else not persistent.
     auto fit = [&](bool st) {
-      return (kTmaRing(g.tmaBlocks) - xBytes - (st ? csBytes : 0)) / sb;
+      return (tmaRingBytes(g.tmaBlocks) - xBytes - (st ? csBytes : 0)) / sb;
     };
     staged[ci] =
         stageable && (persist ? fit(true) >= 2 : csBytes <= g.stages * sb);
@@ -2211,7 +2211,7 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   }
   const int64_t sb = kTmaARows * 128 + bn * 128, kt = (g.k + 63) / 64;
   const int stages = static_cast<int>(
-      std::min<int64_t>({8, kt < 2 ? 2 : kt, kTmaRing(blocks) / sb}));
+      std::min<int64_t>({8, kt < 2 ? 2 : kt, tmaRingBytes(blocks) / sb}));
   if (stages < 2 || experts * nw > INT32_MAX)
     return false;
   // The workspace: W as bf16 [E * nw, K], the row-tile table (expert, its
@@ -2351,7 +2351,7 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   int ks = stages;
   bool staged = stageable && csBytes <= stages * sb;
   if (persist) {
-    const int64_t beside = (kTmaRing(blocks) - csBytes) / sb;
+    const int64_t beside = (tmaRingBytes(blocks) - csBytes) / sb;
     staged = stageable && beside >= 2;
     if (staged)
       ks = static_cast<int>(std::min<int64_t>(stages, beside));

@@ -58,6 +58,14 @@ struct EmittedKernel {
   std::vector<EmittedKernel> alternates;
   int64_t minTokens = 0;
   std::string suffix;
+  /// Per GEMM of the kernel's own code (not its alternates), the variant it
+  /// was emitted for and the tile rows x columns it got: checked against
+  /// the variant's row of KernelVariants.def by the codegen unit tests.
+  struct GemmTile {
+    std::string variant;
+    int rows = 0, cols = 0;
+  };
+  std::vector<GemmTile> gemmTiles;
 };
 
 /// Emits kernel \p k of \p plan for \p target ("gfx1151" or "sm_90"). The

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "codegen/Limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -801,7 +802,8 @@ void RowEmitter::run() {
       // Scores and ids past the static limit: ids only for the bitonic
       // sort's rows (those whose visible blocks fit the top), which the
       // radix select (256 threads, a top) leaves to it.
-      if (8 * qsaBlocks + 4 * qsaQuery + qsaSelect + 256 > 44 * 1024 &&
+      if (8 * qsaBlocks + 4 * qsaQuery + qsaSelect + 256 >
+              staticSharedBudget() &&
           kThreads == 256 && top > 0)
         qsaIds = std::min(qsaBlocks, pt);
     }
@@ -827,14 +829,15 @@ void RowEmitter::run() {
                                     format::planDTypeName(t.dtype)));
     temps += format::planDTypeSize(t.dtype) * constProduct(t.shape, 1);
   }
-  if (fixed > 44 * 1024) {
+  if (fixed > staticSharedBudget()) {
     std::string hint;
     if (qsaBlocks > 0) {
       // The longest plan whose qsa_select row fits: the sort size halved
       // until it does (its other LDS does not depend on the plan's length).
       uint64_t other = fixed - 4 * qsaBlocks - 4 * qsaIds;
       int64_t p = qsaBlocks;
-      while (p > 1 && other + 4 * p + 4 * std::min(p, qsaIds) > 44 * 1024)
+      while (p > 1 &&
+             other + 4 * p + 4 * std::min(p, qsaIds) > staticSharedBudget())
         p /= 2;
       hint = fmt::format(" (qsa_select's scores of {} blocks; plans of at "
                          "most {} tokens fit: --max-tokens)",
@@ -843,7 +846,7 @@ void RowEmitter::run() {
     throw Unsupported(
         fmt::format("the row needs {} bytes of LDS{}", fixed, hint));
   }
-  e.workspace = fixed + temps > 44 * 1024;
+  e.workspace = fixed + temps > staticSharedBudget();
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
   e.prologue();

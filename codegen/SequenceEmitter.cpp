@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "codegen/Limits.h"
 #include "codegen/Options.h"
 #include "ir/Target.h"
 
@@ -159,7 +160,7 @@ void emitAttentionKernel(Emitter &e) {
   // rows (NHB heads of a KV group x 128 / NHB tokens) per staged chunk of
   // 64 keys, wgmma for both products.
   const ir::Target *target = ir::lookupTarget(e.target);
-  int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
+  int64_t limit = target->sharedPerBlock - 1024;
   int64_t hg = h / hkv;
   // Its epilogue reads the gate and writes the output by element pairs.
   bool pairs = !gated ||
@@ -308,7 +309,7 @@ void emitAttentionKernel(Emitter &e) {
     for (; kc > 8; kc /= 2) {
       int64_t need = kBQ * d * bytesOf(q.t) + kc * (d + 1) * bytesOf(k.t) +
                      kc * dv * bytesOf(v.t) + kBQ * kc * 4 + kBQ * nbw * 4;
-      if (need <= 44 * 1024)
+      if (need <= staticSharedBudget())
         break;
     }
     e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
@@ -358,7 +359,7 @@ void emitDeltaKernel(Emitter &e) {
     mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
           a->stride[1] % 8 == 0;
   const ir::Target *target = ir::lookupTarget(e.target);
-  int64_t limit = (target ? target->sharedPerBlock : 48 * 1024) - 1024;
+  int64_t limit = target->sharedPerBlock - 1024;
   // The split form (delta_prep + delta_seq): V's column blocks whole and
   // copyable by 16-byte pieces, records in the kernel's workspace (the
   // body's temporaries are slices this family reads as views, never stored).
@@ -452,7 +453,7 @@ void emitDeltaKernel(Emitter &e) {
     int64_t need = chunk * (dk * (bytesOf(k.t) + bytesOf(q.t)) + 8) +
                    2 * chunk * (chunk + 1) * 4 +
                    3 * chunk * std::min<int64_t>(32, dv) * 4 + 2 * chunk * 4;
-    if (need <= 44 * 1024)
+    if (need <= staticSharedBudget())
       break;
   }
   int64_t threads = ncol * split;
@@ -480,7 +481,7 @@ void emitSortKernel(Emitter &e) {
   int64_t experts = e.intAttr(op, "experts");
   // 512 threads (half the rounds of 256) where the per-wave counts fit.
   auto fits = [&](int threads) {
-    return experts * (threads / 32 + 2) * 4 <= 44 * 1024;
+    return experts * (threads / 32 + 2) * 4 <= staticSharedBudget();
   };
   const int kThreads = fits(512) ? 512 : 256;
   if (!fits(kThreads))

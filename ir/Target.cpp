@@ -9,7 +9,8 @@ namespace {
 
 enum class TargetId {
 #define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
-               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps)         \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps,         \
+               StaticShared)                                                   \
   Id,
 #include "runtime/format/Targets.def"
 };
@@ -35,9 +36,11 @@ constexpr VariantRow kVariantRows[] = {
 const std::vector<Target> &allTargets() {
   static const std::vector<Target> kTargets = {
 #define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
-               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps)         \
-  {Name,        Gpu != 0, WaveSize, Units,  SharedPerBlock, SharedPerUnit,     \
-   RegsPerUnit, MemGBs,   VecF32,   MatF16, MatI8},
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps,         \
+               StaticShared)                                                   \
+  {Name,          Gpu != 0,     WaveSize,       Units,  SharedPerBlock,        \
+   SharedPerUnit, RegsPerUnit,  MemGBs,         VecF32, MatF16,                \
+   MatI8,         StaticShared, TensorMaps != 0},
 #include "runtime/format/Targets.def"
   };
   return kTargets;

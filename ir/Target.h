@@ -26,6 +26,10 @@ struct Target {
   double vecF32Tflops; ///< vector f32 peak
   double matF16Tflops; ///< matrix f16/bf16 peak
   double matI8Tops;    ///< matrix int8 peak (0 = none)
+  /// Shared memory a kernel may declare statically (beyond it: opt-in
+  /// dynamic shared memory).
+  int64_t staticSharedPerBlock;
+  bool tensorMaps; ///< plans may carry tensor maps (TMA descriptors)
 };
 
 /// Every target, in Targets.def order.

@@ -159,7 +159,8 @@ const PlanAttr *PlanKernel::attr(const std::string &name) const {
 namespace {
 constexpr PlanTarget kTargets[] = {
 #define TARGET(Id, Name, Gpu, WaveSize, Units, SharedPerBlock, SharedPerUnit,  \
-               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps)         \
+               RegsPerUnit, MemGBs, VecF32, MatF16, MatI8, TensorMaps,         \
+               StaticShared)                                                   \
   {Name, Gpu != 0, SharedPerBlock, TensorMaps != 0},
 #include "runtime/format/Targets.def"
 };
