@@ -10,6 +10,7 @@
 #include "codegen/EmitterImpl.h"
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
+#include "codegen/attention/AttentionForm.h"
 #include "ir/Target.h"
 
 #include <algorithm>
@@ -141,195 +142,86 @@ void emitAttentionKernel(Emitter &e) {
   constexpr int kBQ = 16, kThreads = 128;
   if (dv % (kThreads / kBQ) != 0)
     throw Unsupported("value dim is not a multiple of 8");
-  // Words of the per-row block bitmap: every block a row may select.
-  int64_t nbw = block > 0 ? (e.plan.maxTokens / block + 32) / 32 : 1;
   std::string params = e.params();
-  // bf16 activations (the GPU policy): a matrix-unit kernel over the query
-  // heads of one KV head (attention_wg on sm_90 where its tiles fit, else
-  // attention_gqa), staged 16 bytes at a time. f32 activations keep f32
-  // arithmetic (the f32 policy's bar is NMSE 1e-5): the FMA kernel.
-  int64_t bq = kBQ, hpb = 1; // query tokens and heads per block
-  bool wg = false;           // the warpgroup form was emitted
+  // Select (codegen/attention/AttentionForm: pure, unit-tested), then
+  // print. bf16 activations (the GPU policy) take the matrix units, staged
+  // 16 bytes at a time; f32 activations keep f32 arithmetic (the f32
+  // policy's bar is NMSE 1e-5): the FMA tile.
+  AttentionShape shape;
+  shape.heads = h, shape.headDim = d, shape.kvHeads = hkv, shape.valueDim = dv;
+  shape.block = block, shape.selections = nb, shape.gated = gated;
+  shape.causal = e.boolAttr(op, "causal");
+  shape.maxTokens = e.plan.maxTokens;
   bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" &&
              v.t.ctype == "bf16" && d % 16 == 0 && dv % 16 == 0;
   for (const Access *a : {&q, &k, &v})
     mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
           a->stride[1] % 8 == 0;
-  int64_t threads = kThreads;
-  // sm_90: the warpgroup form (attention_wg) where its tiles fit: 128 query
-  // rows (NHB heads of a KV group x 128 / NHB tokens) per staged chunk of
-  // 64 keys, wgmma for both products.
-  const ir::Target *target = ir::lookupTarget(e.target);
-  int64_t limit = target->sharedPerBlock - 1024;
-  int64_t hg = h / hkv;
-  // Its epilogue reads the gate and writes the output by element pairs.
-  bool pairs = !gated ||
-               (g.off % 2 == 0 && g.stride[0] % 2 == 0 && g.stride[1] % 2 == 0);
-  if (mma && pairs && e.target == "sm_90" && d <= 256 && dv % 64 == 0 &&
-      dv <= 256 &&
-      (block == 0 || (block <= 64 && 64 % block == 0 && 64 / block <= 32) ||
-       block % 64 == 0)) {
-    int64_t nhb = hg % 4 == 0 ? 4 : hg % 2 == 0 ? 2 : 1;
-    int64_t bqw = 128 / nhb, lc = 64 * 8 + 8;
-    int64_t ncw = (e.plan.maxTokens / 64 + 32) / 32;
-    int64_t tiles = 2 * 2 * lc * (2 * (d / 8) + dv / 8);
-    int64_t shared = tiles + (block > 0 ? 4 * (bqw * nbw + ncw) : 0);
-    // QSA: the sparse form (all heads of a KV group for 128 / HG tokens,
-    // the union of their selections compacted) where its tables fit;
-    // option attn-sparse=0 keeps the chunk form (for A/B runs).
-    bool sparse = block >= 2 && 64 % block == 0 && e.boolAttr(op, "causal") &&
-                  hg <= 128 && nbw * 32 <= 65536 &&
-                  option(e.plan, Opt::AttnSparse) != 0;
-    // Its union tables hold row bitmaps of every block where they fit
-    // (to ~20K tokens for qwen4exp); past that (or attn-compact=on) the
-    // compact tables, bounded by the tile's selections (BQ x NB blocks),
-    // not by the plan's length. attn-compact=off: never.
-    bool compact = false;
-    if (sparse) {
-      int64_t bqs = 128 / hg, epc = 64 / block;
-      auto needOf = [&](int64_t rowWords, int64_t chunks) {
-        return tiles + 4 * (rowWords + 2 * nbw + chunks * bqs + bqs + 1) +
-               2 * chunks * epc;
-      };
-      int64_t nch = (nbw * 32 + epc - 1) / epc;
-      int64_t need = needOf(bqs * nbw, nch);
-      const int64_t compactOpt = option(e.plan, Opt::AttnCompact);
-      compact = need + 64 > limit || compactOpt == 1;
-      if (compactOpt == 2)
-        compact = false;
-      if (compact) {
-        // The scan's scratch (the masks) holds a word per warp of the
-        // larger form (attention_ws: 384 threads).
-        constexpr int64_t kScanWords = 384 / 32;
-        nch = std::max((std::min(nbw * 32, bqs * nb) + epc - 1) / epc,
-                       (kScanWords + bqs - 1) / bqs);
-        need = needOf(0, nch);
-      }
-      sparse = need <= limit;
-      if (sparse)
-        nhb = hg, bqw = bqs, ncw = nch, shared = need;
-    }
-    // The sparse form warp-specialised (attention_ws: a producer
-    // warpgroup gathering K and V into mbarrier-completed stages, two
-    // consumer warpgroups without a block barrier per chunk; its eight
-    // mbarriers before the tables); attn-ws=0 keeps attention_wg's.
-    bool ws =
-        sparse && shared + 64 <= limit && option(e.plan, Opt::AttnWs) != 0;
-    if (ws) {
-      bq = bqw, hpb = nhb, threads = 384;
-      e.out.sharedBytes = static_cast<uint64_t>(shared + 64);
-      // One block an SM stated (launch_bounds' minimum): setmaxnreg needs
-      // the register count at entry fixed, which the thread count alone
-      // fixes only when the kernel needs all of it (ptxas ignored it for
-      // the smaller heads: C7508).
-      e.line("STRATA_KERNEL_MIN({}, 1) void @SYMBOL@({}) {{", threads, params);
-      e.prologue();
-      // attn-pingpong=1: the two consumers taking turns to issue
-      // (FA3's ping-pong; off by default since the producer split: -3.4 %
-      // without the turns, measured side by side);
-      // attn-expfirst=1: each step's wait for P V kept after the
-      // softmax's exponentials (an A/B knob: no gain, 75.0 vs 74.6 ms);
-      // attn-trace=1: one block prints its phases' cycles (a
-      // diagnostic; the default emission names no trace).
-      bool pingpong = option(e.plan, Opt::AttnPingpong) != 0;
-      bool expFirst = option(e.plan, Opt::AttnExpFirst) != 0;
-      bool trace = option(e.plan, Opt::AttnTrace) != 0;
-      // One copy of the consumers' step, P copied between steps (-2.9 % on
-      // attention: half the loop's code to fetch); attn-rolled=0
-      // unrolls it by two, the two P register sets taking turns.
-      bool rolled = option(e.plan, Opt::AttnRolled) != 0;
-      // The softmax's variant bits (wg_softmax_chunk's SMX): the scale in
-      // the exponent's FFMA, tree reductions and the lazy rescale, all on
-      // (measured -4.4 % on attention); attn-smx=N for an A/B.
-      const int smx = static_cast<int>(option(e.plan, Opt::AttnSmx));
-      e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-             "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}, {}>(",
-             h, d, dv, hg, gated, block, nb, nbw, ncw, compact, pingpong,
-             expFirst, smx, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-             v.stride[0], v.stride[1], g.stride[0], g.stride[1], trace, rolled);
-      mma = false;
-      wg = true;
-    } else if (shared <= limit) {
-      bq = bqw, hpb = nhb, threads = 256;
-      e.out.sharedBytes = static_cast<uint64_t>(shared);
-      e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
-      e.prologue();
-      e.line("  attention_wg<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-             "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
-             nhb, h, d, dv, hg, e.boolAttr(op, "causal"), gated, block, nb, nbw,
-             ncw, sparse, sparse && compact, q.stride[0], q.stride[1],
-             k.stride[0], k.stride[1], v.stride[0], v.stride[1], g.stride[0],
-             g.stride[1]);
-      mma = false;
-      wg = true;
-    }
-  }
-  if (mma) {
-    // NSP waves split a row group's value columns (at most 128 each: no
-    // spills at DV = 256) and its keys; as many heads of the KV group per
-    // block (NRG, up to 12 waves) and keys per chunk (KC) as shared memory
-    // allows.
-    int64_t nsp = (dv + 127) / 128;
-    int64_t nrg = 0, kc = 0, shared = 0;
-    for (int64_t g = hg; g >= 1 && !nrg; --g) {
-      if (hg % g || g * nsp > 12)
-        continue;
-      for (int64_t c : {64, 32, 16}) {
-        if (c % (16 * nsp) || dv % (16 * nsp))
-          continue;
-        int64_t rows = 16 * g;
-        int64_t need =
-            2 * (rows * (d + 8) + c * (d + 8) + dv * (c + 8) + rows * (c + 8)) +
-            8 * nsp * rows + (block > 0 ? 16 * nbw * 4 : 0);
-        if (need <= limit) {
-          nrg = g, kc = c, shared = need;
-          break;
-        }
-      }
-    }
-    mma = nrg > 0;
-    if (mma) {
-      hpb = nrg;
-      threads = 32 * nrg * nsp;
-      e.out.sharedBytes = static_cast<uint64_t>(shared);
-      e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
-      e.prologue();
-      e.line("  attention_gqa<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-             "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
-             nrg, nsp, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated,
-             block, nb, nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-             v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
-    }
-  }
-  if (!mma && !wg) {
-    // Keys per staged chunk: the most (32, 16 or 8) whose tiles fit 44 KiB
-    // of static LDS/shared (sm_90 allows 48 KiB static).
-    auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
-    int kc = 32;
-    for (; kc > 8; kc /= 2) {
-      int64_t need = kBQ * d * bytesOf(q.t) + kc * (d + 1) * bytesOf(k.t) +
-                     kc * dv * bytesOf(v.t) + kBQ * kc * 4 + kBQ * nbw * 4;
-      if (need <= staticSharedBudget())
-        break;
-    }
-    e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  shape.matrixUnits = mma;
+  shape.gatePairs = !gated || (g.off % 2 == 0 && g.stride[0] % 2 == 0 &&
+                               g.stride[1] % 2 == 0);
+  auto bytesOf = [](const Tensor &t) -> int64_t {
+    return t.ctype == "float" ? 4 : 2;
+  };
+  shape.qBytes = bytesOf(q.t), shape.kBytes = bytesOf(k.t);
+  shape.vBytes = bytesOf(v.t);
+  const AttentionForm f = selectAttention(shape, e.target, e.plan);
+  const int64_t hg = h / hkv, nbw = f.bitmapWords, ncw = f.chunkWords;
+  e.out.sharedBytes = f.sharedBytes;
+  switch (f.kind) {
+  case AttentionForm::Kind::Ws:
+    // One block an SM stated (launch_bounds' minimum): setmaxnreg needs
+    // the register count at entry fixed, which the thread count alone
+    // fixes only when the kernel needs all of it (ptxas ignored it for
+    // the smaller heads: C7508).
+    e.line("STRATA_KERNEL_MIN({}, 1) void @SYMBOL@({}) {{", f.threads, params);
+    e.prologue();
+    e.line("  attention_ws<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+           "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}, {}>(",
+           h, d, dv, hg, gated, block, nb, nbw, ncw, f.compact, f.pingpong,
+           f.expFirst, f.smx, q.stride[0], q.stride[1], k.stride[0],
+           k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1],
+           f.trace, f.rolled);
+    break;
+  case AttentionForm::Kind::Wg:
+    e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", f.threads, params);
+    e.prologue();
+    e.line("  attention_wg<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+           "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+           f.groupHeads, h, d, dv, hg, shape.causal, gated, block, nb, nbw, ncw,
+           f.sparse, f.compact, q.stride[0], q.stride[1], k.stride[0],
+           k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+    break;
+  case AttentionForm::Kind::Gqa:
+    e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", f.threads, params);
+    e.prologue();
+    e.line("  attention_gqa<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
+           "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+           f.rowGroups, f.splits, f.keyChunk, h, d, dv, hg, shape.causal, gated,
+           block, nb, nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+           v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+    break;
+  case AttentionForm::Kind::Tile:
+    e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", f.threads, params);
     e.prologue();
     e.line("  attention_tile<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
            "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
-           kBQ, kc, h, d, dv, h / hkv, e.boolAttr(op, "causal"), gated, block,
-           nb, nbw, kThreads, q.stride[0], q.stride[1], k.stride[0],
+           f.queryRows, f.keyChunk, h, d, dv, hg, shape.causal, gated, block,
+           nb, nbw, f.threads, q.stride[0], q.stride[1], k.stride[0],
            k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+    break;
   }
   e.line("      {} + {}, {} + {}, {} + {}, {} + {}, {}, {}, T, {}, {});",
          q.t.ptr, q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, g.off, index,
          y.ptr, dimExpr(k.shape[0]), floatLit(e.floatAttr(op, "scale")));
   e.line("}}");
+  const int64_t bq = f.queryRows;
   format::PlanDim rows = q.shape[0];
   format::PlanDim tiles{rows.coef, rows.constant / bq + 1, rows.div * bq};
   if (rows.coef == 0)
     tiles = {0, (rows.constant + bq - 1) / bq, 1};
-  e.out.grid = {tiles, {0, h / hpb, 1}, {0, 1, 1}};
-  e.out.block = {threads, 1, 1};
+  e.out.grid = {tiles, {0, h / f.headsPerBlock, 1}, {0, 1, 1}};
+  e.out.block = {f.threads, 1, 1};
 }
 
 void emitDeltaKernel(Emitter &e) {

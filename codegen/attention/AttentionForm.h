@@ -1,0 +1,79 @@
+//===- AttentionForm.h - the attention family's choice of form ---*- C++
+//-*-===//
+//
+// Select, then emit: `selectAttention` decides, from the kernel's shape, the
+// target and the plan's code generation options alone (no printing), which
+// form an attention kernel takes and how it is tiled, launched and sized;
+// the emitter (SequenceEmitter.cpp) prints that form. Unit-tested without
+// printing (test/unit/codegen/AttentionFormTest.cpp).
+//
+// The forms (codegen/device/DeviceLib.h):
+//   Ws   - sm_90, QSA's sparse union form warp-specialised (attention_ws:
+//          a producer warpgroup gathering K and V into mbarrier stages, two
+//          wgmma consumer warpgroups)
+//   Wg   - sm_90, the warpgroup form (attention_wg: 128 query rows per
+//          staged chunk of 64 keys, wgmma for both products; dense chunks
+//          or the sparse union)
+//   Gqa  - bf16 on matrix units (attention_gqa, mma.sync / WMMA): the query
+//          heads of one KV head per block (gfx1151's form, and sm_90's where
+//          the warpgroup tiles do not fit)
+//   Tile - f32 arithmetic (the f32 policy) or unaligned operands:
+//          attention_tile, FMA over staged chunks of keys
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace strata::format {
+struct Plan;
+}
+
+namespace strata::codegen {
+
+/// What selection needs of an attention kernel.
+struct AttentionShape {
+  int64_t heads = 0, headDim = 0, kvHeads = 0, valueDim = 0;
+  int64_t block = 0;        ///< QSA block size (0: dense)
+  int64_t selections = 1;   ///< QSA blocks a row selects (its index width)
+  bool gated = false;       ///< sigmoid output gate
+  bool causal = true;       ///<
+  bool matrixUnits = false; ///< q, k, v bf16, dims multiples of 16, aligned
+  bool gatePairs = true;    ///< the gate is readable by element pairs
+  int64_t maxTokens = 0;    ///< the plan's max_tokens
+  /// Element bytes of q, k and v (the Tile form stages them as they are).
+  int64_t qBytes = 2, kBytes = 2, vBytes = 2;
+};
+
+/// The form an attention kernel takes, its tiles, launch and shared memory.
+struct AttentionForm {
+  enum class Kind { Ws, Wg, Gqa, Tile } kind = Kind::Tile;
+  int64_t queryRows = 16;    ///< query tokens a block takes (BQ)
+  int64_t headsPerBlock = 1; ///< query heads a block takes
+  int64_t threads = 128;
+  uint64_t sharedBytes = 0; ///< dynamic shared memory (0: static only)
+  // Ws / Wg.
+  int64_t groupHeads = 1;  ///< NHB: heads of a KV group per block (Wg)
+  int64_t bitmapWords = 1; ///< NBW: words of a row's block bitmap
+  int64_t chunkWords = 1;  ///< NCW: words of the chunk tables
+  bool sparse = false;     ///< the union of a row group's selections
+  bool compact = false;    ///< compact union tables (no row bitmaps)
+  // Ws (code generation options).
+  bool pingpong = false, expFirst = false, trace = false, rolled = true;
+  int smx = 7;
+  // Gqa.
+  int64_t rowGroups = 0, splits = 0; ///< NRG, NSP
+  int64_t keyChunk = 0;              ///< KC (Gqa and Tile)
+};
+
+/// "ws", "wg", "gqa" or "tile".
+const char *attentionFormName(AttentionForm::Kind kind);
+
+/// The form \p shape takes on \p target ("gfx1151" or "sm_90") under the
+/// code generation options of \p plan.
+AttentionForm selectAttention(const AttentionShape &shape,
+                              const std::string &target,
+                              const format::Plan &plan);
+
+} // namespace strata::codegen

@@ -1,0 +1,135 @@
+//===- AttentionFormTest.cpp - attention's form, chosen without printing --===//
+//
+// codegen::selectAttention on the shapes that matter (qwen4exp's QSA layers:
+// 24 heads of 256, 2 KV heads, gated, blocks of 4 tokens, 513 selections;
+// a dense GQA layer: qwen3's 4 heads of 64 over 2 KV heads), at T = 1, 64,
+// 600 and 16,384 (and 32,768, where QSA's row bitmaps no longer fit), on
+// both GPU targets, for both precision policies and under the options that
+// change the form.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/attention/AttentionForm.h"
+#include "codegen/Options.h"
+#include "runtime/format/Plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata;
+using codegen::AttentionForm;
+using Kind = codegen::AttentionForm::Kind;
+
+namespace {
+
+codegen::AttentionShape qsa(int64_t tokens, bool bf16 = true) {
+  codegen::AttentionShape s;
+  s.heads = 24, s.headDim = 256, s.kvHeads = 2, s.valueDim = 256;
+  s.block = 4, s.selections = 513, s.gated = true, s.causal = true;
+  s.matrixUnits = bf16;
+  s.qBytes = s.kBytes = s.vBytes = bf16 ? 2 : 4;
+  s.maxTokens = tokens;
+  return s;
+}
+
+codegen::AttentionShape dense(int64_t tokens, bool bf16 = true) {
+  codegen::AttentionShape s;
+  s.heads = 4, s.headDim = 64, s.kvHeads = 2, s.valueDim = 64;
+  s.matrixUnits = bf16;
+  s.qBytes = s.kBytes = s.vBytes = bf16 ? 2 : 4;
+  s.maxTokens = tokens;
+  return s;
+}
+
+AttentionForm pick(const codegen::AttentionShape &s, const std::string &t,
+                   std::vector<std::string> options = {}) {
+  format::Plan plan;
+  std::string error;
+  for (const std::string &o : options)
+    EXPECT_TRUE(codegen::setOption(plan, o, error)) << error;
+  return codegen::selectAttention(s, t, plan);
+}
+
+} // namespace
+
+TEST(AttentionForm, QsaOnSm90IsWarpSpecialisedAtEveryLength) {
+  for (int64_t t : {1, 64, 600, 16384}) {
+    SCOPED_TRACE(t);
+    AttentionForm f = pick(qsa(t), "sm_90");
+    EXPECT_EQ(f.kind, Kind::Ws);
+    EXPECT_TRUE(f.sparse);
+    EXPECT_FALSE(f.compact); // the row bitmaps fit up to ~20K tokens
+    EXPECT_EQ(f.threads, 384);
+    EXPECT_EQ(f.headsPerBlock, 12); // the whole KV group
+    EXPECT_EQ(f.queryRows, 128 / 12);
+    EXPECT_EQ(f.bitmapWords, (t / 4 + 32) / 32);
+    EXPECT_GT(f.sharedBytes, 0u);
+    EXPECT_LE(f.sharedBytes, 232448u - 1024);
+    EXPECT_TRUE(f.rolled);
+    EXPECT_EQ(f.smx, 7);
+  }
+  // Past ~20K tokens the compact tables (bounded by the selections).
+  AttentionForm longer = pick(qsa(32768), "sm_90");
+  EXPECT_EQ(longer.kind, Kind::Ws);
+  EXPECT_TRUE(longer.compact);
+}
+
+TEST(AttentionForm, OptionsChangeTheForm) {
+  EXPECT_EQ(pick(qsa(16384), "sm_90", {"attn-ws=0"}).kind, Kind::Wg);
+  AttentionForm chunks = pick(qsa(16384), "sm_90", {"attn-sparse=0"});
+  EXPECT_FALSE(chunks.sparse);
+  EXPECT_NE(chunks.kind, Kind::Ws);
+  EXPECT_TRUE(pick(qsa(600), "sm_90", {"attn-compact=on"}).compact);
+  // Compact tables forbidden at 32K: the row bitmaps do not fit, so not
+  // the sparse form.
+  AttentionForm noCompact = pick(qsa(32768), "sm_90", {"attn-compact=off"});
+  EXPECT_FALSE(noCompact.compact);
+  EXPECT_FALSE(noCompact.sparse);
+  AttentionForm ab = pick(qsa(600), "sm_90",
+                          {"attn-pingpong=1", "attn-smx=3", "attn-rolled=0"});
+  EXPECT_TRUE(ab.pingpong);
+  EXPECT_EQ(ab.smx, 3);
+  EXPECT_FALSE(ab.rolled);
+}
+
+TEST(AttentionForm, Gfx1151TakesTheGqaForm) {
+  // No warpgroup forms: the matrix-unit form with as many heads of the KV
+  // group a block as its 64 KiB of LDS hold: two of 256 while the row
+  // bitmaps are small, one at 16K tokens.
+  for (int64_t t : {1, 64, 600, 16384}) {
+    SCOPED_TRACE(t);
+    AttentionForm f = pick(qsa(t), "gfx1151");
+    EXPECT_EQ(f.kind, Kind::Gqa);
+    EXPECT_EQ(f.rowGroups, t == 16384 ? 1 : 2);
+    EXPECT_EQ(f.splits, 2); // value dim 256 in two halves of 128
+    EXPECT_EQ(f.headsPerBlock, f.rowGroups);
+    EXPECT_LE(f.sharedBytes, 65536u - 1024);
+    AttentionForm d = pick(dense(t), "gfx1151");
+    EXPECT_EQ(d.kind, Kind::Gqa);
+    EXPECT_EQ(d.rowGroups, 2); // both query heads of a KV head
+  }
+}
+
+TEST(AttentionForm, DenseOnSm90IsTheWarpgroupForm) {
+  for (int64_t t : {1, 64, 600, 16384}) {
+    SCOPED_TRACE(t);
+    AttentionForm f = pick(dense(t), "sm_90");
+    EXPECT_EQ(f.kind, Kind::Wg);
+    EXPECT_FALSE(f.sparse);
+    EXPECT_EQ(f.threads, 256);
+    EXPECT_EQ(f.groupHeads, 2);
+    EXPECT_EQ(f.queryRows, 64);
+  }
+}
+
+TEST(AttentionForm, F32PolicyTakesTheFmaTile) {
+  for (const std::string target : {"sm_90", "gfx1151"})
+    for (int64_t t : {1, 64, 600, 16384}) {
+      SCOPED_TRACE(target + " " + std::to_string(t));
+      AttentionForm f = pick(qsa(t, false), target);
+      EXPECT_EQ(f.kind, Kind::Tile);
+      EXPECT_EQ(f.sharedBytes, 0u); // static shared memory only
+      EXPECT_EQ(f.threads, 128);
+      EXPECT_EQ(f.queryRows, 16);
+      EXPECT_TRUE(f.keyChunk == 8 || f.keyChunk == 16 || f.keyChunk == 32);
+      EXPECT_EQ(pick(dense(t, false), target).keyChunk, 32);
+    }
+}
