@@ -11,6 +11,7 @@
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
 #include "codegen/attention/AttentionForm.h"
+#include "codegen/delta/DeltaForm.h"
 #include "ir/Target.h"
 
 #include <algorithm>
@@ -243,126 +244,92 @@ void emitDeltaKernel(Emitter &e) {
                     : 1.0f / std::sqrt(static_cast<float>(dk));
   std::string params = e.params();
   bool tiled = e.strAttr(op, "heads") == "tiled";
-  // bf16 q and k (the GPU policy): the matrix-unit form (delta_mma), 32-token
-  // chunks where its tiles fit the target's shared memory, else 16. f32
-  // inputs (the f32 policy's bar is NMSE 1e-5) keep the FMA form below.
+  // Select (codegen/delta/DeltaForm: pure, unit-tested), then print. bf16
+  // q and k (the GPU policy) take the matrix units; f32 inputs (the f32
+  // policy's bar is NMSE 1e-5) keep the FMA form.
+  DeltaShape shape;
+  shape.keyHeads = hk, shape.keyDim = dk, shape.heads = h, shape.valueDim = dv;
   bool mma = q.t.ctype == "bf16" && k.t.ctype == "bf16" && dk % 32 == 0;
   for (const Access *a : {&q, &k})
     mma = mma && a->off % 8 == 0 && a->stride[0] % 8 == 0 &&
           a->stride[1] % 8 == 0;
-  const ir::Target *target = ir::lookupTarget(e.target);
-  int64_t limit = target->sharedPerBlock - 1024;
-  // The split form (delta_prep + delta_seq): V's column blocks whole and
-  // copyable by 16-byte pieces, records in the kernel's workspace (the
-  // body's temporaries are slices this family reads as views, never stored).
-  int64_t vb = v.t.ctype == "float" ? 4 : 2, vAlign = 16 / vb;
-  bool twoPass = mma && dv % 32 == 0 && v.off % vAlign == 0 &&
-                 v.stride[0] % vAlign == 0 && v.stride[1] % vAlign == 0;
-  if (twoPass) {
-    int64_t chunk = 32, lk = dk + 8, lc = chunk + 8, ncol = 32;
-    int64_t buf =
-        (2 * chunk * lk + 4 * chunk * lc) * 2 + chunk * ncol * vb + 4 * chunk;
-    int64_t fixed = 2 * (2 * ncol * lk + 6 * chunk * (ncol + 8));
-    int nbuf = 2 * buf + fixed <= limit ? 2 : 1;
-    int64_t seqBytes = nbuf * buf + fixed;
-    int64_t rec = 4 * chunk * chunk * 2 + 4 * chunk;
-    int64_t prepBytes = 2 * chunk * lk * 2 + rec +
-                        4 * (2 * chunk * (chunk + 1) + 16 * 17 + chunk);
-    if (seqBytes <= limit && prepBytes <= limit) {
-      e.workspace = true;
-      std::string params = e.params();
-      e.line("STRATA_KERNEL(128) void @SYMBOL@_prep({}) {{", params);
-      e.prologue();
-      e.line("  delta_prep<{}, {}, {}, {}, {}, {}L, {}L, {}L, {}L>(", h, hk, dk,
-             tiled, chunk, q.stride[0], q.stride[1], k.stride[0], k.stride[1]);
-      e.line("      {} + {}, {} + {}, {}, {}, (uint8_t *)ws, T);", q.t.ptr,
-             q.off, k.t.ptr, k.off, g.t.ptr, b.t.ptr);
-      e.line("}}");
-      e.line("STRATA_KERNEL(128) void @SYMBOL@({}) {{", params);
-      e.prologue();
-      e.line("  delta_seq<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
-             "{}L>(",
-             h, hk, dk, dv, tiled, chunk, nbuf, q.stride[0], q.stride[1],
-             k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
-      e.line("      {} + {}, {} + {}, {} + {}, (const uint8_t *)ws, {}, T, "
-             "{});",
-             q.t.ptr, q.off, k.t.ptr, k.off, v.t.ptr, v.off, y.ptr,
-             floatLit(scale));
-      e.line("}}");
-      e.out.sharedBytes = static_cast<uint64_t>(seqBytes);
-      e.out.grid = {{0, h, 1}, {0, dv / 32, 1}, {0, 1, 1}};
-      e.out.block = {128, 1, 1};
-      format::PlanPreLaunch pre;
-      pre.grid = {{1, 1, chunk}, {0, h, 1}, {0, 1, 1}};
-      pre.block = {128, 1, 1};
-      pre.sharedBytes = static_cast<uint64_t>(prepBytes);
-      e.out.pre = std::move(pre);
-      // One record per chunk (T / C + 1 >= the chunks of T) and head.
-      e.out.workspace = {h * rec, h * rec, chunk};
-      return;
-    }
+  shape.matrixUnits = mma;
+  auto bytesOf = [](const Tensor &t) -> int64_t {
+    return t.ctype == "float" ? 4 : 2;
+  };
+  shape.qBytes = bytesOf(q.t), shape.kBytes = bytesOf(k.t);
+  shape.vBytes = bytesOf(v.t);
+  const int64_t vAlign = 16 / shape.vBytes;
+  shape.valueAligned = v.off % vAlign == 0 && v.stride[0] % vAlign == 0 &&
+                       v.stride[1] % vAlign == 0;
+  const DeltaForm f = selectDelta(shape, e.target);
+  if (!f.unsupported.empty())
+    throw Unsupported(f.unsupported);
+  const int64_t chunk = f.chunk;
+  switch (f.kind) {
+  case DeltaForm::Kind::TwoPass: {
+    e.workspace = true;
+    std::string params = e.params();
+    e.line("STRATA_KERNEL(128) void @SYMBOL@_prep({}) {{", params);
+    e.prologue();
+    e.line("  delta_prep<{}, {}, {}, {}, {}, {}L, {}L, {}L, {}L>(", h, hk, dk,
+           tiled, chunk, q.stride[0], q.stride[1], k.stride[0], k.stride[1]);
+    e.line("      {} + {}, {} + {}, {}, {}, (uint8_t *)ws, T);", q.t.ptr, q.off,
+           k.t.ptr, k.off, g.t.ptr, b.t.ptr);
+    e.line("}}");
+    e.line("STRATA_KERNEL(128) void @SYMBOL@({}) {{", params);
+    e.prologue();
+    e.line("  delta_seq<{}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
+           "{}L>(",
+           h, hk, dk, dv, tiled, chunk, f.buffers, q.stride[0], q.stride[1],
+           k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+    e.line("      {} + {}, {} + {}, {} + {}, (const uint8_t *)ws, {}, T, "
+           "{});",
+           q.t.ptr, q.off, k.t.ptr, k.off, v.t.ptr, v.off, y.ptr,
+           floatLit(scale));
+    e.line("}}");
+    e.out.sharedBytes = f.sharedBytes;
+    e.out.grid = {{0, h, 1}, {0, dv / 32, 1}, {0, 1, 1}};
+    e.out.block = {128, 1, 1};
+    format::PlanPreLaunch pre;
+    pre.grid = {{1, 1, chunk}, {0, h, 1}, {0, 1, 1}};
+    pre.block = {128, 1, 1};
+    pre.sharedBytes = f.prepSharedBytes;
+    e.out.pre = std::move(pre);
+    // One record per chunk (T / C + 1 >= the chunks of T) and head.
+    e.out.workspace = {h * f.recordBytes, h * f.recordBytes, chunk};
+    return;
   }
-  if (mma) {
-    auto need = [&](int64_t c) {
-      int64_t lk = dk + 8, lc = c + 8, ncol = 32;
-      return 2 * (2 * c * lk + dk * lc + 2 * ncol * lk + 4 * c * lc +
-                  6 * ncol * lc) +
-             4 * (2 * c * (c + 1) + 16 * 17 + 2 * c);
-    };
-    int64_t chunk = need(32) <= limit ? 32 : 16;
-    if (need(chunk) <= limit) {
-      e.out.sharedBytes = static_cast<uint64_t>(need(chunk));
-      e.line("STRATA_KERNEL(128) void @SYMBOL@({}) {{", params);
-      e.prologue();
-      e.line("  delta_mma<{}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
-             "{}L>(",
-             h, hk, dk, dv, tiled, chunk, q.stride[0], q.stride[1], k.stride[0],
-             k.stride[1], v.stride[0], v.stride[1]);
-      e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr,
-             q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
-             floatLit(scale));
-      e.line("}}");
-      e.out.grid = {{0, h, 1}, {0, (dv + 31) / 32, 1}, {0, 1, 1}};
-      e.out.block = {128, 1, 1};
-      return;
-    }
+  case DeltaForm::Kind::Mma:
+    e.out.sharedBytes = f.sharedBytes;
+    e.line("STRATA_KERNEL(128) void @SYMBOL@({}) {{", params);
+    e.prologue();
+    e.line("  delta_mma<{}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, {}L, "
+           "{}L>(",
+           h, hk, dk, dv, tiled, chunk, q.stride[0], q.stride[1], k.stride[0],
+           k.stride[1], v.stride[0], v.stride[1]);
+    e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr,
+           q.off, k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
+           floatLit(scale));
+    e.line("}}");
+    e.out.grid = {{0, h, 1}, {0, (dv + 31) / 32, 1}, {0, 1, 1}};
+    e.out.block = {128, 1, 1};
+    return;
+  case DeltaForm::Kind::Chunked:
+    break;
   }
-  // Chunked form: blocks of NCOL state columns per head (columns evolve
-  // independently), SPLIT threads per column holding R = DK / SPLIT rows
-  // each, chunks of C tokens.
-  // 16 rows per thread where the key dim allows (8 threads per column at
-  // 128: twice the threads of 32 rows, half the serial work each).
-  int rows = dk % 16 == 0 ? 16 : static_cast<int>(dk);
-  int split = static_cast<int>(dk) / rows;
-  if (split > 32 || (split & (split - 1)))
-    throw Unsupported("key dim does not split into powers of two of 32 rows");
-  int ncol = static_cast<int>(std::min<int64_t>(32, dv));
-  // 32-token chunks where the chunk's tiles fit 44 KiB of static shared
-  // memory (sm_90 allows 48), else 16 (f32 keys at 128 dims).
-  auto bytesOf = [](const Tensor &t) { return t.ctype == "float" ? 4 : 2; };
-  int chunk = 32;
-  for (; chunk > 8; chunk /= 2) {
-    int64_t need = chunk * (dk * (bytesOf(k.t) + bytesOf(q.t)) + 8) +
-                   2 * chunk * (chunk + 1) * 4 +
-                   3 * chunk * std::min<int64_t>(32, dv) * 4 + 2 * chunk * 4;
-    if (need <= staticSharedBudget())
-      break;
-  }
-  int64_t threads = ncol * split;
-  if (threads > 1024 || threads % 32)
-    throw Unsupported("state column blocks do not fill whole waves");
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", threads, params);
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", f.threads, params);
   e.prologue();
   e.line("  delta_chunked<{}, {}, {}, {}, {}, {}, {}, {}, {}L, {}L, {}L, {}L, "
          "{}L, {}L>(",
-         h, hk, dk, dv, tiled, chunk, ncol, split, q.stride[0], q.stride[1],
-         k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
+         h, hk, dk, dv, tiled, chunk, f.columns, f.split, q.stride[0],
+         q.stride[1], k.stride[0], k.stride[1], v.stride[0], v.stride[1]);
   e.line("      {} + {}, {} + {}, {} + {}, {}, {}, {}, T, {});", q.t.ptr, q.off,
          k.t.ptr, k.off, v.t.ptr, v.off, g.t.ptr, b.t.ptr, y.ptr,
          floatLit(scale));
   e.line("}}");
-  e.out.grid = {{0, h, 1}, {0, (dv + ncol - 1) / ncol, 1}, {0, 1, 1}};
-  e.out.block = {threads, 1, 1};
+  e.out.grid = {{0, h, 1}, {0, (dv + f.columns - 1) / f.columns, 1}, {0, 1, 1}};
+  e.out.block = {f.threads, 1, 1};
 }
 
 void emitSortKernel(Emitter &e) {
