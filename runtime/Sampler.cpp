@@ -175,37 +175,6 @@ double expNonPositive(double x) {
   return std::ldexp(p, static_cast<int>(k));
 }
 
-uint64_t SamplerRng::splitMix64(uint64_t &state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-SamplerRng::SamplerRng(uint64_t seed) {
-  // Four SplitMix64 outputs are distinct, so the state is never all zero
-  // (xoshiro's one bad state).
-  for (uint64_t &word : s_)
-    word = splitMix64(seed);
-}
-
-uint64_t SamplerRng::next() {
-  auto rotl = [](uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
-  uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-double SamplerRng::uniform() {
-  return static_cast<double>(next() >> 11) * 0x1.0p-53;
-}
-
 std::optional<Sampler> Sampler::create(const SamplerOptions &options,
                                        std::string &error) {
   if (!validateSamplerOptions(options, error))

@@ -63,6 +63,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/format/Xoshiro.h"
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -109,19 +111,8 @@ double expNonPositive(double x);
 /// The sampler's PRNG: xoshiro256** 1.0 (Blackman and Vigna), its 256-bit
 /// state filled by four outputs of SplitMix64 from the seed, as the authors
 /// recommend.
-class SamplerRng {
-public:
-  explicit SamplerRng(uint64_t seed);
-  /// The next 64 random bits.
-  uint64_t next();
-  /// A double uniform in [0, 1): the top 53 bits of next() times 2^-53.
-  double uniform();
-  /// SplitMix64's step: advances \p state and returns its output.
-  static uint64_t splitMix64(uint64_t &state);
-
-private:
-  std::array<uint64_t, 4> s_;
-};
+/// The sampler's generator: the project's xoshiro256** (Xoshiro.h).
+using SamplerRng = format::Xoshiro256;
 
 /// A candidate that survived the chain.
 struct SampleCandidate {

@@ -94,14 +94,6 @@ const char *const kSynthUsage =
 // Random numbers
 //===----------------------------------------------------------------------===//
 
-uint64_t splitMix64(uint64_t &state) {
-  state += 0x9e3779b97f4a7c15ull;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) {
@@ -111,16 +103,11 @@ uint64_t fnv1a64(std::string_view s) {
   return h;
 }
 
-SynthRng::SynthRng(uint64_t seed) {
-  uint64_t sm = seed;
-  for (uint64_t &w : s_)
-    w = splitMix64(sm);
-}
+SynthRng::SynthRng(uint64_t seed) : rng_(seed) {}
 
 SynthRng SynthRng::fromState(const std::array<uint64_t, 4> &state) {
   SynthRng rng(0);
-  for (int i = 0; i < 4; ++i)
-    rng.s_[i] = state[i];
+  rng.rng_ = format::Xoshiro256::fromState(state);
   return rng;
 }
 
@@ -128,23 +115,9 @@ SynthRng SynthRng::forTensor(uint64_t seed, std::string_view name) {
   return SynthRng(seed ^ fnv1a64(name));
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t SynthRng::next() { return rng_.next(); }
 
-uint64_t SynthRng::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-double SynthRng::uniform() {
-  return static_cast<double>(next() >> 11) * 0x1.0p-53;
-}
+double SynthRng::uniform() { return rng_.uniform(); }
 
 double SynthRng::normal() {
   if (haveSpare_) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "runtime/format/GgmlType.h"
+#include "runtime/format/Xoshiro.h"
 
 #include <array>
 #include <cstdint>
@@ -38,7 +39,7 @@ int synthMain(const std::vector<std::string> &args);
 
 /// One step of SplitMix64 (Steele, Lea, Flood 2014): advances \p state by the
 /// golden-ratio increment and returns the mixed value.
-uint64_t splitMix64(uint64_t &state);
+using format::splitMix64;
 
 /// 64-bit FNV-1a hash of \p s (offset basis 0xcbf29ce484222325, prime
 /// 0x100000001b3); names a tensor's random stream.
@@ -66,7 +67,7 @@ public:
   double normal();
 
 private:
-  uint64_t s_[4];
+  format::Xoshiro256 rng_;
   bool haveSpare_ = false;
   double spare_ = 0;
 };
