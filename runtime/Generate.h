@@ -11,7 +11,8 @@
 // prefill (the prompt, from position 0) and next() the decode of one token
 // (the token appended last, at the position after the sequence so far). Its
 // callers see ids, logits, the sequence and the timings, never how the
-// logits were made, so a plan with persistent state (v3) replaces the engine
+// logits were made, so a plan with persistent state (v3; the Session of
+// docs/generation-design.md: prefill in chunks, decode) replaces the engine
 // behind these functions and nothing else.
 //
 // The engine for now is temporary: there is no decode entry yet, so each
@@ -65,9 +66,10 @@ public:
   Generator(const Generator &) = delete;
   Generator &operator=(const Generator &) = delete;
 
-  /// The most tokens the model runs on at once (the plan's max_tokens): a
-  /// sequence holds at most one more, as the last token generated is never
-  /// run.
+  /// The longest sequence the engine evaluates: today the plan's max_tokens
+  /// (every step runs the whole sequence); with a decode entry, the state's
+  /// context. A sequence holds at most one token more, as the last token
+  /// generated is never evaluated.
   int64_t contextLimit() const;
   /// The size of a logits row: token ids are in [0, vocabSize()).
   int64_t vocabSize() const { return vocab_; }
