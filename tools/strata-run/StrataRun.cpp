@@ -4,12 +4,19 @@
 //              [--backend cpu|cuda|hip] [--check] [--dump-logits OUT.f32]
 //              [--top N] [--nan-check] [--profile] [--no-graphs]
 //              [--repeat N] [--dump-buffer NAME=OUT.f32 ...]
+//   strata-run PLAN_DIR --gguf FILE (--prompt TEXT | --prompt-file F |
+//              --tokens IDS | --tokens-file F) -n N [--temp X] [--top-k K]
+//              [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]
+//              [--stop STR ...] [--no-special] [--ignore-eos]
+//              [--dump-ids OUT] [--dump-logits OUT.f32]
 //
-// Prints the top N tokens of the last position, a timing line and (GPU
-// plans) whether a device graph ran the kernels; with --dump-logits writes
-// all logits as raw little-endian float32 [T, vocab].
+// Without -n: one run; prints the top N tokens of the last position, a
+// timing line and (GPU plans) whether a device graph ran the kernels; with
+// --dump-logits writes all logits as raw little-endian float32 [T, vocab].
+// With -n: generation (Generation.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "tools/strata-run/StrataRun.h"
 #include "runtime/Executor.h"
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/Plan.h"
@@ -34,6 +41,113 @@
 
 using namespace strata;
 
+namespace strata::tools::run {
+
+int fail(const std::string &message) {
+  fmt::print(stderr, "strata-run: error: {}\n", message);
+  return 1;
+}
+
+int usageError(const std::string &message) {
+  fmt::print(stderr, "strata-run: error: {}\n", message);
+  return 2;
+}
+
+bool parseTokens(std::string_view text, const std::string &origin,
+                 std::vector<int32_t> &out, std::string &error) {
+  auto isSep = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (isSep(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && !isSep(text[j]))
+      ++j;
+    std::string_view word = text.substr(i, j - i);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+    if (ec != std::errc() || end != word.data() + word.size() || v < 0 ||
+        v > std::numeric_limits<int32_t>::max()) {
+      std::string shown(word.substr(0, 40));
+      error = fmt::format("{}: '{}' (token {}) is not a token id (a "
+                          "non-negative 32-bit integer)",
+                          origin, shown, out.size());
+      return false;
+    }
+    out.push_back(static_cast<int32_t>(v));
+    i = j;
+  }
+  if (out.empty()) {
+    error = fmt::format("{}: no token ids", origin);
+    return false;
+  }
+  return true;
+}
+
+bool loadPlan(Options &o, format::Plan &plan, std::string &error) {
+  if (!format::readPlanDir(o.planDir, plan, error))
+    return false;
+  // The plan's target picks the default backend; a GPU plan needs its
+  // kernels' code (strata-compile --no-codegen leaves it out).
+  if (o.backend.empty())
+    o.backend = plan.target == "sm_90"     ? "cuda"
+                : plan.target == "gfx1151" ? "hip"
+                                           : "cpu";
+  if (plan.target != "host")
+    for (const format::PlanKernel &k : plan.kernels)
+      if (!k.code) {
+        error = fmt::format(
+            "{}: the plan was compiled for target '{}' with --no-codegen, so "
+            "its kernels have no code; compile it without --no-codegen, or "
+            "with --target host (and --precision bf16 for the GPU's storage "
+            "policy) to run it on the cpu backend",
+            o.planDir, plan.target);
+        return false;
+      }
+  return true;
+}
+
+std::unique_ptr<runtime::Executor>
+createExecutor(const Options &o, const format::Plan &plan, std::string &error) {
+  std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
+      plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads},
+      o.planDir, o.synthetic);
+  if (!ex)
+    return nullptr;
+  if (o.verifySynthetic) {
+    std::string report;
+    if (!ex->verifySyntheticWeights(report, error)) {
+      error = "--verify-synthetic: " + error;
+      return nullptr;
+    }
+    // Generation's standard output is the text alone.
+    fmt::print(o.generate ? stderr : stdout, "{}\n", report);
+  }
+  if (o.check && !ex->setCheck(runtime::CheckBars{}, error))
+    return nullptr;
+  ex->setNanCheck(o.nanCheck);
+  ex->setGraphs(!o.noGraphs);
+  return ex;
+}
+
+std::string f32Bytes(const std::vector<float> &v) {
+  std::string bytes(v.size() * sizeof(float), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t u = std::bit_cast<uint32_t>(v[i]);
+    for (int b = 0; b < 4; ++b)
+      bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
+  }
+  return bytes;
+}
+
+} // namespace strata::tools::run
+
+using namespace strata::tools::run;
+
 namespace {
 
 constexpr const char *kUsage =
@@ -43,11 +157,28 @@ constexpr const char *kUsage =
     "                  [--threads N] [--nan-check] [--profile] [--check]\n"
     "                  [--synthetic-weights SEED [--verify-synthetic]]\n"
     "                  [--no-graphs] [--repeat N]\n"
+    "       strata-run PLAN_DIR --gguf FILE (--prompt TEXT | --prompt-file F\n"
+    "                  | --tokens IDS | --tokens-file F) -n N [--temp X]\n"
+    "                  [--top-k K] [--top-p P] [--min-p M]\n"
+    "                  [--repeat-penalty R] [--seed S] [--stop STR ...]\n"
+    "                  [--no-special] [--ignore-eos] [--dump-ids OUT]\n"
+    "                  [--dump-logits OUT.f32] [--backend NAME] ...\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
     "last prompt position (id and logit), then a timing line and, for GPU\n"
     "plans, a line saying whether one device graph ran the kernels.\n"
+    "\n"
+    "With -n N it generates: up to N tokens after the prompt, each sampled\n"
+    "from the last position's logits, the text streamed to standard output\n"
+    "as it is made (whole UTF-8 characters; the prompt is not echoed; token\n"
+    "ids, one per line, where the GGUF has no tokenizer). It stops at an\n"
+    "end-of-generation token (EOS, EOT, <|im_end|>...; not printed), at a\n"
+    "--stop string (not printed) or after N tokens; then one timing line on\n"
+    "standard error. The prompt and the tokens generated must fit in the\n"
+    "plan's max_tokens (strata-compile --max-tokens; --logits last suits\n"
+    "generation). There is no decode entry yet: each step re-runs the plan on\n"
+    "the whole sequence so far.\n"
     "\n"
     "  --gguf FILE          the GGUF weight file the plan was compiled for\n"
     "  --tokens IDS         the prompt's token ids, separated by commas\n"
@@ -107,6 +238,43 @@ constexpr const char *kUsage =
     "                       first run's time and the later runs' minimum and\n"
     "                       median (runs 2 to N replay a graph); the outputs\n"
     "                       are the last run's\n"
+    "Generation (-n):\n"
+    "  -n N                 generate at most N tokens (0 or more)\n"
+    "  --prompt TEXT        the prompt as text, tokenized by the GGUF's\n"
+    "                       tokenizer (special tokens written in it are\n"
+    "                       recognised, BOS added where the vocabulary asks)\n"
+    "  --prompt-file F      read the prompt text from F ('-': standard input)\n"
+    "                       (--tokens / --tokens-file give the prompt as ids)\n"
+    "  --temp X             temperature, >= 0 (default 0: greedy, the most\n"
+    "                       likely token, lowest id on ties); > 0 samples\n"
+    "  --top-k K            keep the K most likely tokens; 0: off (default "
+    "40)\n"
+    "  --top-p P            nucleus: the fewest most likely tokens whose\n"
+    "                       probabilities sum to P, in (0, 1]; 1: off\n"
+    "                       (default 0.95)\n"
+    "  --min-p M            keep tokens at least M times as likely as the\n"
+    "                       most likely, in [0, 1]; 0: off (default 0.05)\n"
+    "  --repeat-penalty R   penalise the last 64 tokens' repeats, > 0; 1: off\n"
+    "                       (default 1)\n"
+    "  --seed S             the sampler's seed (default 0): a seed gives the\n"
+    "                       same tokens on every run and platform\n"
+    "                       (the sampler is llama.cpp's chain: penalties,\n"
+    "                       top-k, top-p, min-p, temperature; README.md)\n"
+    "  --stop STR           stop when the text contains STR (not printed;\n"
+    "                       it may span tokens); repeatable\n"
+    "  --no-special         read special tokens in the prompt as plain text\n"
+    "                       and leave control tokens out of the output\n"
+    "  --ignore-eos         do not stop at end-of-generation tokens (they\n"
+    "                       are generated and printed as any other)\n"
+    "  --dump-ids OUT       write the prompt's ids on one line and the\n"
+    "                       generated ids (an end-of-generation token\n"
+    "                       included) on the next, comma-separated\n"
+    "  --dump-logits OUT    with -n: the logits every generated token was\n"
+    "                       sampled from, raw float32 [generated, vocab]\n"
+    "  --top, --repeat, --profile and --dump-buffer describe a single run\n"
+    "  and are refused with -n. Files are written atomically, at the end,\n"
+    "  and only on success.\n"
+    "\n"
     "  --help               show this help\n"
     "\n"
     "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
@@ -134,64 +302,19 @@ std::string withCommas(uint64_t n) {
   return out;
 }
 
-int fail(const std::string &message) {
-  fmt::print(stderr, "strata-run: error: {}\n", message);
-  return 1;
-}
-
-/// A command-line mistake: the line that says what is wrong, exit status 2.
-int usageError(const std::string &message) {
-  fmt::print(stderr, "strata-run: error: {}\n", message);
-  return 2;
-}
-
-/// Parses ids separated by runs of commas and whitespace.
-bool parseTokens(std::string_view text, const std::string &origin,
-                 std::vector<int32_t> &out, std::string &error) {
-  auto isSep = [](char c) {
-    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+/// The sampler option a generation flag sets (SamplerOptions.def's name),
+/// or null. The flags are llama.cpp's.
+const char *samplerOptionOfFlag(std::string_view flag) {
+  static constexpr std::pair<std::string_view, const char *> kFlags[] = {
+      {"--temp", "temperature"}, {"--top-k", "top_k"},
+      {"--top-p", "top_p"},      {"--min-p", "min_p"},
+      {"--seed", "seed"},        {"--repeat-penalty", "penalty_repeat"},
   };
-  size_t i = 0;
-  while (i < text.size()) {
-    if (isSep(text[i])) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < text.size() && !isSep(text[j]))
-      ++j;
-    std::string_view word = text.substr(i, j - i);
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
-    if (ec != std::errc() || end != word.data() + word.size() || v < 0 ||
-        v > std::numeric_limits<int32_t>::max()) {
-      std::string shown(word.substr(0, 40));
-      error = fmt::format("{}: '{}' (token {}) is not a token id (a "
-                          "non-negative 32-bit integer)",
-                          origin, shown, out.size());
-      return false;
-    }
-    out.push_back(static_cast<int32_t>(v));
-    i = j;
-  }
-  if (out.empty()) {
-    error = fmt::format("{}: no token ids", origin);
-    return false;
-  }
-  return true;
+  for (const auto &[f, name] : kFlags)
+    if (f == flag)
+      return name;
+  return nullptr;
 }
-
-struct Options {
-  std::string planDir, gguf, tokens, tokensFile, backend, dumpLogits;
-  std::vector<std::pair<std::string, std::string>> dumpBuffers; ///< name, file
-  bool haveTokens = false, haveTokensFile = false, nanCheck = false;
-  bool profile = false, profileJson = false, check = false;
-  bool noGraphs = false, verifySynthetic = false;
-  std::optional<uint64_t> synthetic;
-  int64_t top = 5;
-  int repeat = 1;
-  int threads = 0; ///< 0 = the backend's default
-};
 
 /// Parses argv; returns 0 to go on, -1 after --help, 1 on an error.
 int parseArgs(int argc, char **argv, Options &o) {
@@ -230,6 +353,26 @@ int parseArgs(int argc, char **argv, Options &o) {
     if (a == "--profile" || a == "--profile=json") {
       o.profile = true;
       o.profileJson = a == "--profile=json";
+      o.singleRunOnly.push_back("--profile");
+      continue;
+    }
+    if (a == "--no-special" || a == "--ignore-eos") {
+      (a == "--no-special" ? o.noSpecial : o.ignoreEos) = true;
+      o.generationOnly.push_back(a);
+      continue;
+    }
+    if (a == "-n") {
+      int64_t n = 0;
+      if (i + 1 >= args.size() ||
+          !parseIntIn<int64_t>(args[i + 1], 0, INT32_MAX, n))
+        return usageError(fmt::format(
+            "-n needs the number of tokens to generate (an integer from 0 to "
+            "{}){}",
+            INT32_MAX,
+            i + 1 < args.size() ? fmt::format(", got '{}'", args[i + 1])
+                                : std::string()));
+      o.generate = n;
+      ++i;
       continue;
     }
     if (a.rfind("--", 0) != 0 || a == "-") {
@@ -270,13 +413,36 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (value.empty())
         return usageError("--dump-logits needs a file name");
       o.dumpLogits = value;
+    } else if (a == "--prompt" || a == "--prompt-file") {
+      (a == "--prompt" ? o.prompt : o.promptFile) = value;
+      (a == "--prompt" ? o.havePrompt : o.havePromptFile) = true;
+      o.generationOnly.push_back(a);
+    } else if (const char *name = samplerOptionOfFlag(a)) {
+      // The sampler checks the value and its range (SamplerOptions.def).
+      std::string error;
+      if (!runtime::setSamplerOption(o.sampling,
+                                     fmt::format("{}={}", name, value), error))
+        return usageError(fmt::format("{}: {}", a, error));
+      o.generationOnly.push_back(a);
+    } else if (a == "--stop") {
+      if (value.empty())
+        return usageError("--stop needs a nonempty string");
+      o.stops.push_back(value);
+      o.generationOnly.push_back(a);
+    } else if (a == "--dump-ids") {
+      if (value.empty())
+        return usageError("--dump-ids needs a file name");
+      o.dumpIds = value;
+      o.generationOnly.push_back(a);
     } else if (a == "--dump-buffer") {
+      o.singleRunOnly.push_back(a);
       size_t sep = value.find('=');
       if (sep == std::string::npos || sep == 0 || sep + 1 == value.size())
         return usageError(
             fmt::format("--dump-buffer needs NAME=OUT.f32, got '{}'", value));
       o.dumpBuffers.push_back({value.substr(0, sep), value.substr(sep + 1)});
     } else if (a == "--repeat") {
+      o.singleRunOnly.push_back(a);
       if (!parseIntIn(value, 1, 1000000, o.repeat))
         return usageError(fmt::format(
             "--repeat needs an integer from 1 to 1000000, got '{}'", value));
@@ -285,6 +451,7 @@ int parseArgs(int argc, char **argv, Options &o) {
         return usageError(fmt::format(
             "--threads needs an integer from 1 to 1024, got '{}'", value));
     } else if (a == "--top") {
+      o.singleRunOnly.push_back(a);
       if (!parseIntIn(value, int64_t{1}, std::numeric_limits<int64_t>::max(),
                       o.top))
         return usageError(
@@ -300,9 +467,30 @@ int parseArgs(int argc, char **argv, Options &o) {
   if (o.verifySynthetic && !o.synthetic)
     return usageError("--verify-synthetic compares synthetic weights: give "
                       "--synthetic-weights SEED too");
-  if (o.haveTokens == o.haveTokensFile)
-    return usageError(
-        "give exactly one of --tokens and --tokens-file (see --help)");
+  if (!o.generate) {
+    if (o.havePrompt || o.havePromptFile)
+      return usageError(
+          fmt::format("{} generates text: give -n N too (see "
+                      "--help)",
+                      o.havePrompt ? "--prompt" : "--prompt-file"));
+    if (!o.generationOnly.empty())
+      return usageError(fmt::format("{} applies to generation: give -n N too "
+                                    "(see --help)",
+                                    o.generationOnly.front()));
+    if (o.haveTokens == o.haveTokensFile)
+      return usageError(
+          "give exactly one of --tokens and --tokens-file (see --help)");
+    return 0;
+  }
+  if (!o.singleRunOnly.empty())
+    return usageError(fmt::format("{} describes a single run and does not "
+                                  "apply to generation (-n; see --help)",
+                                  o.singleRunOnly.front()));
+  if (int(o.havePrompt) + int(o.havePromptFile) + int(o.haveTokens) +
+          int(o.haveTokensFile) !=
+      1)
+    return usageError("give exactly one of --prompt, --prompt-file, --tokens "
+                      "and --tokens-file (see --help)");
   return 0;
 }
 
@@ -456,6 +644,8 @@ int run(int argc, char **argv) {
   Options o;
   if (int rc = parseArgs(argc, argv, o))
     return rc < 0 ? 0 : rc;
+  if (o.generate)
+    return generate(o);
 
   std::string error;
   std::vector<int32_t> tokens;
@@ -474,39 +664,12 @@ int run(int argc, char **argv) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   format::Plan plan;
-  if (!format::readPlanDir(o.planDir, plan, error))
+  if (!loadPlan(o, plan, error))
     return fail(error);
-  // The plan's target picks the default backend; a GPU plan needs its
-  // kernels' code (strata-compile --no-codegen leaves it out).
-  if (o.backend.empty())
-    o.backend = plan.target == "sm_90"     ? "cuda"
-                : plan.target == "gfx1151" ? "hip"
-                                           : "cpu";
-  if (plan.target != "host")
-    for (const format::PlanKernel &k : plan.kernels)
-      if (!k.code)
-        return fail(fmt::format(
-            "{}: the plan was compiled for target '{}' with --no-codegen, so "
-            "its kernels have no code; compile it without --no-codegen, or "
-            "with --target host (and --precision bf16 for the GPU's storage "
-            "policy) to run it on the cpu backend",
-            o.planDir, plan.target));
-  std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
-      plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads},
-      o.planDir, o.synthetic);
+  std::unique_ptr<runtime::Executor> ex = createExecutor(o, plan, error);
   if (!ex)
     return fail(error);
-  if (o.verifySynthetic) {
-    std::string report;
-    if (!ex->verifySyntheticWeights(report, error))
-      return fail("--verify-synthetic: " + error);
-    fmt::print("{}\n", report);
-  }
-  if (o.check && !ex->setCheck(runtime::CheckBars{}, error))
-    return fail(error);
-  ex->setNanCheck(o.nanCheck);
   ex->setProfile(o.profile);
-  ex->setGraphs(!o.noGraphs);
   std::vector<std::string> captureNames;
   for (const auto &[name, file] : o.dumpBuffers)
     captureNames.push_back(name);
@@ -542,17 +705,8 @@ int run(int argc, char **argv) {
   if (rows == 0)
     return fail("the plan's output is empty");
 
-  // Raw little-endian float32. All outputs are written together, all or
-  // nothing: if one cannot be written, no file is created or replaced.
-  auto f32Bytes = [](const std::vector<float> &v) {
-    std::string bytes(v.size() * sizeof(float), '\0');
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint32_t u = std::bit_cast<uint32_t>(v[i]);
-      for (int b = 0; b < 4; ++b)
-        bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xFF);
-    }
-    return bytes;
-  };
+  // All outputs are written together, all or nothing: if one cannot be
+  // written, no file is created or replaced.
   std::vector<std::pair<std::string, std::string>> outputs; // path, bytes
   if (!o.dumpLogits.empty())
     outputs.emplace_back(o.dumpLogits, f32Bytes(out.data));

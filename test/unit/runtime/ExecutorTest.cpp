@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
 
+#include "runtime/Generate.h"
 #include "runtime/format/Gguf.h"
 
 #include <filesystem>
@@ -239,6 +240,148 @@ TEST_F(TinyModel, TokenErrors) {
                    "most 6; recompile it with a larger T");
   // The executor still works after refusing.
   EXPECT_TRUE(ex->run({49}, out, error)) << error;
+}
+
+/// The id with the highest value of \p row (lowest id on ties).
+int32_t argmax(const std::vector<double> &row) {
+  int32_t best = 0;
+  for (size_t i = 1; i < row.size(); ++i)
+    if (row[i] > row[best])
+      best = static_cast<int32_t>(i);
+  return best;
+}
+
+/// Greedy generation: every token is the argmax of the last position's
+/// logits of the sequence so far (here a position's logits depend on its
+/// token only, so the reference is a chain of argmaxes); the logits of each
+/// step are kept; the last token generated is never run.
+TEST_F(TinyModel, GeneratorGreedyFollowsTheLastLogits) {
+  std::string error;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  auto gen = Generator::create(*ex, greedy, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_EQ(gen->vocabSize(), kV);
+  EXPECT_EQ(gen->contextLimit(), kMaxT);
+  std::vector<int32_t> prompt = {3, 9, 4};
+  ASSERT_TRUE(gen->start(prompt, error)) << error;
+  int32_t last = prompt.back();
+  std::vector<int32_t> expected;
+  // The prompt (3) and 3 tokens fill T = 6; a 4th comes from that run.
+  for (int i = 0; i < 4; ++i) {
+    std::vector<double> ref = reference({last});
+    int32_t token = -1;
+    ASSERT_TRUE(gen->next(token, error)) << error;
+    EXPECT_EQ(token, argmax(ref)) << "step " << i;
+    ASSERT_EQ(gen->logits().size(), size_t(kV));
+    EXPECT_LT(
+        nmse(std::vector<float>(gen->logits().begin(), gen->logits().end()),
+             ref),
+        kF32Bar);
+    expected.push_back(token);
+    last = token;
+  }
+  EXPECT_EQ(std::vector<int32_t>(gen->prompt().begin(), gen->prompt().end()),
+            prompt);
+  EXPECT_EQ(
+      std::vector<int32_t>(gen->generated().begin(), gen->generated().end()),
+      expected);
+  EXPECT_EQ(gen->sequence().size(), 7u);
+  EXPECT_EQ(gen->timings().promptTokens, 3u);
+  EXPECT_EQ(gen->timings().generatedTokens, 4u);
+  EXPECT_EQ(gen->timings().modelRuns, 4u); // start, then steps 2 to 4
+  // A 5th token would need a run on 7 tokens.
+  int32_t token = -1;
+  EXPECT_FALSE(gen->next(token, error));
+  EXPECT_EQ(error, "the context is full: the next step would run 7 tokens, "
+                   "more than the plan's max_tokens 6; recompile it with a "
+                   "larger --max-tokens");
+  // start() begins a new sequence.
+  ASSERT_TRUE(gen->start(std::vector<int32_t>{3}, error)) << error;
+  ASSERT_TRUE(gen->next(token, error)) << error;
+  EXPECT_EQ(token, argmax(reference({3})));
+  EXPECT_EQ(gen->sequence().size(), 2u);
+}
+
+/// A seed gives the same tokens; the sampler's history is the sequence.
+TEST_F(TinyModel, GeneratorSamplesBySeed) {
+  std::string error;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  auto tokens = [&](uint64_t seed) {
+    SamplerOptions o;
+    o.temperature = 1.5f;
+    o.topK = 0;
+    o.topP = 1;
+    o.minP = 0;
+    o.seed = seed;
+    auto gen = Generator::create(*ex, o, nullptr, error);
+    EXPECT_TRUE(gen) << error;
+    std::vector<int32_t> out;
+    EXPECT_TRUE(gen->start(std::vector<int32_t>{1}, error)) << error;
+    for (int i = 0; i < kMaxT; ++i) {
+      int32_t t = 0;
+      EXPECT_TRUE(gen->next(t, error)) << error;
+      out.push_back(t);
+    }
+    return out;
+  };
+  std::vector<int32_t> a = tokens(5), b = tokens(5), c = tokens(6);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+/// An end-of-generation token is returned, then the sequence is over.
+TEST_F(TinyModel, GeneratorStopsAtEndOfGeneration) {
+  std::string error;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  // The second greedy token ends generation.
+  int32_t first = argmax(reference({5}));
+  int32_t second = argmax(reference({first}));
+  auto gen = Generator::create(
+      *ex, greedy, [&](int32_t id) { return id == second; }, error);
+  ASSERT_TRUE(gen) << error;
+  ASSERT_TRUE(gen->start(std::vector<int32_t>{5}, error)) << error;
+  int32_t token = -1;
+  ASSERT_TRUE(gen->next(token, error)) << error;
+  EXPECT_EQ(token, first);
+  EXPECT_EQ(gen->finished(), first == second);
+  if (!gen->finished()) {
+    ASSERT_TRUE(gen->next(token, error)) << error;
+    EXPECT_EQ(token, second);
+    EXPECT_TRUE(gen->finished());
+  }
+  EXPECT_FALSE(gen->next(token, error));
+  EXPECT_EQ(error, "the sequence has ended (an end-of-generation token)");
+}
+
+TEST_F(TinyModel, GeneratorErrors) {
+  std::string error;
+  auto ex = make(plan, error);
+  ASSERT_TRUE(ex) << error;
+  SamplerOptions bad;
+  bad.topP = 0;
+  EXPECT_FALSE(Generator::create(*ex, bad, nullptr, error));
+  EXPECT_EQ(error, "sampler option top_p = 0 is out of range (0, 1]");
+  auto gen = Generator::create(*ex, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  int32_t token = 0;
+  EXPECT_FALSE(gen->next(token, error));
+  EXPECT_EQ(error, "no sequence: start() it with a prompt first");
+  EXPECT_FALSE(gen->start(std::vector<int32_t>{}, error));
+  EXPECT_EQ(error, "the prompt is empty; it needs at least one token");
+  EXPECT_FALSE(gen->start(std::vector<int32_t>{1, 50}, error));
+  EXPECT_EQ(error, "prompt token 1 (id 50) is out of range (vocabulary of 50 "
+                   "tokens)");
+  EXPECT_FALSE(gen->start(std::vector<int32_t>(kMaxT + 1, 1), error));
+  EXPECT_EQ(error, "the prompt has 7 tokens, more than the plan's max_tokens "
+                   "6; recompile it with a larger --max-tokens");
+  EXPECT_FALSE(gen->next(token, error)); // a failed start() starts nothing
 }
 
 TEST_F(TinyModel, WeightErrorsNameTheWeight) {

@@ -1,0 +1,240 @@
+//===- Generation.cpp - strata-run -n: generate text from a prompt --------===//
+//
+// The prompt (text through the GGUF's tokenizer, or ids) goes to a
+// runtime::Generator; every token it returns is decoded, passed through the
+// stop strings and written to stdout at once (flushed per token), so the
+// text appears as it is made. Where the GGUF has no tokenizer the output is
+// the ids, one per line.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Generate.h"
+#include "runtime/format/FileUtil.h"
+#include "runtime/format/Gguf.h"
+#include "tools/strata-run/StrataRun.h"
+
+#ifdef STRATA_HAVE_TOKENIZER
+#include "runtime/tokenizer/StopStrings.h"
+#include "runtime/tokenizer/Tokenizer.h"
+#endif
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <unistd.h>
+
+namespace strata::tools::run {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Writes \p text to stdout now: a reader sees each token as it is made.
+void emit(std::string_view text) {
+  if (text.empty())
+    return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+/// "12 tokens in 3.41 ms (3519.1 tokens/s)".
+std::string rate(size_t tokens, double seconds) {
+  return fmt::format("{} tokens in {:.2f} ms ({:.1f} tokens/s)", tokens,
+                     seconds * 1e3, seconds > 0 ? tokens / seconds : 0.0);
+}
+
+#ifdef STRATA_HAVE_TOKENIZER
+using tokenizer::Tokenizer;
+
+/// The tokenizer of the GGUF \p path (one without a vocabulary loads, and
+/// says so through hasVocab()).
+std::unique_ptr<Tokenizer> loadTokenizer(const std::string &path,
+                                         std::string &error) {
+  std::unique_ptr<format::GgufFile> file =
+      format::GgufFile::open(path, error, format::GgufContents::Shapes);
+  if (!file)
+    return nullptr;
+  return Tokenizer::load(file->info(), error);
+}
+#else
+// A runtime-only build without PCRE2 has no tokenizer: ids in, ids out.
+class Tokenizer {
+public:
+  bool hasVocab() const { return false; }
+};
+#endif
+
+} // namespace
+
+int generate(Options &o) {
+  std::string error;
+  // The prompt's source: ids that do not parse on the command line are a
+  // mistake there (2); a file's bytes are the file's error (1).
+  std::vector<int32_t> prompt;
+  std::string text, where = "--prompt";
+  if (o.haveTokens) {
+    if (!parseTokens(o.tokens, "--tokens", prompt, error))
+      return usageError(error);
+  } else if (o.haveTokensFile) {
+    std::string ids;
+    if (!format::readWholeFile(o.tokensFile, size_t(64) << 20, ids, error) ||
+        !parseTokens(ids, o.tokensFile, prompt, error))
+      return fail(error);
+  } else if (o.havePromptFile) {
+    where = o.promptFile;
+    if (!format::readWholeFile(o.promptFile, size_t(64) << 20, text, error))
+      return fail(error);
+  } else {
+    text = o.prompt;
+  }
+  bool textPrompt = o.havePrompt || o.havePromptFile;
+
+  auto t0 = Clock::now();
+  format::Plan plan;
+  if (!loadPlan(o, plan, error))
+    return fail(error);
+
+  // The tokenizer: text in (--prompt), text out where there is a
+  // vocabulary; ids only without one.
+  std::unique_ptr<Tokenizer> tok;
+#ifdef STRATA_HAVE_TOKENIZER
+  tok = loadTokenizer(o.gguf, error);
+  if (!tok)
+    return fail(error);
+  if (textPrompt) {
+    tokenizer::EncodeOptions encode;
+    encode.parseSpecial = !o.noSpecial;
+    if (!tok->encode(text, encode, prompt, error))
+      return fail(tok->hasVocab() ? fmt::format("{}: {}", where, error)
+                                  : fmt::format("{}; {} needs one to read "
+                                                "text: give the prompt's "
+                                                "ids with --tokens",
+                                                error, where));
+    if (prompt.empty())
+      return fail(fmt::format("{}: the prompt has no tokens", where));
+  }
+#else
+  tok = std::make_unique<Tokenizer>();
+  if (textPrompt)
+    return fail(fmt::format("{} needs the tokenizer, and this strata-run was "
+                            "built without it (PCRE2 was missing): give the "
+                            "prompt's ids with --tokens",
+                            where));
+#endif
+  if (!o.stops.empty() && !tok->hasVocab())
+    return fail(fmt::format("--stop matches text, but {} has no tokenizer "
+                            "(its output is token ids)",
+                            o.gguf));
+
+  // The whole sequence must fit the plan: no decode entry yet, so every
+  // step runs the plan on all of it.
+  int64_t total = static_cast<int64_t>(prompt.size()) + *o.generate;
+  if (total > plan.maxTokens)
+    return fail(fmt::format(
+        "the prompt's {} tokens and -n {} make {} tokens, more than the "
+        "plan's max_tokens {}; recompile it with a larger --max-tokens (at "
+        "least {}) or lower -n",
+        prompt.size(), *o.generate, total, plan.maxTokens, total));
+
+  std::unique_ptr<runtime::Executor> ex = createExecutor(o, plan, error);
+  if (!ex)
+    return fail(error);
+  std::function<bool(int32_t)> endOfGeneration;
+#ifdef STRATA_HAVE_TOKENIZER
+  if (!o.ignoreEos && tok->hasVocab())
+    endOfGeneration = [&t = *tok](int32_t id) {
+      return id >= 0 && size_t(id) < t.vocabSize() && t.isEndOfGeneration(id);
+    };
+#endif
+  std::unique_ptr<runtime::Generator> gen =
+      runtime::Generator::create(*ex, o.sampling, endOfGeneration, error);
+  if (!gen)
+    return fail(error);
+  double loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  if (!gen->start(prompt, error))
+    return fail(error);
+#ifdef STRATA_HAVE_TOKENIZER
+  std::optional<tokenizer::StreamingDecoder> decoder;
+  if (tok->hasVocab())
+    decoder.emplace(*tok, !o.noSpecial);
+  tokenizer::StopStrings stops(o.stops);
+#endif
+  std::vector<float> logits;
+  std::string stopped = fmt::format("-n {} reached", *o.generate);
+  bool endsWithNewline = true;
+  for (int64_t i = 0; i < *o.generate; ++i) {
+    int32_t id = 0;
+    if (!gen->next(id, error))
+      return fail(error);
+    if (!o.dumpLogits.empty())
+      logits.insert(logits.end(), gen->logits().begin(), gen->logits().end());
+    if (gen->finished()) {
+      stopped = fmt::format("end-of-generation token {}", id);
+      break;
+    }
+    if (!tok->hasVocab()) {
+      emit(fmt::format("{}\n", id));
+      continue;
+    }
+#ifdef STRATA_HAVE_TOKENIZER
+    std::string piece, shown;
+    if (!decoder->push(id, piece, error))
+      return fail(fmt::format("generated {}", error));
+    bool stop = stops.push(piece, shown);
+    emit(shown);
+    if (!shown.empty())
+      endsWithNewline = shown.back() == '\n';
+    if (stop) {
+      stopped = fmt::format("stop string \"{}\"", stops.matched());
+      break;
+    }
+#endif
+  }
+#ifdef STRATA_HAVE_TOKENIZER
+  if (tok->hasVocab() && !stops.stopped()) {
+    // What is still held: the bytes of an unfinished character, a tail
+    // that began a stop string.
+    std::string shown;
+    stops.push(decoder->flush(), shown);
+    stops.finish(shown);
+    emit(shown);
+    if (!shown.empty())
+      endsWithNewline = shown.back() == '\n';
+  }
+#endif
+
+  // The dumps, all or nothing.
+  std::string idsText, logitsBytes;
+  std::vector<format::FileToWrite> files;
+  if (!o.dumpIds.empty()) {
+    idsText = fmt::format("{}\n{}\n", fmt::join(gen->prompt(), ","),
+                          fmt::join(gen->generated(), ","));
+    files.emplace_back(o.dumpIds, idsText);
+  }
+  if (!o.dumpLogits.empty()) {
+    logitsBytes = f32Bytes(logits);
+    files.emplace_back(o.dumpLogits, logitsBytes);
+  }
+  if (!format::writeFilesAtomic(files, error))
+    return fail(error);
+
+  // One line like llama.cpp's timings, on a line of its own on a terminal.
+  const runtime::GenerateTimings &t = gen->timings();
+  if (!endsWithNewline && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
+    std::fputc('\n', stderr);
+  fmt::print(stderr,
+             "timings: load {:.1f} ms; prompt {}; generated {}; {} on {}, "
+             "stopped: {}\n",
+             loadSeconds * 1e3, rate(t.promptTokens, t.promptSeconds),
+             rate(t.generatedTokens, t.generateSeconds),
+             t.modelRuns == 1 ? std::string("1 model run")
+                              : fmt::format("{} model runs", t.modelRuns),
+             o.backend, stopped);
+  return 0;
+}
+
+} // namespace strata::tools::run
