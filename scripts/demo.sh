@@ -3,7 +3,9 @@
 # (its GGUF names and metadata, with unsloth's UD-IQ4_XS layout: Q6_K trunk,
 # IQ3_S gate/up and IQ4_NL down experts), compile the bundled description for
 # it, run the plan on the CPU backend, and print the top tokens of the last
-# position and the kernel report. The qwen3 family gets a Q8_0-based mix.
+# position and the kernel report; then generate text from a prompt with the
+# model's own byte-level BPE vocabulary (its weights are random: the text is
+# not meant to read well). The qwen3 family gets a Q8_0-based mix.
 #   scripts/demo.sh [ARCH]     ARCH: qwen4exp (default), qwen3, qwen3moe,
 #                              qwen3next
 set -euo pipefail
@@ -27,3 +29,9 @@ build/bin/strata-compile "models/$arch.strata" --gguf "$work/$arch-tiny.gguf" \
   --max-tokens 64 --target host -o "$work/$arch.plan" --report
 build/bin/strata-run "$work/$arch.plan" --gguf "$work/$arch-tiny.gguf" \
   --tokens 11,42,7,300,5,99,123,8 --backend cpu --top 5
+# Generation: the prompt tokenized with the GGUF's vocabulary, 24 tokens
+# greedily (a plan of the last position's logits), streamed as they come.
+build/bin/strata-compile "models/$arch.strata" --gguf "$work/$arch-tiny.gguf" \
+  --max-tokens 64 --target host --logits last -o "$work/$arch-last.plan"
+build/bin/strata-run "$work/$arch-last.plan" --gguf "$work/$arch-tiny.gguf" \
+  --prompt "The quick brown fox" -n 24
