@@ -35,10 +35,13 @@ cmake --build build-asan -j "$jobs"
 # the same IQ3_S search: 41 s in the main suite, 476 s here (its timeout is
 # 600: it timed out once beside other work), so it runs in the main suite
 # only; synth's quantisers run here through qwen4exp_udiq4xs and the unit
-# tests.
+# tests. generate_golden (32 s in the main suite) re-runs the tiny models'
+# prefixes 64 times each at -O0: past its 300 s timeout here; the same
+# Generator and strata-run paths run here through ExecutorTest and the lit
+# generation test.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
-    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|codegen_identity|synth_llama_load)$'
+    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|codegen_identity|synth_llama_load|generate_golden)$'
 passed=$((passed + 1))
 
 echo "== fuzzing =="
