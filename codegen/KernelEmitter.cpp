@@ -335,6 +335,13 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
       return "delta";
     case Recipe::MoeSort:
       return "sort";
+    case Recipe::State:
+    case Recipe::KvStore:
+    case Recipe::AttentionCached:
+      throw detail::Unsupported(
+          fmt::format("no GPU kernel yet for {} (plans with generation "
+                      "state run on the host target)",
+                      format::recipeInfo(op.recipe).name));
     case Recipe::MoeExperts:
       throw detail::Unsupported(
           "moe_experts (per-slot experts) has no device kernel: the "

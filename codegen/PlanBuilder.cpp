@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 namespace strata::codegen {
 
@@ -279,19 +280,91 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
                            : false;
     plan.inputs.push_back(bufferOf[p.value]);
   }
+  // Generation states: storage outside the arena, one plan entry per
+  // `state`; a state write's result is the state it wrote.
+  const std::set<const Value *> states = stateValues(main->body);
+  std::map<const Value *, uint32_t> stateOf;
+  std::map<std::string, const Value *> stateNamed;
+  auto addState = [&](const Operation &op) -> bool {
+    const Value *v = op.results[0];
+    const Attr *name = op.findAttr("name");
+    format::PlanState st;
+    st.name = name && name->value->kind == ExprKind::Str ? name->value->s : "";
+    if (st.name.empty()) {
+      error = fmt::format("state %{} has no literal name", v->name);
+      return false;
+    }
+    if (!stateNamed.emplace(st.name, v).second) {
+      error = fmt::format("states %{} and %{} are both named \"{}\"",
+                          stateNamed[st.name]->name, v->name, st.name);
+      return false;
+    }
+    auto dt = planDType(v->type.elem);
+    if (!v->type.isTensor() || !dt) {
+      error = fmt::format("state %{} is not a tensor of an activation type",
+                          v->name);
+      return false;
+    }
+    st.dtype = *dt;
+    uint64_t bytes = format::planDTypeSize(*dt);
+    for (const Dim &d : v->type.dims) {
+      std::optional<int64_t> c = d.constant();
+      if (!c || *c < 1 || bytes > (uint64_t(1) << 50) / uint64_t(*c)) {
+        error = fmt::format("state %{} of type {}: every dim must be a "
+                            "positive constant, the whole below 2^50 bytes",
+                            v->name, v->type.str());
+        return false;
+      }
+      st.shape.push_back(static_cast<uint64_t>(*c));
+      bytes *= static_cast<uint64_t>(*c);
+    }
+    st.bytes = bytes;
+    stateOf[v] = static_cast<uint32_t>(plan.states.size());
+    plan.states.push_back(std::move(st));
+    return true;
+  };
   for (const auto &opPtr : main->body.ops) {
     const Operation &op = *opPtr;
     if (op.kind == OpKind::Return) {
-      for (const Operand &o : op.operands)
+      for (const Operand &o : op.operands) {
+        if (states.count(o.value)) {
+          error = fmt::format("%{} is a state; a model returns arena values",
+                              o.value->name);
+          return false;
+        }
         plan.outputs.push_back(bufferOf.at(o.value));
+      }
       continue;
     }
+    if (isStateDecl(op)) {
+      if (!addState(op))
+        return false;
+      continue;
+    }
+    const bool writes = writesState(op);
+    if (writes) {
+      const Value *s = op.operands.empty() ? nullptr : op.operands[0].value;
+      if (!s || !stateOf.count(s)) {
+        error =
+            fmt::format("'{}' writes %{} in place, which is not a state",
+                        op.kind == OpKind::Kernel ? op.callee : opName(op.kind),
+                        s ? s->name : std::string("?"));
+        return false;
+      }
+      stateOf[op.results[0]] = stateOf.at(s);
+    }
     for (const Value *r : op.results)
-      if (!addBuffer(r))
+      if (!states.count(r) && !addBuffer(r))
         return false;
     if (op.kind == OpKind::Reshape) {
       // A view: its buffer aliases the operand's storage, and says so (the
       // validator's memory proof follows views to the value they show).
+      if (op.operands[0].isValue() && states.count(op.operands[0].value)) {
+        error = fmt::format("%{} views the state %{}; states are not arena "
+                            "values",
+                            op.results[0]->name, op.operands[0].value->name);
+        return false;
+      }
       if (op.operands[0].isValue())
         plan.buffers[bufferOf.at(op.results[0])].viewOf =
             bufferOf.at(op.operands[0].value);
@@ -308,6 +381,9 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
       if (o.isWeight()) {
         po.isWeight = true;
         po.index = addWeight(*o.weight);
+      } else if (auto st = stateOf.find(o.value); st != stateOf.end()) {
+        po.isState = true;
+        po.index = st->second;
       } else {
         po.index = bufferOf.at(o.value);
       }
@@ -315,8 +391,9 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
     };
     for (const Operand &o : op.operands)
       input(o);
-    for (const Value *r : op.results)
-      k.outputs.push_back(bufferOf.at(r));
+    // A state write lists no output for the state it writes (its input 0).
+    for (size_t r = writes ? 1 : 0; r < op.results.size(); ++r)
+      k.outputs.push_back(bufferOf.at(op.results[r]));
     if (!planAttrs(op, k.attrs, error))
       return false;
     // The variant select-expert-kernels picked travels as the kernel's own
@@ -346,6 +423,13 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
     k.bytes = c.bytes;
     k.flops = c.flops;
     plan.kernels.push_back(std::move(k));
+  }
+  // The rows of a plan with state come with their positions and slots.
+  if (!plan.states.empty() && plan.inputs.size() != 3) {
+    error = fmt::format("a model with state reads three inputs (tokens, "
+                        "positions, slots); @main reads {}",
+                        plan.inputs.size());
+    return false;
   }
   std::vector<ir::LiveSet> sets = ir::computeLiveness(*main, maxTokens, error);
   if (!error.empty())

@@ -393,6 +393,14 @@ private:
   }
 
   std::optional<Const> evalBuiltin(const Expr &e, int depth) {
+    // Generation: what strata-compile --max-context / --max-batch bound (0
+    // and false without them).
+    if (e.s == "max_context")
+      return Const::ofInt(env_.maxContext);
+    if (e.s == "max_batch")
+      return Const::ofInt(env_.maxBatch);
+    if (e.s == "generation")
+      return Const::ofBool(env_.maxContext > 0);
     if (e.s == "meta" || e.s == "has_meta") {
       auto key = eval(*e.args[0], depth + 1);
       if (!key)

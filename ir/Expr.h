@@ -32,7 +32,8 @@ enum class ExprKind {
   Template, ///< string with {expr} holes: args alternate Str pieces / exprs
   List,     ///< [a, b, ...] (args)
   Name,     ///< a let, parameter or loop variable (s)
-  Builtin,  ///< meta, has_meta, has_weight, dim, min, max, sqrt, float
+  Builtin,  ///< meta, has_meta, has_weight, dim, min, max, sqrt, float,
+            ///< max_context, max_batch, generation
   Unary,    ///< -x, !x (s = operator, args[0])
   Binary,   ///< a op b (s = operator, args[0..1])
   Index,    ///< a[i] (args[0..1])
@@ -103,6 +104,11 @@ struct EvalEnv {
   /// has_meta() false). A plan keeps them, and runs only on a file that
   /// agrees.
   std::map<std::string, std::string> *baked = nullptr;
+  /// Generation (strata-compile --max-context, --max-batch): the builtins
+  /// max_context() and max_batch(); generation() is true when maxContext is
+  /// positive. All three are 0 / false without it.
+  int64_t maxContext = 0;
+  int64_t maxBatch = 0;
 };
 
 /// The recorded value of a metadata key the description looked up but the

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 
 namespace strata::ir {
 
@@ -77,13 +78,58 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
   for (const Param &p : main.params)
     if (!p.isScalar() && !define(p.value, 0))
       return {};
+  // Generation states are not arena values: no set, no bytes. Their own
+  // walk proves that no state is read after a later write replaced it (a
+  // state is written in place, one version after another).
+  const std::set<const Value *> states = stateValues(main.body);
+  format::LivenessBuilder stateLive(values.size());
   const size_t n = main.body.ops.size();
   for (size_t i = 0; i < n; ++i) {
     const Operation &op = *main.body.ops[i];
     size_t pos = i + 1;
-    for (const Operand &o : op.operands)
-      if (o.value && index.count(o.value))
-        live.use(index.at(o.value), op.kind == OpKind::Return ? n + 1 : pos);
+    for (const Operand &o : op.operands) {
+      if (!o.value || !index.count(o.value))
+        continue;
+      if (states.count(o.value)) {
+        if (op.kind == OpKind::Return) {
+          error = fmt::format("%{} is a state; a model returns arena values",
+                              o.value->name);
+          return {};
+        }
+        if (stateLive.known(index.at(o.value)))
+          stateLive.use(index.at(o.value), pos);
+        continue;
+      }
+      live.use(index.at(o.value), op.kind == OpKind::Return ? n + 1 : pos);
+    }
+    if (isStateDecl(op)) {
+      stateLive.define(id(op.results[0]), pos, 0);
+      continue;
+    }
+    if (writesState(op)) {
+      const Value *s = op.operands.empty() ? nullptr : op.operands[0].value;
+      if (!s || !states.count(s)) {
+        error = fmt::format("%{} is written in place by '{}' but is not a "
+                            "state",
+                            s ? s->name : op.results[0]->name,
+                            op.kind == OpKind::Kernel ? op.callee
+                                                      : opName(op.kind));
+        return {};
+      }
+      if (stateLive.known(index.at(s)))
+        stateLive.overwrite(id(op.results[0]), index.at(s), pos);
+      for (size_t k = 1; k < op.results.size(); ++k)
+        if (!define(op.results[k], pos))
+          return {};
+      continue;
+    }
+    if (op.kind == OpKind::Reshape && op.operands[0].value &&
+        states.count(op.operands[0].value)) {
+      error = fmt::format("%{} views the state %{}; states are not arena "
+                          "values",
+                          op.results[0]->name, op.operands[0].value->name);
+      return {};
+    }
     if (op.kind == OpKind::Reshape && op.operands[0].value) {
       live.alias(id(op.results[0]), index.at(op.operands[0].value));
       continue;
@@ -100,6 +146,13 @@ std::vector<LiveSet> computeLiveness(const Func &main, int64_t maxTokens,
       // Written in place: the result continues the operand's storage.
       live.overwrite(id(r), index.at(op.operands[in].value), pos);
     }
+  }
+  if (std::optional<format::StaleRead> stale = stateLive.staleRead()) {
+    error = fmt::format("the state %{} is read after %{} replaced it (a "
+                        "state is written in place: read the newest)",
+                        values[stale->value]->name,
+                        values[stale->overwriter]->name);
+    return {};
   }
   if (std::optional<format::StaleRead> stale = live.staleRead()) {
     error = fmt::format("%{} is read after a kernel overwrote it in place "

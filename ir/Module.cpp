@@ -36,6 +36,25 @@ std::vector<int> tiedOperands(const Operation &op) {
   return tied;
 }
 
+bool isStateDecl(const Operation &op) { return op.kind == OpKind::State; }
+
+bool writesState(const Operation &op) {
+  if (const OpInfo *info = opInfo(op.kind))
+    return info->cls == format::OpClass::State;
+  if (op.kind != OpKind::Kernel)
+    return false;
+  const format::RecipeInfo *r = format::lookupRecipe(op.callee);
+  return r && r->cls == format::OpClass::State;
+}
+
+std::set<const Value *> stateValues(const Block &b) {
+  std::set<const Value *> out;
+  for (const auto &op : b.ops)
+    if ((isStateDecl(*op) || writesState(*op)) && !op->results.empty())
+      out.insert(op->results[0]);
+  return out;
+}
+
 Value *Func::newValue(std::string name, Type type, SourceLoc loc) {
   values_.push_back(Value{std::move(name), std::move(type), loc, {}});
   return &values_.back();

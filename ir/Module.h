@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,16 @@ inline OpKind opKindOf(format::Recipe r) { return static_cast<OpKind>(r); }
 /// Per result of \p op, the operand it overwrites in place (a fused
 /// kernel's `tied` attribute), or -1; empty when none is tied.
 std::vector<int> tiedOperands(const Operation &op);
+
+/// True if \p op declares a generation state (`state() {name} : type`):
+/// its result is a state value, storage outside the arena.
+bool isStateDecl(const Operation &op);
+/// True if \p op writes its operand 0, a state, in place (an op of the
+/// State class, or its `kernel<...>`); its result 0 is that state.
+bool writesState(const Operation &op);
+/// The state values defined in \p b (not in nested regions): the results
+/// of `state` and result 0 of every op that writes a state.
+std::set<const Value *> stateValues(const Block &b);
 
 /// The registry entry for \p kind, or nullptr for structural ops.
 const OpInfo *opInfo(OpKind kind);

@@ -130,6 +130,22 @@ PlanPoly costGrouped(const Operation &op) {
   return rows * perRow;
 }
 
+/// A state write stores rows: data movement, no arithmetic.
+PlanPoly costKvStore(const Operation &) { return {}; }
+
+/// Cached attention: row r reads keys 0 .. pos[r], at most the context C of
+/// its slot: counted at a full context, C keys a row, 2*(D + Dv) FLOPs a key
+/// and head.
+PlanPoly costAttentionCached(const Operation &op) {
+  Type q = operandType(op, 0), kc = operandType(op, 1), vc = operandType(op, 2);
+  auto t = dimPoly(q, 0);
+  if (!t)
+    return {};
+  double h = constDim(q, 1), d = constDim(q, 2), dv = constDim(vc, 3);
+  double context = constDim(kc, 1);
+  return PlanPoly::of(*t) * (context * h * 2 * (d + dv));
+}
+
 /// Recurrent gated delta rule: about 8 FLOPs per state element per token.
 PlanPoly costDelta(const Operation &op) {
   Type k = operandType(op, 0), v = operandType(op, 2);
@@ -225,8 +241,51 @@ PlanPoly readBytes(const Operation &reader, size_t i) {
   return *rowsRead * (whole / tableElems->at(0));
 }
 
+/// The recipe of a registry op or kernel<...>, if any.
+static std::optional<format::Recipe> recipeOfOp(const Operation &op) {
+  if (const OpInfo *info = opInfo(op.kind))
+    return recipeOf(info->kind);
+  if (op.kind == OpKind::Kernel)
+    if (const format::RecipeInfo *ri = format::lookupRecipe(op.callee))
+      return ri->id;
+  return std::nullopt;
+}
+
+/// Bytes of the state operand \p i of \p op that a run touches: a state
+/// write (operand 0 of a State-class op) the rows it stores; the caches
+/// attention_cached reads, at a full context, one slot per row up to every
+/// slot (min(T, S) slots).
+static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
+  std::optional<format::Recipe> r = recipeOfOp(op);
+  if (!r)
+    return std::nullopt;
+  if (format::recipeInfo(*r).cls == format::OpClass::State && i == 0) {
+    Type state = operandType(op, 0);
+    auto rows = elementsPoly(operandType(op, 1));
+    if (!rows || !state.isTensor() || state.elem.isBlock)
+      return PlanPoly();
+    return *rows * static_cast<double>(format::planDTypeSize(state.elem.dtype));
+  }
+  if (*r == format::Recipe::AttentionCached && (i == 1 || i == 2)) {
+    Type cache = operandType(op, i);
+    double slots = constDim(cache, 0);
+    PlanPoly whole = tensorBytes(cache);
+    if (slots <= 0)
+      return whole;
+    double perSlot = whole.at(0) / slots;
+    PlanPoly p = PlanPoly::of({0, perSlot});
+    p.pieces.push_back({static_cast<int64_t>(slots), {perSlot * slots}});
+    return p;
+  }
+  return std::nullopt;
+}
+
 KernelCost kernelCost(const Operation &op) {
   KernelCost c;
+  // A state write's result 0 is its operand 0: counted as the rows stored.
+  std::optional<format::Recipe> recipe = recipeOfOp(op);
+  const bool writes =
+      recipe && format::recipeInfo(*recipe).cls == format::OpClass::State;
   std::set<const Value *> seen;
   std::set<std::string> seenWeights;
   auto read = [&](const Operation &reader, size_t i) {
@@ -241,6 +300,10 @@ KernelCost kernelCost(const Operation &op) {
       if (!seenWeights.insert(key).second)
         return;
     }
+    if (std::optional<PlanPoly> sb = stateBytes(reader, i)) {
+      c.bytes += *sb;
+      return;
+    }
     c.bytes += readBytes(reader, i);
   };
   for (size_t i = 0; i < op.operands.size(); ++i)
@@ -250,8 +313,8 @@ KernelCost kernelCost(const Operation &op) {
       for (size_t i = 0; i < inner->operands.size(); ++i)
         if (inner->operands[i].isWeight())
           read(*inner, i);
-  for (const Value *r : op.results)
-    c.bytes += tensorBytes(r->type);
+  for (size_t k = writes ? 1 : 0; k < op.results.size(); ++k)
+    c.bytes += tensorBytes(op.results[k]->type);
   c.flops = opFlops(op);
   return c;
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 
 namespace strata::ir {
@@ -854,6 +855,117 @@ bool inferConcat(RuleCtx &c) {
   std::vector<Dim> dims = first.dims;
   dims[*ax] = sum;
   c.out[0] = Type::tensor(first.elem, dims);
+  return true;
+}
+
+/// `state() {name} : type`: the written type, an f32 tensor whose dims do
+/// not depend on T (a state outlives a run) and, once bound, are positive.
+bool inferState(RuleCtx &c) {
+  const std::optional<Type> &t =
+      c.op.declaredTypes.empty() ? std::nullopt : c.op.declaredTypes[0];
+  if (!t || !t->isTensor())
+    return c.error("needs its type written (e.g. `: f32[S, C, HKV, HD]`)");
+  if (t->elem.isBlock || t->elem.dtype != DType::F32)
+    return c.error(fmt::format("holds f32 (a state of this build), not {}",
+                               t->elem.str()));
+  if (auto name = c.strAttr("name"); name && name->empty())
+    return c.error("needs a non-empty 'name'");
+  // The symbol T as a word of the printed dim.
+  auto mentionsT = [](const Dim &d) {
+    std::string s = d.str();
+    auto word = [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+    };
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == 'T' && (i == 0 || !word(s[i - 1])) &&
+          (i + 1 == s.size() || !word(s[i + 1])))
+        return true;
+    return false;
+  };
+  for (const Dim &d : t->dims) {
+    if (mentionsT(d))
+      return c.error(fmt::format("has the dim '{}', which depends on T; a "
+                                 "state outlives a run (its dims are slots, "
+                                 "positions, heads...)",
+                                 d.str()));
+    if (auto v = d.constant(); v && *v <= 0)
+      return c.error(fmt::format("has an empty dim ({} in {}): states are "
+                                 "sized by strata-compile --max-context and "
+                                 "--max-batch (declare them under `if "
+                                 "generation()`)",
+                                 *v, t->str()));
+  }
+  c.out[0] = *t;
+  return true;
+}
+
+/// Checks operand \p i is a state-shaped f32 tensor of rank \p rank.
+bool checkStateOperand(RuleCtx &c, size_t i, size_t rank, const char *what) {
+  const Type &t = c.in[i];
+  if (!checkRank(c, i, rank, what))
+    return false;
+  if (t.isTensor() && !(t.elem == f32()))
+    return c.error(fmt::format("expects {} to be f32, got {}", what, t.str()),
+                   int(i));
+  return true;
+}
+
+/// Checks operands \p seq and \p seq + 1 are the rows' slots and
+/// positions, i32 [T] with T = dim 0 of operand \p rows.
+bool checkRowPlaces(RuleCtx &c, size_t seq, size_t rows) {
+  for (size_t i : {seq, seq + 1}) {
+    const char *what = i == seq ? "the slots [T]" : "the positions [T]";
+    if (!checkRank(c, i, 1, what) || !checkIndices(c, i, what) ||
+        !checkDim(c, rows, 0, i, 0, "row count"))
+      return false;
+  }
+  return true;
+}
+
+/// kv_store(state[S, C, Hkv, D], x[T, Hkv, D], seq, pos) -> the state.
+bool inferKvStore(RuleCtx &c) {
+  if (!checkStateOperand(c, 0, 4, "a state [S, C, Hkv, D]") ||
+      !checkActivation(c, 1, "the rows") ||
+      !checkRank(c, 1, 3, "rows [T, Hkv, D]") ||
+      !checkDim(c, 0, 2, 1, 1, "kv head count") ||
+      !checkDim(c, 0, 3, 1, 2, "head dim") || !checkRowPlaces(c, 2, 1))
+    return false;
+  if (c.in[0].isTensor())
+    c.out[0] = c.in[0];
+  return true;
+}
+
+/// attention_cached(q[T, H, D], kc[S, C, Hkv, D], vc[S, C, Hkv, Dv], seq,
+/// pos [, gate[T, H, Dv]]) -> f32[T, H, Dv].
+bool inferAttentionCached(RuleCtx &c) {
+  bool gated = c.boolAttr("gated").value_or(false);
+  const Attr *g = c.op.findAttr("gated");
+  size_t want = gated ? 6 : 5;
+  if ((!g || g->value->isLiteral()) && c.in.size() != want)
+    return c.error(fmt::format("expects {} operands (q, k cache, v cache, "
+                               "slots, positions{}), got {}",
+                               want, gated ? ", gate" : "", c.in.size()));
+  if (!checkActivation(c, 0, "q") || !checkRank(c, 0, 3, "queries [T, H, D]") ||
+      !checkStateOperand(c, 1, 4, "a key cache [S, C, Hkv, D]") ||
+      !checkStateOperand(c, 2, 4, "a value cache [S, C, Hkv, Dv]") ||
+      !checkDim(c, 1, 0, 2, 0, "slot count") ||
+      !checkDim(c, 1, 1, 2, 1, "context") ||
+      !checkDim(c, 1, 2, 2, 2, "kv head count") ||
+      !checkDim(c, 0, 2, 1, 3, "q/k head dim") || !checkRowPlaces(c, 3, 0))
+    return false;
+  if (c.in[0].isTensor() && c.in[1].isTensor() &&
+      !checkDivisible(c, c.in[0].dims[1], c.in[1].dims[2],
+                      "query heads must be a multiple of kv heads (GQA)"))
+    return false;
+  if (gated && c.in.size() > 5 &&
+      (!checkRank(c, 5, 3, "a gate [T, H, Dv]") ||
+       !checkDim(c, 0, 0, 5, 0, "gate row count") ||
+       !checkDim(c, 0, 1, 5, 1, "gate head count") ||
+       !checkDim(c, 2, 3, 5, 2, "gate dim")))
+    return false;
+  if (c.in[0].isTensor() && c.in[2].isTensor())
+    c.out[0] = Type::tensor(
+        f32(), {c.in[0].dims[0], c.in[0].dims[1], c.in[2].dims[3]});
   return true;
 }
 

@@ -289,9 +289,10 @@ ExprPtr Parser::parsePrimary(int depth) {
       size_t minArgs, maxArgs;
     };
     static const Builtin kBuiltins[] = {
-        {"meta", 1, 2},  {"has_meta", 1, 1}, {"has_weight", 1, 1},
-        {"min", 2, 2},   {"max", 2, 2},      {"sqrt", 1, 1},
-        {"float", 1, 1}, {"dim", 2, 2}};
+        {"meta", 1, 2},      {"has_meta", 1, 1},  {"has_weight", 1, 1},
+        {"min", 2, 2},       {"max", 2, 2},       {"sqrt", 1, 1},
+        {"float", 1, 1},     {"dim", 2, 2},       {"max_context", 0, 0},
+        {"max_batch", 0, 0}, {"generation", 0, 0}};
     const Builtin *b = nullptr;
     for (const Builtin &c : kBuiltins)
       if (t.text == c.name)
@@ -301,7 +302,7 @@ ExprPtr Parser::parsePrimary(int depth) {
               fmt::format(
                   "unknown function '{}' in an expression "
                   "(known: meta, has_meta, has_weight, dim, min, max, sqrt, "
-                  "float)",
+                  "float, max_context, max_batch, generation)",
                   t.text));
       return nullptr;
     }

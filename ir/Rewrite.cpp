@@ -54,9 +54,17 @@ Rewriter::analyse(const std::vector<Operation *> &groupIn) const {
   Plan plan;
   std::vector<Operation *> &group = plan.group;
   group = groupIn;
-  for (Operation *op : group)
-    if (position(op) == SIZE_MAX || op->kind == OpKind::Return)
+  // States live outside the arena: the ops that declare or write one, and
+  // the readers of one, stay kernels of their own.
+  for (Operation *op : group) {
+    if (position(op) == SIZE_MAX || op->kind == OpKind::Return ||
+        isStateDecl(*op) || writesState(*op))
       return std::nullopt;
+    for (const Operand &o : op->operands)
+      if (const Operation *d = o.isValue() ? du_->definingOp(o.value) : nullptr)
+        if (isStateDecl(*d) || writesState(*d))
+          return std::nullopt;
+  }
   std::sort(group.begin(), group.end(), [&](Operation *a, Operation *b) {
     return position(a) < position(b);
   });

@@ -164,6 +164,12 @@ private:
 
   void verifyOp(Operation &op, std::set<std::string> &scope) {
     verifyOperands(op, scope);
+    // Where each value comes from, for the state checks (registry ops and
+    // kernels; values of calls, repeats and ifs are not followed).
+    if (opInfo(op.kind) || op.kind == OpKind::Kernel)
+      for (Value *r : op.results)
+        defOf_[r] = &op;
+    checkStateOperand(op);
     switch (op.kind) {
     case OpKind::Return: {
       if (op.operands.size() != func_->resultTypes.size()) {
@@ -362,6 +368,12 @@ private:
         error(b.loc, fmt::format("'{}' cannot be inside a fused kernel (its "
                                  "body holds ops and kernels only)",
                                  opName(b.kind)));
+      else if (isStateDecl(b) || writesState(b))
+        error(b.loc, fmt::format("'{}' cannot be inside a fused kernel "
+                                 "(states live outside the arena and are "
+                                 "written by kernels of their own)",
+                                 b.kind == OpKind::Kernel ? b.callee
+                                                          : opName(b.kind)));
       for (const Operand &o : b.operands)
         if (o.isValue() && !visible.count(o.value))
           error(o.loc, fmt::format("%{} is defined outside the fused kernel "
@@ -616,8 +628,37 @@ private:
       setResult(op, k, ctx.out[k]);
   }
 
+  /// An op that writes a state in place must be given one: operand 0 the
+  /// result of `state` or of another state write (where the verifier sees
+  /// its definition).
+  void checkStateOperand(const Operation &op) {
+    if (!writesState(op) || op.operands.empty())
+      return;
+    const Operand &o = op.operands[0];
+    const char *name =
+        op.kind == OpKind::Kernel ? op.callee.c_str() : opName(op.kind);
+    if (o.isWeight()) {
+      error(o.loc, fmt::format("'{}' writes its operand 0 in place, which "
+                               "must be a state, not a weight",
+                               name));
+      return;
+    }
+    auto it = o.value ? defOf_.find(o.value) : defOf_.end();
+    if (it == defOf_.end() || isStateDecl(*it->second) ||
+        writesState(*it->second))
+      return;
+    const Operation &d = *it->second;
+    error(o.loc,
+          fmt::format("'{}' writes its operand 0 in place, which must "
+                      "be a state (the result of 'state' or of a "
+                      "state write); %{} is the result of '{}'",
+                      name, o.value->name,
+                      d.kind == OpKind::Kernel ? d.callee : opName(d.kind)));
+  }
+
   Module &m_;
   DiagnosticEngine &diag_;
+  std::map<const Value *, const Operation *> defOf_;
   std::set<std::string> letNames_;
   Func *func_ = nullptr;
 };

@@ -14,6 +14,9 @@
 // the bodies of fused kernels (a fused output is a residual where its body
 // computes it from a residual input that way).
 //
+// Generation states (KV caches) keep f32: they are not arena buffers, and
+// the state writes and cached attention read them as f32.
+//
 // Runs after lower-to-kernels (kernels carry their types and are not
 // re-inferred) and before plan-memory (which sizes buffers by dtype).
 //
@@ -55,7 +58,7 @@ public:
                              "expand first");
       return false;
     }
-    std::set<const Value *> keep;
+    std::set<const Value *> keep = stateValues(main->body);
     for (const Param &p : main->params)
       if (p.value)
         keep.insert(p.value);

@@ -1,8 +1,10 @@
 //===- Cse.cpp - merge operations that compute the same value -------------===//
 //
 // Two ops of the same kind, callee, operands, attributes and result types
-// compute the same tensors (every op is pure), so the later one's results are
-// replaced by the earlier one's and it goes. Operands compare by value
+// compute the same tensors (every op is pure but the state writes, which are
+// never merged), so the later one's results are replaced by the earlier
+// one's and it goes. Two `state` ops merge only with the same name and type
+// (they are one state). Operands compare by value
 // identity, weights by name, element type and shape, attributes by name and
 // printed expression (order does not matter). An op is available to the ops
 // after it in its block and in the regions nested there, as dominance allows;
@@ -42,7 +44,7 @@ std::string weightKey(const WeightRef &w) {
 /// What makes two ops equal, or "" for ops that are never merged.
 std::string opKey(const Operation &op) {
   if (!op.regions.empty() || op.kind == OpKind::Return ||
-      op.kind == OpKind::Yield || op.results.empty())
+      op.kind == OpKind::Yield || op.results.empty() || writesState(op))
     return {};
   std::string key = fmt::format("{}<{}>(", opName(op.kind), op.callee);
   for (const Operand &o : op.operands) {

@@ -1,7 +1,9 @@
 //===- Dce.cpp - remove operations whose results nobody uses --------------===//
 //
-// Every op of the IR is pure (tensor in, tensor out; no side effects), so an
-// op whose results are all unused can go, and with it the uses it made. A
+// Every op of the IR is pure (tensor in, tensor out; no side effects) but
+// the state writes (kv_store: what they store outlives the run, so they
+// stay even where nothing in this run reads their result), so an op whose
+// results are all unused can go, and with it the uses it made. A
 // worklist over the def-use chains (ir/DefUse.h) starts from every op;
 // removing one puts the ops that defined its operands back on the list, so
 // whole dead chains go. Ops with regions (repeat, if, fused) are removed
@@ -23,10 +25,19 @@ using namespace ir;
 
 namespace {
 
-/// Terminators, and remarks (their effect is the report `expand` makes).
+/// Terminators, remarks (their effect is the report `expand` makes) and
+/// state writes, also inside a region (their effect is the state later runs
+/// read): never removed.
 bool isTerminator(const Operation &op) {
-  return op.kind == OpKind::Return || op.kind == OpKind::Yield ||
-         op.kind == OpKind::Remark;
+  if (op.kind == OpKind::Return || op.kind == OpKind::Yield ||
+      op.kind == OpKind::Remark || writesState(op))
+    return true;
+  for (const auto &region : op.regions)
+    for (const auto &nested : region->ops)
+      if (writesState(*nested) ||
+          (!nested->regions.empty() && isTerminator(*nested)))
+        return true;
+  return false;
 }
 
 void collect(Block &b, std::vector<Operation *> &ops) {

@@ -6,7 +6,11 @@
 //   2. walks @main, inlining calls, unrolling `repeat` with its carried
 //      values and keeping only the taken branch of each `if`;
 //   3. evaluates attributes, result types and weight name templates, and
-//      binds each weight to its GGUF element type and shape.
+//      binds each weight to its GGUF element type and shape;
+//   4. drops @main's inputs after the first that nothing reads (the
+//      generation inputs of a description compiled without generation).
+// The builtins max_context(), max_batch() and generation() come from the
+// pass context (strata-compile --max-context, --max-batch).
 // The output keeps the lets (as literals) and a single @main; value names
 // get a `.N` suffix where inlining would repeat them.
 //
@@ -19,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -61,6 +66,8 @@ public:
     env_.arch = ctx_.model->architecture();
     env_.names = &globals_;
     env_.baked = &ctx_.bakedMeta;
+    env_.maxContext = ctx_.maxContext;
+    env_.maxBatch = ctx_.maxBatch;
     auto out = std::make_unique<Module>();
     out->name = m_.name;
     out->loc = m_.loc;
@@ -104,6 +111,7 @@ public:
       ret->loc = main->body.ops.back()->loc;
       ret->operands = std::move(rets);
       f->body.ops.push_back(std::move(ret));
+      dropUnreadInputs(*f);
       out->funcs.push_back(std::move(f));
     } catch (Abort &) {
       return nullptr;
@@ -434,6 +442,27 @@ private:
     }
     for (size_t k = 0; k < op.results.size(); ++k)
       vmap[op.results[k]] = carries[k];
+  }
+
+  /// @main's inputs after the first (the tokens) that the expanded body
+  /// does not read are not inputs of the model: a description takes the
+  /// generation inputs (positions, slots) and reads them only under
+  /// `if generation()`, and a plan without state keeps one input.
+  static void dropUnreadInputs(Func &f) {
+    std::set<const Value *> read;
+    std::function<void(const Block &)> visit = [&](const Block &b) {
+      for (const auto &op : b.ops) {
+        for (const Operand &o : op->operands)
+          if (o.value)
+            read.insert(o.value);
+        for (const auto &r : op->regions)
+          visit(*r);
+      }
+    };
+    visit(f.body);
+    for (size_t i = f.params.size(); i-- > 1;)
+      if (f.params[i].value && !read.count(f.params[i].value))
+        f.params.erase(f.params.begin() + static_cast<std::ptrdiff_t>(i));
   }
 
   const Module &m_;

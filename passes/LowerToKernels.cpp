@@ -8,6 +8,9 @@
 // kernel. A `reshape` of a value stays an op: it is a view that plan-memory
 // aliases (inside a fused body, a view of a temporary), not a launch; a
 // reshape of a weight becomes `kernel<reshape>`, which brings the weight in.
+// A `state` stays an op too: it names storage outside the arena, which the
+// plan builder turns into a plan state entry; the ops that write a state in
+// place (kv_store) and read one (attention_cached) become kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Pass.h"
@@ -46,6 +49,8 @@ private:
         continue;
       }
       if (op->kind == OpKind::Reshape && !op->operands[0].isWeight())
+        continue;
+      if (isStateDecl(*op))
         continue;
       if (!opInfo(op->kind)) {
         ctx.diag.error(op->loc, fmt::format("lower-to-kernels: '{}' must be "

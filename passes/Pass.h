@@ -34,6 +34,11 @@ struct PassContext {
   std::string precision = "f32";
   /// keep-last-position: plan the last position's outputs only.
   bool lastPositionOnly = false;
+  /// Generation (strata-compile --max-context N --max-batch B): the
+  /// positions and sequence slots a plan's state holds, what the builtins
+  /// max_context() and max_batch() give; generation() is maxContext > 0.
+  int64_t maxContext = 0;
+  int64_t maxBatch = 0;
   /// Filled by expand: every metadata key the description looked up and
   /// the value folded in (ir::EvalEnv::baked).
   std::map<std::string, std::string> bakedMeta;

@@ -116,6 +116,23 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
   }
   if (!ex->loadWeights(ex->main_, error))
     return nullptr;
+  // Generation state lives outside the arena, zeroed once: it keeps its
+  // contents from run to run.
+  if (!plan.states.empty()) {
+    ex->maxContext_ = plan.options.at("max_context");
+    ex->maxBatch_ = plan.options.at("max_batch");
+  }
+  for (const format::PlanState &st : plan.states) {
+    void *p = ex->device_->alloc((st.bytes + 3) / 4 * 4, error);
+    if (!p) {
+      error =
+          fmt::format("state '{}' of {} bytes: {}", st.name, st.bytes, error);
+      return nullptr;
+    }
+    ex->main_.states.push_back(p);
+  }
+  if (!ex->resetStates(error))
+    return nullptr;
   // The arena rounded up to whole 32-bit words, so the poison covers it.
   uint64_t arenaBytes = (plan.arenaBytes + 3) / 4 * 4;
   ex->main_.arena =
@@ -144,6 +161,8 @@ Executor::~Executor() {
     if (b->device) {
       b->device->release(b->arena);
       b->device->release(b->workspace);
+      for (void *p : b->states)
+        b->device->release(p);
       for (void *p : b->owned)
         b->device->release(p);
     }
@@ -164,6 +183,17 @@ TensorArg Executor::bufferArg(const Bound &bd, uint32_t index,
 
 TensorArg Executor::operandArg(const Bound &bd, const PlanOperand &o,
                                int64_t tokens) const {
+  if (o.isState) {
+    const format::PlanState &st = plan_.states[o.index];
+    TensorArg a;
+    a.data = bd.states[o.index];
+    a.dtype = st.dtype;
+    a.bytes = st.bytes;
+    for (uint64_t d : st.shape)
+      a.shape.push_back(static_cast<int64_t>(d));
+    a.name = st.name;
+    return a;
+  }
   if (!o.isWeight)
     return bufferArg(bd, o.index, tokens);
   const format::PlanWeight &w = plan_.weights[o.index];
@@ -445,8 +475,99 @@ bool Executor::readBuffer(const Bound &bd, uint32_t index, int64_t tokens,
   return true;
 }
 
+bool Executor::resetStates(std::string &error) {
+  for (size_t i = 0; i < plan_.states.size(); ++i)
+    if (!device_->fill32(main_.states[i], 0,
+                         (plan_.states[i].bytes + 3) / 4 * 4, error)) {
+      error = fmt::format("state '{}': {}", plan_.states[i].name, error);
+      return false;
+    }
+  return true;
+}
+
+bool Executor::readState(size_t index, std::vector<float> &out,
+                         std::string &error) {
+  if (index >= plan_.states.size()) {
+    error = fmt::format("state {} does not exist (the plan has {})", index,
+                        plan_.states.size());
+    return false;
+  }
+  const format::PlanState &st = plan_.states[index];
+  std::vector<uint8_t> bytes(st.bytes);
+  if (!device_->synchronize(error) ||
+      !device_->download(bytes.data(), main_.states[index], st.bytes, error))
+    return false;
+  size_t n = st.bytes / format::planDTypeSize(st.dtype);
+  out.resize(n);
+  convertElements(st.dtype, bytes.data(), PlanDType::F32, out.data(), n);
+  return true;
+}
+
 bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
                    std::string &error) {
+  if (plan_.states.empty())
+    return runPrepared(tokens, nullptr, nullptr, out, error);
+  // Rows of slot 0 from position 0.
+  std::vector<Row> rows;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    rows.push_back(
+        {tokens[i], static_cast<int32_t>(std::min<size_t>(i, INT32_MAX)), 0});
+  return runRows(rows, out, error);
+}
+
+bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
+                       std::string &error) {
+  std::vector<int32_t> tokens, pos, seq;
+  for (const Row &r : rows) {
+    tokens.push_back(r.token);
+    pos.push_back(r.pos);
+    seq.push_back(r.seq);
+  }
+  if (plan_.states.empty()) {
+    // Without state a plan computes a prompt: slot 0 from position 0.
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].seq != 0 || rows[i].pos != static_cast<int64_t>(i)) {
+        error = fmt::format("row {} is at position {} of slot {}, but the "
+                            "plan has no state (compiled without "
+                            "--max-context): its rows are one prompt, slot "
+                            "0 from position 0",
+                            i, rows[i].pos, rows[i].seq);
+        return false;
+      }
+    return runPrepared(tokens, nullptr, nullptr, out, error);
+  }
+  // Before any kernel runs: every row inside the state, no two rows at one
+  // place.
+  std::map<std::pair<int32_t, int32_t>, size_t> seen;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row &r = rows[i];
+    if (r.pos < 0 || r.pos >= maxContext_) {
+      error = fmt::format("row {} is at position {}, outside the plan's "
+                          "context of {} positions (0..{}; strata-compile "
+                          "--max-context)",
+                          i, r.pos, maxContext_, maxContext_ - 1);
+      return false;
+    }
+    if (r.seq < 0 || r.seq >= maxBatch_) {
+      error = fmt::format("row {} is in slot {}, outside the plan's {} slots "
+                          "(0..{}; strata-compile --max-batch)",
+                          i, r.seq, maxBatch_, maxBatch_ - 1);
+      return false;
+    }
+    auto [it, added] = seen.emplace(std::make_pair(r.seq, r.pos), i);
+    if (!added) {
+      error = fmt::format("rows {} and {} are both at position {} of slot {}",
+                          it->second, i, r.pos, r.seq);
+      return false;
+    }
+  }
+  return runPrepared(tokens, &pos, &seq, out, error);
+}
+
+bool Executor::runPrepared(const std::vector<int32_t> &tokens,
+                           const std::vector<int32_t> *pos,
+                           const std::vector<int32_t> *seq, RunOutput &out,
+                           std::string &error) {
   int64_t t = static_cast<int64_t>(tokens.size());
   if (t == 0) {
     error = "the prompt is empty; it needs at least one token";
@@ -466,7 +587,7 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
     }
   for (const format::PlanKernel &k : plan_.kernels) {
     if (k.isFused() || k.recipe != format::Recipe::GetRows ||
-        k.inputs[1].isWeight || k.inputs[1].index != plan_.inputs[0])
+        !k.inputs[1].isBuffer() || k.inputs[1].index != plan_.inputs[0])
       continue;
     TensorArg table = operandArg(main_, k.inputs[0], t);
     if (table.shape.size() != 2)
@@ -500,6 +621,14 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   TensorArg in = bufferArg(main_, plan_.inputs[0], t);
   if (!device_->upload(in.data, tokens.data(), t * sizeof(int32_t), error))
     return false;
+  for (auto [index, values] : {std::pair{format::kPlanInputPos, pos},
+                               std::pair{format::kPlanInputSeq, seq}}) {
+    if (!values)
+      continue;
+    TensorArg a = bufferArg(main_, plan_.inputs[index], t);
+    if (!device_->upload(a.data, values->data(), t * sizeof(int32_t), error))
+      return false;
+  }
 
   // Profiling: an event before every kernel and one after the last, in
   // stream order (the CPU's events read the host clock after a sync).
@@ -722,6 +851,11 @@ bool Executor::setCheck(const CheckBars &bars, std::string &error) {
                         device_->name());
     return false;
   }
+  if (!plan_.states.empty()) {
+    error = "--check of a plan with state is not supported yet (its GPU "
+            "kernels do not exist yet either)";
+    return false;
+  }
   bars_ = bars;
   checkDevice_ = createDevice("cpu", error);
   if (!checkDevice_)
@@ -747,7 +881,7 @@ bool Executor::checkKernel(size_t k, int64_t tokens, std::string &error) {
     return false;
   std::vector<uint8_t> bytes;
   for (const PlanOperand &o : pk.inputs) {
-    if (o.isWeight)
+    if (!o.isBuffer())
       continue;
     TensorArg g = bufferArg(main_, o.index, tokens);
     TensorArg c = bufferArg(check_, o.index, tokens);

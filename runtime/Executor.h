@@ -76,6 +76,14 @@ struct GraphUse {
   std::string off;
 };
 
+/// One row of a run (plans with state): a token id, its position in its
+/// sequence and the sequence's slot (docs/generation-design.md).
+struct Row {
+  int32_t token = 0;
+  int32_t pos = 0;
+  int32_t seq = 0;
+};
+
 /// The plan's output buffer after a run, as f32.
 struct RunOutput {
   std::vector<int64_t> shape; ///< at T', e.g. [T', vocab]
@@ -107,6 +115,25 @@ public:
   /// Errors name the kernel ("kernel 12 (matmul): ...") or the token.
   bool run(const std::vector<int32_t> &tokens, RunOutput &out,
            std::string &error);
+
+  /// Runs the plan on \p rows (1 <= size <= plan().maxTokens): row r's
+  /// token at position rows[r].pos of slot rows[r].seq, reading and writing
+  /// the plan's state (kept from earlier runs of this executor). Every
+  /// position must be below the plan's max_context and every slot below its
+  /// max_batch, no two rows at one position of one slot; this is checked
+  /// before any kernel runs (a one-line error naming the row). A plan
+  /// without state computes rows of slot 0 at positions 0, 1, ... only.
+  /// run(tokens) is runRows of slot 0 from position 0.
+  bool runRows(const std::vector<Row> &rows, RunOutput &out,
+               std::string &error);
+
+  /// The plan's max_context and max_batch (0 for a plan without state).
+  int64_t maxContext() const { return maxContext_; }
+  int64_t maxBatch() const { return maxBatch_; }
+  /// Zeroes every state (every slot forgets its sequence).
+  bool resetStates(std::string &error);
+  /// The contents of state \p index (plan().states) as f32.
+  bool readState(size_t index, std::vector<float> &out, std::string &error);
 
   /// After every kernel, scan its floating-point outputs for NaN and fail
   /// naming the first kernel that left one (slow; for debugging).
@@ -165,10 +192,18 @@ private:
     uint8_t *arena = nullptr;
     uint8_t *workspace = nullptr;
     std::vector<void *> weights;
+    /// The plan's states (Plan::states), outside the arena.
+    std::vector<void *> states;
     std::vector<void *> owned; ///< synthetic weights, released with it
   };
 
   Executor() = default;
+  /// The checks and uploads of a run, then its launches: \p tokens with,
+  /// for plans with state, \p pos and \p seq (same length).
+  bool runPrepared(const std::vector<int32_t> &tokens,
+                   const std::vector<int32_t> *pos,
+                   const std::vector<int32_t> *seq, RunOutput &out,
+                   std::string &error);
   /// Buffer \p index (or any operand) at T' = \p tokens.
   TensorArg bufferArg(const Bound &b, uint32_t index, int64_t tokens) const;
   TensorArg operandArg(const Bound &b, const format::PlanOperand &o,
@@ -248,6 +283,7 @@ private:
   std::vector<double> kernelSeconds_;
   std::map<uint32_t, std::string> capture_; ///< buffer index -> name
   std::map<std::string, RunOutput> captured_;
+  int64_t maxContext_ = 0, maxBatch_ = 0;
 };
 
 } // namespace strata::runtime

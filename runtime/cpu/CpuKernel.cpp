@@ -113,9 +113,9 @@ KernelCtx::KernelCtx(const Launch &launch, int threads)
     fail("unknown recipe");
   const format::RecipeInfo &ri = format::recipeInfo(launch.recipe);
   if (!format::arityAccepts(ri, launch.inputs.size()) ||
-      static_cast<int>(launch.outputs.size()) != ri.numOutputs)
+      static_cast<int>(launch.outputs.size()) != format::planOutputs(ri))
     fail(fmt::format("takes {}..{} inputs and {} outputs, got {} and {}",
-                     ri.minInputs, ri.maxInputs, ri.numOutputs,
+                     ri.minInputs, ri.maxInputs, format::planOutputs(ri),
                      launch.inputs.size(), launch.outputs.size()));
   for (size_t i = 0; i < launch.inputs.size(); ++i)
     checkOperand(launch.inputs[i], describeIn(i));

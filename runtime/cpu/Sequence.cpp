@@ -17,6 +17,36 @@ void expectDim(const KernelCtx &ctx, size_t i, size_t d, int64_t want,
                      ctx.inShape(i)[d], want));
 }
 
+/// One row of attention over \p n keys (key m at keyAt(m), its value at
+/// valueAt(m)) into \p o (\p dv floats), \p p scratch for n scores. The
+/// reference order `attention` and `attention_cached` share, so a decode
+/// step reproduces its prefill row: the scaled scores in key order, their
+/// max, exp and sum in order, then the weighted values added in key order.
+/// With no key the row is 0.
+template <typename KeyAt, typename ValueAt>
+void attendRow(const float *q, int64_t n, const KeyAt &keyAt,
+               const ValueAt &valueAt, int64_t d, int64_t dv, float scale,
+               float *p, float *o) {
+  float max = -INFINITY;
+  for (int64_t m = 0; m < n; ++m) {
+    p[m] = scale * dotF32(q, keyAt(m), d);
+    max = std::max(max, p[m]);
+  }
+  float sum = 0;
+  for (int64_t m = 0; m < n; ++m) {
+    p[m] = std::exp(p[m] - max);
+    sum += p[m];
+  }
+  for (int64_t c = 0; c < dv; ++c)
+    o[c] = 0;
+  for (int64_t m = 0; m < n; ++m) {
+    float pm = p[m] / sum;
+    const float *vr = valueAt(m);
+    for (int64_t c = 0; c < dv; ++c)
+      o[c] += pm * vr[c];
+  }
+}
+
 } // namespace
 
 void runRope(KernelCtx &ctx) {
@@ -124,25 +154,12 @@ void runAttention(KernelCtx &ctx) {
           }
           const float *qr = q + (ti * h + hi) * d;
           float *o = out + (ti * h + hi) * dv;
-          float max = -INFINITY;
-          for (size_t m = 0; m < keys.size(); ++m) {
-            p[m] = scale * dotF32(qr, k + (keys[m] * hkv + kvh) * d, d);
-            max = std::max(max, p[m]);
-          }
-          float sum = 0;
-          for (size_t m = 0; m < keys.size(); ++m) {
-            p[m] = std::exp(p[m] - max);
-            sum += p[m];
-          }
-          for (int64_t c = 0; c < dv; ++c)
-            o[c] = 0;
           // A row that may see no key (empty block selection) stays 0.
-          for (size_t m = 0; m < keys.size(); ++m) {
-            float pm = p[m] / sum;
-            const float *vr = v + (keys[m] * hkv + kvh) * dv;
-            for (int64_t c = 0; c < dv; ++c)
-              o[c] += pm * vr[c];
-          }
+          attendRow(
+              qr, static_cast<int64_t>(keys.size()),
+              [&](int64_t m) { return k + (keys[m] * hkv + kvh) * d; },
+              [&](int64_t m) { return v + (keys[m] * hkv + kvh) * dv; }, d, dv,
+              scale, p.data(), o);
           if (gate)
             for (int64_t c = 0; c < dv; ++c)
               o[c] *= sigmoidF32(gate[(ti * h + hi) * dv + c]);
@@ -240,6 +257,118 @@ void runGatedDeltaRule(KernelCtx &ctx) {
           o[j] = scale * acc;
         }
       }
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Generation state
+//===----------------------------------------------------------------------===//
+
+void runState(KernelCtx &) {
+  fail("'state' is not a kernel: a plan lists its states under \"state\"");
+}
+
+namespace {
+
+/// The state operand \p i: f32 storage of rank \p rank (the executor's,
+/// written in place).
+float *stateOperand(KernelCtx &ctx, size_t i, size_t rank, const char *what) {
+  const TensorArg &a = ctx.in(i);
+  if (a.isWeight || a.dtype != format::PlanDType::F32)
+    fail(fmt::format("{} must be an f32 state", ctx.describeIn(i)));
+  ctx.expectInRank(i, rank, what);
+  return static_cast<float *>(a.data);
+}
+
+/// The rows' slots and positions (inputs \p seqIn and \p seqIn + 1), each
+/// i32 [T] and inside the state's \p slots x \p context.
+void rowPlaces(KernelCtx &ctx, size_t seqIn, int64_t t, int64_t slots,
+               int64_t context, const int32_t *&seq, const int32_t *&pos) {
+  for (size_t i : {seqIn, seqIn + 1}) {
+    ctx.expectInRank(i, 1, i == seqIn ? "slots [T]" : "positions [T]");
+    expectDim(ctx, i, 0, t, "the row count");
+  }
+  seq = ctx.i32(seqIn);
+  pos = ctx.i32(seqIn + 1);
+  for (int64_t r = 0; r < t; ++r)
+    if (seq[r] < 0 || seq[r] >= slots || pos[r] < 0 || pos[r] >= context)
+      fail(fmt::format("row {} is at position {} of slot {}, outside the "
+                       "state's {} slots x {} positions",
+                       r, pos[r], seq[r], slots, context));
+}
+
+} // namespace
+
+void runKvStore(KernelCtx &ctx) {
+  float *state = stateOperand(ctx, 0, 4, "a state [S, C, Hkv, D]");
+  ctx.expectInRank(1, 3, "rows [T, Hkv, D]");
+  const std::vector<int64_t> &ss = ctx.inShape(0), &xs = ctx.inShape(1);
+  int64_t t = xs[0], row = xs[1] * xs[2];
+  expectDim(ctx, 1, 1, ss[2], "the head count");
+  expectDim(ctx, 1, 2, ss[3], "the head dim");
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 2, t, ss[0], ss[1], seq, pos);
+  const float *x = ctx.f32(1);
+  // Rows in order: the last of two rows at one place wins.
+  for (int64_t r = 0; r < t; ++r)
+    std::copy(x + r * row, x + (r + 1) * row,
+              state + (int64_t(seq[r]) * ss[1] + pos[r]) * row);
+}
+
+void runAttentionCached(KernelCtx &ctx) {
+  bool gated = ctx.boolAttr("gated");
+  size_t want = gated ? 6 : 5;
+  if (ctx.numInputs() != want)
+    fail(fmt::format("expects {} inputs (q, k cache, v cache, slots, "
+                     "positions{}), got {}",
+                     want, gated ? ", gate" : "", ctx.numInputs()));
+  ctx.expectInRank(0, 3, "queries [T, H, D]");
+  const float *kc = stateOperand(ctx, 1, 4, "a key cache [S, C, Hkv, D]");
+  const float *vc = stateOperand(ctx, 2, 4, "a value cache [S, C, Hkv, Dv]");
+  const std::vector<int64_t> &qs = ctx.inShape(0), &ks = ctx.inShape(1);
+  int64_t t = qs[0], h = qs[1], d = qs[2];
+  int64_t slots = ks[0], context = ks[1], hkv = ks[2];
+  int64_t dv = ctx.inShape(2)[3];
+  expectDim(ctx, 1, 3, d, "the head dim");
+  expectDim(ctx, 2, 0, slots, "the slot count");
+  expectDim(ctx, 2, 1, context, "the context");
+  expectDim(ctx, 2, 2, hkv, "the kv head count");
+  if (hkv == 0 || h % hkv != 0)
+    fail(fmt::format("query heads {} are not a multiple of kv heads {}", h,
+                     hkv));
+  ctx.expectOutShape(0, {t, h, dv});
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 3, t, slots, context, seq, pos);
+  const float *gate = nullptr;
+  if (gated) {
+    if (ctx.inShape(5) != std::vector<int64_t>{t, h, dv})
+      fail(fmt::format("{} must be the gate [{}, {}, {}]", ctx.describeIn(5), t,
+                       h, dv));
+    gate = ctx.f32(5);
+  }
+  float scale = ctx.floatAttr("scale");
+  const float *q = ctx.f32(0);
+  float *out = ctx.outF32(0);
+  int64_t group = h / hkv;
+  int64_t work = 0;
+  for (int64_t r = 0; r < t; ++r)
+    work += (int64_t(pos[r]) + 1) * h * (d + dv);
+  onWorkers(ctx.threads(), t * h, work, [&](int worker, int nw) {
+    std::vector<float> p(static_cast<size_t>(context));
+    for (int64_t row = worker; row < t * h; row += nw) {
+      int64_t ti = row / h, hi = row % h, kvh = hi / group;
+      // Keys 0 .. pos[ti] of slot seq[ti], in position order.
+      int64_t base = int64_t(seq[ti]) * context;
+      float *o = out + (ti * h + hi) * dv;
+      attendRow(
+          q + (ti * h + hi) * d, int64_t(pos[ti]) + 1,
+          [&](int64_t m) { return kc + ((base + m) * hkv + kvh) * d; },
+          [&](int64_t m) { return vc + ((base + m) * hkv + kvh) * dv; }, d, dv,
+          scale, p.data(), o);
+      if (gate)
+        for (int64_t c = 0; c < dv; ++c)
+          o[c] *= sigmoidF32(gate[(ti * h + hi) * dv + c]);
     }
   });
 }

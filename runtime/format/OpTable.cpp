@@ -89,6 +89,10 @@ bool arityAccepts(const RecipeInfo &r, size_t n) {
          (r.maxInputs < 0 || static_cast<int64_t>(n) <= r.maxInputs);
 }
 
+int planOutputs(const RecipeInfo &r) {
+  return r.numOutputs - (r.cls == OpClass::State ? 1 : 0);
+}
+
 const std::vector<AttrSpec> &attrSchema(Recipe r) {
   static const std::vector<std::vector<AttrSpec>> kSchemas = [] {
     std::vector<std::vector<AttrSpec>> all;

@@ -54,6 +54,10 @@ enum class OpClass : uint8_t {
   Binary, ///< y[i] = f(a[i], b[i]) with numpy broadcasting
   Matmul, ///< a GEMM: epilogues may fold into it
   View,   ///< a reshape: no data moves unless it brings a weight in
+  /// Writes its operand 0 (a generation state, outside the arena) in place;
+  /// its result 0 is that state, so a plan kernel lists one output fewer
+  /// than the op's results (kv_store).
+  State,
   Other,
 };
 
@@ -99,6 +103,9 @@ const RecipeInfo *lookupRecipe(std::string_view name);
 const RecipeInfo &recipeInfo(Recipe r);
 /// True if \p n operands fit the op's arity.
 bool arityAccepts(const RecipeInfo &r, size_t n);
+/// The outputs a plan kernel of \p r lists: its results, less the state a
+/// State-class op writes in place (its input 0).
+int planOutputs(const RecipeInfo &r);
 /// The parsed attribute schema of \p r.
 const std::vector<AttrSpec> &attrSchema(Recipe r);
 /// The schema entry of attribute \p name of \p r, or nullptr.

@@ -290,7 +290,10 @@ json codeToJson(const PlanCode &c) {
 json kernelToJson(const PlanKernel &k) {
   json ins = json::array();
   for (const PlanOperand &o : k.inputs)
-    ins.push_back({{o.isWeight ? "weight" : "buffer", o.index}});
+    ins.push_back({{o.isState    ? "state"
+                    : o.isWeight ? "weight"
+                                 : "buffer",
+                    o.index}});
   json j;
   if (k.isFused()) {
     j["fused"] = k.fused;
@@ -333,10 +336,14 @@ json kernelToJson(const PlanKernel &k) {
 
 } // namespace
 
+int planVersionOf(const Plan &p) {
+  return p.states.empty() ? kPlanMinVersion : kPlanVersion;
+}
+
 std::string planToJson(const Plan &p) {
   json j;
   j["format"] = "strata-plan";
-  j["version"] = p.version;
+  j["version"] = planVersionOf(p);
   j["model"] = p.model;
   j["arch"] = p.arch;
   j["target"] = p.target;
@@ -351,6 +358,15 @@ std::string planToJson(const Plan &p) {
   j["arena"] = {{"bytes", p.arenaBytes}, {"lower_bound", p.arenaLowerBound}};
   j["inputs"] = p.inputs;
   j["outputs"] = p.outputs;
+  if (!p.states.empty()) {
+    json states = json::array();
+    for (const PlanState &st : p.states)
+      states.push_back({{"name", st.name},
+                        {"dtype", planDTypeName(st.dtype)},
+                        {"shape", st.shape},
+                        {"bytes", st.bytes}});
+    j["state"] = std::move(states);
+  }
   json bufs = json::array();
   for (const PlanBuffer &b : p.buffers) {
     json jb = {{"name", b.name},
@@ -758,7 +774,7 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
 }
 
 bool readKernel(Reader &r, const json &k, const std::string &path,
-                PlanKernel &pk) {
+                PlanKernel &pk, int version) {
   if (!k.is_object())
     return r.fail(path, "expected an object");
   if (k.contains("fused") == k.contains("recipe"))
@@ -779,10 +795,17 @@ bool readKernel(Reader &r, const json &k, const std::string &path,
     PlanOperand op;
     bool isBuf = e.is_object() && e.size() == 1 && e.contains("buffer");
     bool isW = e.is_object() && e.size() == 1 && e.contains("weight");
-    if (!isBuf && !isW)
-      return r.fail(opath, "expected {\"buffer\": N} or {\"weight\": N}");
+    bool isS = e.is_object() && e.size() == 1 && e.contains("state");
+    if (isS && version < 3)
+      return r.fail(opath, fmt::format("a version {} plan has no state "
+                                       "operands",
+                                       version));
+    if (!isBuf && !isW && !isS)
+      return r.fail(opath, "expected {\"buffer\": N}, {\"weight\": N} or "
+                           "{\"state\": N}");
     op.isWeight = isW;
-    if (!r.index(e[isW ? "weight" : "buffer"], opath, op.index))
+    op.isState = isS;
+    if (!r.index(e[isS ? "state" : isW ? "weight" : "buffer"], opath, op.index))
       return false;
     pk.inputs.push_back(op);
   }
@@ -900,12 +923,12 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
   int64_t version = 0;
   if (!r.i64(j, "$", "version", version))
     return false;
-  if (version != kPlanVersion)
+  if (version < kPlanMinVersion || version > kPlanVersion)
     return r.fail("$.version",
                   fmt::format("plan version {} is not supported (this build "
-                              "reads version {}); recompile the plan with "
-                              "this build's strata-compile",
-                              version, kPlanVersion));
+                              "reads versions {} to {}); recompile the plan "
+                              "with this build's strata-compile",
+                              version, kPlanMinVersion, kPlanVersion));
   p.version = static_cast<int>(version);
   if (!r.str(j, "$", "model", p.model) || !r.str(j, "$", "arch", p.arch) ||
       !r.str(j, "$", "target", p.target) ||
@@ -1008,12 +1031,48 @@ bool planFromJson(const std::string &text, const std::string &name, Plan &p,
       !r.indexList(j, "$", "outputs", p.outputs))
     return false;
 
+  if (j.contains("state")) {
+    if (p.version < 3)
+      return r.fail("$.state", fmt::format("a version {} plan has no state "
+                                           "(state came with version 3)",
+                                           p.version));
+    const json *states = r.array(j, "$", "state");
+    if (!states)
+      return false;
+    for (size_t i = 0; i < states->size(); ++i) {
+      std::string path = fmt::format("$.state[{}]", i);
+      const json &e = (*states)[i];
+      PlanState st;
+      std::string dtype;
+      if (!r.str(e, path, "name", st.name) || !r.str(e, path, "dtype", dtype) ||
+          !r.u64(e, path, "bytes", st.bytes))
+        return false;
+      auto dt = planDTypeFromName(dtype);
+      if (!dt)
+        return r.fail(path + ".dtype",
+                      fmt::format("unknown dtype '{}'", dtype));
+      st.dtype = *dt;
+      const json *shape = r.array(e, path, "shape");
+      if (!shape)
+        return false;
+      if (shape->size() > 8)
+        return r.fail(path + ".shape", "more than 8 dims");
+      for (const json &d : *shape) {
+        if (!d.is_number_unsigned() || d.get<uint64_t>() == 0)
+          return r.fail(path + ".shape", "expected positive integers");
+        st.shape.push_back(d.get<uint64_t>());
+      }
+      p.states.push_back(std::move(st));
+    }
+  }
+
   const json *ks = r.array(j, "$", "kernels");
   if (!ks)
     return false;
   for (size_t i = 0; i < ks->size(); ++i) {
     PlanKernel pk;
-    if (!readKernel(r, (*ks)[i], fmt::format("$.kernels[{}]", i), pk))
+    if (!readKernel(r, (*ks)[i], fmt::format("$.kernels[{}]", i), pk,
+                    p.version))
       return false;
     p.kernels.push_back(std::move(pk));
   }
@@ -1059,6 +1118,10 @@ constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxGrid[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
 /// Arguments a kernel may take.
 constexpr size_t kMaxArgs = 128;
+/// States a plan may declare, and its max_context and max_batch options.
+constexpr size_t kMaxStates = size_t(1) << 16;
+constexpr int64_t kMaxContext = int64_t(1) << 24;
+constexpr int64_t kMaxBatch = int64_t(1) << 16;
 
 /// "buffer 3 '%x'".
 std::string planBufferName(const Plan &p, uint32_t b) {
@@ -1120,7 +1183,7 @@ bool walkMemory(const Plan &p, LivenessBuilder &live, std::string &why) {
     const PlanKernel &k = p.kernels[ki];
     const size_t pos = ki + 1;
     for (const PlanOperand &o : k.inputs)
-      if (!o.isWeight && !read(o.index, pos, planKernelName(p, ki) + " reads"))
+      if (o.isBuffer() && !read(o.index, pos, planKernelName(p, ki) + " reads"))
         return false;
     for (size_t oi = 0; oi < k.outputs.size(); ++oi) {
       uint32_t o = k.outputs[oi];
@@ -1172,7 +1235,8 @@ public:
     // (the memory proof sees those), or its own workspace.
     bool own = m.workspace;
     for (const PlanOperand &o : k.inputs)
-      own |= o.isWeight == m.operand.isWeight && o.index == m.operand.index;
+      own |= !o.isState && o.isWeight == m.operand.isWeight &&
+             o.index == m.operand.index;
     if (!m.operand.isWeight)
       for (uint32_t o : k.outputs)
         own |= o == m.operand.index;
@@ -1320,13 +1384,13 @@ public:
     if (static_cast<size_t>(r) >= allRecipes().size())
       return fail(fmt::format("{}: unknown recipe", what));
     const RecipeInfo &ri = recipeInfo(r);
-    if (!arityAccepts(ri, nin) || static_cast<int>(nout) != ri.numOutputs)
+    if (!arityAccepts(ri, nin) || static_cast<int>(nout) != planOutputs(ri))
       return fail(fmt::format("{} ({}) takes {}..{} inputs and {} outputs, "
                               "got {} and {}",
                               what, ri.name, ri.minInputs,
                               ri.maxInputs < 0 ? std::string("any")
                                                : std::to_string(ri.maxInputs),
-                              ri.numOutputs, nin, nout));
+                              planOutputs(ri), nin, nout));
     return true;
   }
 
@@ -1436,6 +1500,87 @@ public:
     return true;
   }
 
+  /// The plan's states: named once, f32 (this build's kernels), dims and
+  /// sizes capped and their sum too, with max_context and max_batch.
+  bool checkStates() {
+    if (p_.states.empty())
+      return true;
+    if (p_.version < 3)
+      return fail(fmt::format("a version {} plan has no state", p_.version));
+    if (p_.states.size() > kMaxStates)
+      return fail(
+          fmt::format("{} states, at most {}", p_.states.size(), kMaxStates));
+    for (const char *opt : {"max_context", "max_batch"}) {
+      auto it = p_.options.find(opt);
+      int64_t cap = std::string(opt) == "max_context" ? kMaxContext : kMaxBatch;
+      if (it == p_.options.end() || it->second < 1 || it->second > cap)
+        return fail(fmt::format("a plan with state needs the option '{}' in "
+                                "1..{}",
+                                opt, cap));
+    }
+    std::set<std::string> names;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < p_.states.size(); ++i) {
+      const PlanState &st = p_.states[i];
+      std::string what = fmt::format("state {} '{}'", i, st.name);
+      if (st.name.empty() || !names.insert(st.name).second)
+        return fail(fmt::format("{}: a state needs a name of its own", what));
+      if (st.dtype != DType::F32)
+        return fail(fmt::format("{} is {}; states are f32", what,
+                                planDTypeName(st.dtype)));
+      if (st.shape.empty() || st.shape.size() > 8)
+        return fail(fmt::format("{} has {} dims, expected 1..8", what,
+                                st.shape.size()));
+      std::optional<uint64_t> n = planDTypeSize(st.dtype);
+      for (uint64_t d : st.shape) {
+        n = d >= 1 && n ? checkedMul(*n, d) : std::nullopt;
+        if (!n || *n > kMaxBytes)
+          return fail(fmt::format("{} is larger than 2^50 bytes (or has an "
+                                  "empty dim)",
+                                  what));
+      }
+      if (st.bytes != *n)
+        return fail(fmt::format("{} has {} bytes, but its shape and dtype "
+                                "need {}",
+                                what, st.bytes, *n));
+      std::optional<uint64_t> next = checkedAdd(sum, *n);
+      if (!next || *next > kMaxBytes)
+        return fail(fmt::format("the states need more than 2^50 bytes "
+                                "together (at {})",
+                                what));
+      sum = *next;
+    }
+    return true;
+  }
+
+  /// State operands: a State-class recipe writes a state given as its
+  /// input 0 (and lists no output for it); `state` itself is no kernel;
+  /// fused kernels neither take nor write states.
+  bool checkStateUse(const PlanKernel &k, const std::string &what) {
+    bool anyState = false;
+    for (const PlanOperand &o : k.inputs)
+      anyState |= o.isState;
+    if (k.isFused()) {
+      if (anyState)
+        return fail(fmt::format("{} is fused and takes a state; fused kernels "
+                                "read and write arena buffers only",
+                                what));
+      for (const BodyOp &op : k.body)
+        if (op.recipe == Recipe::State ||
+            recipeInfo(op.recipe).cls == OpClass::State)
+          return fail(fmt::format("{}: '{}' in a fused body (states are "
+                                  "written by kernels of their own)",
+                                  what, recipeInfo(op.recipe).name));
+      return true;
+    }
+    if (recipeInfo(k.recipe).cls == OpClass::State &&
+        (k.inputs.empty() || !k.inputs[0].isState))
+      return fail(fmt::format("{} writes its input 0 in place, which must be "
+                              "a state ({{\"state\": N}})",
+                              what));
+    return true;
+  }
+
   bool run() {
     target_ = lookupPlanTarget(p_.target);
     if (!target_)
@@ -1447,6 +1592,11 @@ public:
     if (p_.arenaBytes > kMaxBytes)
       return fail(fmt::format("the arena of {} bytes is larger than 2^50",
                               p_.arenaBytes));
+    if (p_.version < kPlanMinVersion || p_.version > kPlanVersion)
+      return fail(fmt::format("version {} (this build knows {} to {})",
+                              p_.version, kPlanMinVersion, kPlanVersion));
+    if (!checkStates())
+      return false;
     for (size_t i = 0; i < p_.buffers.size(); ++i)
       if (!checkBuffer(i))
         return false;
@@ -1467,11 +1617,21 @@ public:
           return fail(fmt::format("input/output buffer {} does not exist", b));
     if (p_.inputs.empty() || p_.outputs.empty())
       return fail("needs an input buffer (the tokens) and an output buffer");
-    const PlanBuffer &tok = p_.buffers[p_.inputs[0]];
-    if (tok.dtype != DType::I32 || tok.numElements(1) != 1 ||
-        tok.numElements(p_.maxTokens) != p_.maxTokens)
-      return fail(
-          fmt::format("the input buffer '{}' must be i32 [T]", tok.name));
+    // With state the rows come with their positions and slots.
+    if (!p_.states.empty() && p_.inputs.size() != 3)
+      return fail(fmt::format("a plan with state has three inputs (tokens, "
+                              "positions, slots), not {}",
+                              p_.inputs.size()));
+    for (size_t i = 0; i < (p_.states.empty() ? 1 : 3); ++i) {
+      const PlanBuffer &in = p_.buffers[p_.inputs[i]];
+      if (in.dtype != DType::I32 || in.numElements(1) != 1 ||
+          in.numElements(p_.maxTokens) != p_.maxTokens)
+        return fail(fmt::format("the input buffer '{}'{} must be i32 [T]",
+                                in.name,
+                                i == 0   ? ""
+                                : i == 1 ? " (the positions)"
+                                         : " (the slots)"));
+    }
     if (p_.syntheticFill && !target_->gpu)
       return fail(fmt::format("a '{}' plan has no synthetic_fill code (only "
                               "GPU plans carry generated code)",
@@ -1601,7 +1761,7 @@ private:
       } else if (n) {
         bool weight = pre == "weight:";
         for (const PlanOperand &o : k.inputs)
-          ok |= o.isWeight == weight && o.index == *n;
+          ok |= !o.isState && o.isWeight == weight && o.index == *n;
         if (!weight)
           for (uint32_t o : k.outputs)
             ok |= o == *n;
@@ -1653,6 +1813,10 @@ private:
   bool checkKernel(size_t ki) {
     const PlanKernel &k = p_.kernels[ki];
     std::string what = fmt::format("kernel {}", ki);
+    if (!k.isFused() && k.recipe == Recipe::State)
+      return fail(fmt::format("{} (state): 'state' is not a kernel (a plan "
+                              "lists its states under \"state\")",
+                              what));
     if (k.isFused()) {
       if (!checkAttrsFree(k, what))
         return false;
@@ -1661,10 +1825,23 @@ private:
       return false;
     }
     what = kernelName(ki);
-    for (const PlanOperand &o : k.inputs)
-      if (o.index >= (o.isWeight ? p_.weights.size() : p_.buffers.size()))
+    for (const PlanOperand &o : k.inputs) {
+      if (o.isState && o.isWeight)
+        return fail(fmt::format("{} names an input that is both a weight and "
+                                "a state",
+                                what));
+      size_t limit = o.isState    ? p_.states.size()
+                     : o.isWeight ? p_.weights.size()
+                                  : p_.buffers.size();
+      if (o.index >= limit)
         return fail(fmt::format("{} reads {} {}, which does not exist", what,
-                                o.isWeight ? "weight" : "buffer", o.index));
+                                o.isState    ? "state"
+                                : o.isWeight ? "weight"
+                                             : "buffer",
+                                o.index));
+    }
+    if (!checkStateUse(k, what))
+      return false;
     for (uint32_t o : k.outputs)
       if (o >= p_.buffers.size())
         return fail(
@@ -1682,7 +1859,8 @@ private:
       int32_t in = k.tied[o];
       if (in < 0)
         continue;
-      if (static_cast<size_t>(in) >= k.inputs.size() || k.inputs[in].isWeight)
+      if (static_cast<size_t>(in) >= k.inputs.size() ||
+          !k.inputs[in].isBuffer())
         return fail(fmt::format("{}: output {} is tied to input {}, which "
                                 "is not a buffer input",
                                 what, o, in));

@@ -28,8 +28,13 @@ namespace strata::format {
 
 class ModelInfo;
 
-/// The plan format version this build reads and writes.
-constexpr int kPlanVersion = 2;
+/// The newest plan format version this build reads and writes: version 3
+/// adds generation state ("state", kernel inputs {"state": N}, the inputs
+/// tok, pos and seq).
+constexpr int kPlanVersion = 3;
+/// The oldest version this build reads. A plan without state is written as
+/// version 2, byte for byte what a version 2 build wrote (planVersionOf).
+constexpr int kPlanMinVersion = 2;
 
 /// `floor(coef*T / div) + constant`, div >= 1.
 struct PlanDim {
@@ -79,10 +84,26 @@ struct PlanAttr {
   std::vector<double> floats;
 };
 
-/// A kernel operand: an arena buffer or a weight, by index.
+/// A kernel operand: an arena buffer, a weight or (version 3) a state, by
+/// index.
 struct PlanOperand {
   bool isWeight = false;
   uint32_t index = 0;
+  bool isState = false; ///< Plan::states[index] (never with isWeight)
+
+  /// An arena buffer (neither a weight nor a state).
+  bool isBuffer() const { return !isWeight && !isState; }
+};
+
+/// Persistent storage outside the arena (plan version 3): a KV cache, a
+/// recurrent state. Allocated and zeroed when the executor is created; it
+/// keeps its contents across runs. Its dims are constants (slots, context
+/// positions, heads, ...), never functions of T.
+struct PlanState {
+  std::string name; ///< e.g. "blk.0.k_cache"
+  PlanDType dtype = PlanDType::F32;
+  std::vector<uint64_t> shape; ///< IR order, slowest first
+  uint64_t bytes = 0;          ///< elements x element size
 };
 
 /// A function of the token count T: piecewise polynomials in T. Piece i
@@ -227,6 +248,7 @@ struct PlanRoofline {
 
 /// A compiled plan.
 struct Plan {
+  /// The version read (a plan is written as planVersionOf(plan)).
   int version = kPlanVersion;
   std::string model;  ///< the description's model name
   std::string arch;   ///< general.architecture of the GGUF it was built for
@@ -247,8 +269,13 @@ struct Plan {
   std::vector<PlanBuffer> buffers;
   std::vector<PlanWeight> weights;
   std::vector<PlanKernel> kernels;
-  std::vector<uint32_t> inputs;  ///< buffers the caller fills (tokens)
+  /// Buffers the caller fills: the token ids; with state, then the rows'
+  /// positions and slots (all i32 [T]).
+  std::vector<uint32_t> inputs;
   std::vector<uint32_t> outputs; ///< buffers the caller reads (logits)
+  /// Generation state (version 3); with any, options "max_context" and
+  /// "max_batch" bound the rows' positions and slots.
+  std::vector<PlanState> states;
   /// GPU plans: the kernel that fills a weight with synthetic blocks on the
   /// device (runtime/SyntheticBlock.h; `strata-run --synthetic-weights`),
   /// launched with grid x given by the runtime; absent: the host fills.
@@ -269,6 +296,13 @@ const PlanTarget *lookupPlanTarget(const std::string &name);
 /// "host, gfx1151, sm_90".
 std::string planTargetNames();
 
+/// The version \p plan is written as: kPlanMinVersion without state (the
+/// file is then exactly what a version 2 build wrote), else kPlanVersion.
+int planVersionOf(const Plan &plan);
+
+/// The plan input index of the rows' positions and slots (plans with state).
+inline constexpr size_t kPlanInputPos = 1, kPlanInputSeq = 2;
+
 /// Serialises \p plan as JSON text.
 std::string planToJson(const Plan &plan);
 /// Checks everything a runtime relies on: indices in range, buffers inside
@@ -279,9 +313,12 @@ std::string planToJson(const Plan &plan);
 /// target allows, and the memory proof: walking the kernels in order, no
 /// kernel writes storage that holds a value a later kernel (or the plan's
 /// output) still reads, and every buffer read holds the value it names
-/// (Liveness.h, the liveness plan-memory places buffers with). The one
-/// validator: planFromJson and the executor call it. Sets \p error to
-/// "plan: <what>" on failure.
+/// (Liveness.h, the liveness plan-memory places buffers with). Version 3:
+/// states named once, f32, their sizes capped one by one and summed, state
+/// operands in range, State-class recipes writing a state given as input 0
+/// (listing one output fewer), three i32 [T] inputs, max_context and
+/// max_batch options. The one validator: planFromJson and the executor call
+/// it. Sets \p error to "plan: <what>" on failure.
 bool validatePlan(const Plan &plan, std::string &error);
 
 /// The storage sets of \p plan's buffers as its memory proof walks them

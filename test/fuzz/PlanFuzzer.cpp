@@ -8,7 +8,7 @@
 // error message, never a crash, a hang, a leak or a sanitizer report. Plans
 // asking for more than kMaxBytes of arena or workspace are validated only
 // (a real device would refuse them the same way; the fuzzer's memory is
-// capped).
+// capped), and so are plans whose generation states (version 3) are larger.
 //
 // Semantics, not only syntax: the custom mutator edits parsed plans where
 // the validator's deep checks look (buffer offsets and sizes, views, ties,
@@ -274,6 +274,14 @@ bool runPlan(const format::Plan &plan, const std::string &gguf,
   return true;
 }
 
+/// The bytes of the plan's generation states (allocated beside the arena).
+uint64_t stateBytesOf(const format::Plan &plan) {
+  uint64_t n = 0;
+  for (const format::PlanState &st : plan.states)
+    n += st.bytes; // validated: the sum is below 2^50
+  return n;
+}
+
 uint64_t workspaceOf(const format::Plan &plan) {
   uint64_t workspace = 0;
   for (const format::PlanKernel &k : plan.kernels)
@@ -322,7 +330,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   std::string gguf = ggufFor(plan.arch);
   if (gguf.empty() || plan.arenaBytes > kMaxBytes ||
-      workspaceOf(plan) > kMaxBytes)
+      workspaceOf(plan) > kMaxBytes || stateBytesOf(plan) > kMaxBytes)
     return 0;
   runtime::RunOutput first;
   if (!runPlan(plan, gguf, first, error))

@@ -40,6 +40,7 @@ const char *kUsage =
                       [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
                       [--codegen-opt NAME=VALUE ...]
+                      [--max-context N [--max-batch B]]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -96,6 +97,15 @@ options:
                          plan's options
   --no-fusion            skip the fusion passes (fuse-*): one kernel per op,
                          the reference a fused plan is checked against
+  --max-context N        generation: descriptions see generation() true,
+                         max_context() = N and max_batch() = B, and take the
+                         stateful form (KV caches of B slots x N positions
+                         outside the arena; plan inputs tokens, positions,
+                         slots); recorded in the plan's options (host target
+                         only for now: GPU kernels of the state ops do not
+                         exist yet)
+  --max-batch B          the sequence slots of the state (default 1; needs
+                         --max-context)
   --help                 show this help
 
 Environment: STRATA_DEVICE_CC names the device compiler (default clang-19).
@@ -294,6 +304,22 @@ double achievable(const KernelUse &u, const ir::Target &t) {
   return occ * fill;
 }
 
+/// The bytes of every state of \p p.
+uint64_t stateBytes(const format::Plan &p) {
+  uint64_t n = 0;
+  for (const format::PlanState &st : p.states)
+    n += st.bytes;
+  return n;
+}
+
+/// The plan's sequence slots (1 without state).
+uint64_t maxBatchOf(const format::Plan &p) {
+  auto it = p.options.find("max_batch");
+  return it == p.options.end() || it->second < 1
+             ? 1
+             : static_cast<uint64_t>(it->second);
+}
+
 void printReport(const format::Plan &p, const ir::Target &target, bool json,
                  const std::vector<std::optional<KernelUse>> &uses) {
   const int64_t t = p.maxTokens;
@@ -303,6 +329,15 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
     Prediction pred;
   };
   const bool gfx = std::string(target.name) == "gfx1151";
+  // A state write lists no output: its row shows the state it writes.
+  auto outputText = [&](const format::PlanKernel &k) {
+    if (!k.outputs.empty())
+      return shapeStr(p.buffers[k.outputs[0]].shape);
+    for (const format::PlanOperand &o : k.inputs)
+      if (o.isState)
+        return "state " + p.states[o.index].name;
+    return std::string("-");
+  };
   auto useOf = [&](size_t i) -> const KernelUse * {
     return i < uses.size() && uses[i] ? &*uses[i] : nullptr;
   };
@@ -325,13 +360,8 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
   std::vector<Row> rows;
   double totalB = 0, totalF = 0, totalS = 0;
   for (const format::PlanKernel &k : p.kernels) {
-    Row r{k.label(),
-          bodySummary(k),
-          k.variant,
-          shapeStr(p.buffers[k.outputs[0]].shape),
-          k.bytes.at(t),
-          k.flops.at(t),
-          {}};
+    Row r{k.label(),     bodySummary(k), k.variant, outputText(k),
+          k.bytes.at(t), k.flops.at(t),  {}};
     r.pred = predict(k, target, r.bytes, r.flops);
     if (const KernelUse *u = useOf(rows.size())) {
       double a = achievable(*u, target);
@@ -381,6 +411,10 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                std::isfinite(totalS) ? totalS : -1.0);
     fmt::print(" \"arena\": {{\"bytes\": {}, \"lower_bound\": {}}},\n",
                p.arenaBytes, p.arenaLowerBound);
+    if (!p.states.empty())
+      fmt::print(" \"state\": {{\"states\": {}, \"bytes\": {}, "
+                 "\"bytes_per_sequence\": {}}},\n",
+                 p.states.size(), stateBytes(p), stateBytes(p) / maxBatchOf(p));
     fmt::print(" \"hc_sites\": {{\"sites\": {}, \"bytes\": {:.0f}, "
                "\"three_kernel_floor\": {:.0f}, \"one_pass_bound\": {:.0f}, "
                "\"worst_ratio\": {:.4f}}}}}\n",
@@ -437,6 +471,13 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
              p.arenaLowerBound ? double(p.arenaBytes) / p.arenaLowerBound
                                : 0.0);
   fmt::print("buffers: {}, weights: {}\n", p.buffers.size(), p.weights.size());
+  if (!p.states.empty())
+    fmt::print("state: {} states, {} bytes ({}), {} bytes per sequence ({}) "
+               "for {} slots of {} positions\n",
+               p.states.size(), stateBytes(p),
+               human(double(stateBytes(p)), "B"), stateBytes(p) / maxBatchOf(p),
+               human(double(stateBytes(p) / maxBatchOf(p)), "B"), maxBatchOf(p),
+               p.options.at("max_context"));
   if (hc.sites)
     fmt::print("hyper-connection sites: {}, {} per site; three-kernel floor {} "
                "(ratio {:.3f}, worst site {:.3f}); one-pass bound {} (ratio "
@@ -548,7 +589,7 @@ bool checkLaunchable(const format::Plan &plan, const ir::Target &target,
 
 static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host", precision;
-  int64_t maxTokens = 0, qsaRatio = 0;
+  int64_t maxTokens = 0, qsaRatio = 0, maxContext = 0, maxBatch = 0;
   bool report = false, reportJson = false, printAll = false, fusion = true;
   bool lastOnly = false, codegenOn = true;
   std::string cacheDir, emitSource;
@@ -633,6 +674,22 @@ static int compileMain(int argc, char **argv) {
         return usageError(
             fmt::format("--max-tokens needs an integer in 1..{}", 1 << 24));
       maxTokens = n;
+    } else if (a.rfind("--max-context", 0) == 0) {
+      auto v = value("--max-context");
+      char *end = nullptr;
+      long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
+      if (!v || v->empty() || *end || n <= 0 || n > (1 << 24))
+        return usageError(
+            fmt::format("--max-context needs an integer in 1..{}", 1 << 24));
+      maxContext = n;
+    } else if (a.rfind("--max-batch", 0) == 0) {
+      auto v = value("--max-batch");
+      char *end = nullptr;
+      long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
+      if (!v || v->empty() || *end || n <= 0 || n > (1 << 16))
+        return usageError(
+            fmt::format("--max-batch needs an integer in 1..{}", 1 << 16));
+      maxBatch = n;
     } else if (a.rfind("--qsa-compress-ratio", 0) == 0) {
       auto v = value("--qsa-compress-ratio");
       char *end = nullptr;
@@ -660,6 +717,10 @@ static int compileMain(int argc, char **argv) {
     return usageError("--gguf FILE is required");
   if (maxTokens == 0)
     return usageError("--max-tokens T is required");
+  if (maxBatch && !maxContext)
+    return usageError("--max-batch needs --max-context (generation)");
+  if (maxContext && !maxBatch)
+    maxBatch = 1;
   if (out.empty() && emitSource.empty())
     return usageError("-o PLAN_DIR is required");
   if (!emitSource.empty() && !codegen::isDeviceTarget(target))
@@ -720,6 +781,8 @@ static int compileMain(int argc, char **argv) {
   ctx.target = target;
   ctx.precision = precision;
   ctx.lastPositionOnly = lastOnly;
+  ctx.maxContext = maxContext;
+  ctx.maxBatch = maxBatch;
   if (!pm.run(m, ctx))
     return 1;
 
@@ -736,6 +799,10 @@ static int compileMain(int argc, char **argv) {
       plan.metadata[key] = value;
   if (lastOnly)
     plan.options["last_position_logits"] = 1;
+  if (maxContext) {
+    plan.options["max_context"] = maxContext;
+    plan.options["max_batch"] = maxBatch;
+  }
   for (const auto &[key, value] : codegenOpts.options)
     plan.options[key] = value;
   // The roofline --profile measures against.

@@ -37,6 +37,9 @@ options:
   --meta FILE               GGUF file or key/value text that binds meta(),
                             has_weight() and weights (needed by expand)
   --max-tokens N            the token count T to plan for (plan-memory)
+  --max-context N           generation: generation() is true, max_context()
+                            is N (expand)
+  --max-batch B             max_batch() (default 1; needs --max-context)
   --target NAME             the target passes plan for (host, gfx1151,
                             sm_90; default host)
   --logits all|last         keep-last-position: last keeps the last
@@ -63,6 +66,7 @@ struct Options {
   std::string output = "-";
   std::string metaPath;
   int64_t maxTokens = 0;
+  int64_t maxContext = 0, maxBatch = 0;
   std::string target = "host", precision;
   bool lastOnly = false;
   std::vector<std::string> pipeline;
@@ -131,6 +135,23 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (!v)
         return 2;
       o.printAfter.push_back(*v);
+    } else if (a.rfind("--max-context", 0) == 0 ||
+               a.rfind("--max-batch", 0) == 0) {
+      bool ctxFlag = a.rfind("--max-context", 0) == 0;
+      const char *flag = ctxFlag ? "--max-context" : "--max-batch";
+      auto v = valueOf(i, a, flag);
+      if (!v)
+        return 2;
+      char *end = nullptr;
+      long long n = std::strtoll(v->c_str(), &end, 10);
+      long long cap = ctxFlag ? (1 << 24) : (1 << 16);
+      if (v->empty() || *end || n <= 0 || n > cap) {
+        std::cerr << fmt::format("strata-opt: error: {} needs an integer in "
+                                 "1..{}, got '{}'\n",
+                                 flag, cap, *v);
+        return 2;
+      }
+      (ctxFlag ? o.maxContext : o.maxBatch) = n;
     } else if (a.rfind("--max-tokens", 0) == 0) {
       auto v = valueOf(i, a, "--max-tokens");
       if (!v)
@@ -311,6 +332,8 @@ bool processChunk(const Options &o, const std::string &name,
     passes::PassContext ctx{diag};
     ctx.model = model;
     ctx.maxTokens = o.maxTokens;
+    ctx.maxContext = o.maxContext;
+    ctx.maxBatch = o.maxContext && !o.maxBatch ? 1 : o.maxBatch;
     ctx.target = o.target;
     ctx.lastPositionOnly = o.lastOnly;
     ctx.precision = !o.precision.empty()              ? o.precision

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 using namespace strata::format;
 
 namespace {
@@ -256,7 +258,7 @@ TEST(Plan, RejectsWithJsonPath) {
   EXPECT_NE(errorOf("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(errorOf(replace("\"version\": 2", "\"version\": 1"))
                 .find("$.version: plan version 1 is not supported (this build "
-                      "reads version 2); recompile the plan"),
+                      "reads versions 2 to 3); recompile the plan"),
             std::string::npos);
   EXPECT_NE(errorOf(replace("\"recipe\": \"get_rows\"", "\"recipe\": \"zap\""))
                 .find("$.kernels[0].recipe: unknown recipe 'zap'"),
@@ -767,4 +769,183 @@ TEST(Liveness, SetsBoundsAndClashes) {
   EXPECT_EQ(live.staleRead()->overwriter, 3u);
   EXPECT_EQ(live.staleRead()->overwrittenAt, 3u);
   EXPECT_EQ(live.staleRead()->readAt, 5u);
+}
+
+namespace {
+
+/// A plan with generation state (version 3): tokens, positions and slots
+/// (i32 [T]), q [T, 2, 4] from the embedding, a KV cache of 2 slots x 16
+/// positions written by kv_store (no output listed) and read by
+/// attention_cached.
+Plan statePlan() {
+  Plan p;
+  p.model = "m";
+  p.arch = "qwen3";
+  p.target = "host";
+  p.maxTokens = 8;
+  p.options = {{"max_context", 16}, {"max_batch", 2}};
+  p.buffers = {{"tok", PlanDType::I32, {{1, 0}}, 0, 32},
+               {"pos", PlanDType::I32, {{1, 0}}, 256, 32},
+               {"seq", PlanDType::I32, {{1, 0}}, 512, 32},
+               {"q", PlanDType::F32, {{1, 0}, {0, 2}, {0, 4}}, 768, 256},
+               {"o", PlanDType::F32, {{1, 0}, {0, 2}, {0, 4}}, 1024, 256}};
+  p.arenaBytes = 1280;
+  p.arenaLowerBound = 1280;
+  p.weights = {{"token_embd.weight", GgmlType::F32, {8, 100}}};
+  p.states = {{"blk.0.k_cache", PlanDType::F32, {2, 16, 1, 4}, 512},
+              {"blk.0.v_cache", PlanDType::F32, {2, 16, 1, 4}, 512}};
+  PlanKernel emb;
+  emb.recipe = Recipe::GetRows;
+  emb.inputs = {{true, 0}, {false, 0}};
+  emb.outputs = {3};
+  PlanKernel kstore;
+  kstore.recipe = Recipe::KvStore;
+  kstore.inputs = {{false, 0, true}, {false, 3}, {false, 2}, {false, 1}};
+  PlanKernel vstore = kstore;
+  vstore.inputs[0].index = 1;
+  PlanKernel att;
+  att.recipe = Recipe::AttentionCached;
+  att.inputs = {
+      {false, 3}, {false, 0, true}, {false, 1, true}, {false, 2}, {false, 1}};
+  att.outputs = {4};
+  PlanAttr scale;
+  scale.kind = PlanAttr::Kind::Float;
+  scale.f = 0.5;
+  att.attrs["scale"] = scale;
+  p.kernels = {emb, kstore, vstore, att};
+  p.inputs = {0, 1, 2};
+  p.outputs = {4};
+  return p;
+}
+
+} // namespace
+
+TEST(PlanState, VersionThreeRoundTrip) {
+  Plan p = statePlan();
+  std::string err;
+  ASSERT_TRUE(validatePlan(p, err)) << err;
+  EXPECT_EQ(planVersionOf(p), 3);
+  std::string text = planToJson(p);
+  EXPECT_NE(text.find("\"version\": 3"), std::string::npos);
+  EXPECT_NE(text.find("\"state\": 0"), std::string::npos) << text;
+  Plan q;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(planToJson(q), text);
+  ASSERT_EQ(q.states.size(), 2u);
+  EXPECT_EQ(q.states[1].name, "blk.0.v_cache");
+  EXPECT_EQ(q.states[1].shape, (std::vector<uint64_t>{2, 16, 1, 4}));
+  EXPECT_TRUE(q.kernels[1].inputs[0].isState);
+  EXPECT_FALSE(q.kernels[1].inputs[1].isState);
+  EXPECT_TRUE(q.kernels[1].outputs.empty());
+  // Without state a plan is written as version 2, as before version 3.
+  EXPECT_EQ(planVersionOf(smallPlan()), 2);
+  EXPECT_NE(planToJson(smallPlan()).find("\"version\": 2"), std::string::npos);
+}
+
+TEST(PlanState, ReaderRefusesStateInVersionTwo) {
+  std::string text = planToJson(statePlan());
+  size_t at = text.find("\"version\": 3");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 12, "\"version\": 2");
+  EXPECT_NE(errorOf(text).find("a version 2 plan has no state"),
+            std::string::npos)
+      << errorOf(text);
+  EXPECT_NE(errorOf(planToJson(smallPlan())
+                        .replace(planToJson(smallPlan()).find("\"version\": 2"),
+                                 12, "\"version\": 4"))
+                .find("plan version 4 is not supported"),
+            std::string::npos);
+}
+
+TEST(PlanState, ValidatorRefusesBadStates) {
+  struct Case {
+    std::function<void(Plan &)> edit;
+    const char *message;
+  };
+  const Case cases[] = {
+      {[](Plan &p) { p.states[0].bytes = 4; },
+       "state 0 'blk.0.k_cache' has 4 bytes, but its shape and dtype need 512"},
+      {[](Plan &p) { p.states[1].name = "blk.0.k_cache"; },
+       "state 1 'blk.0.k_cache': a state needs a name of its own"},
+      {[](Plan &p) { p.states[0].dtype = PlanDType::BF16; },
+       "state 0 'blk.0.k_cache' is bf16; states are f32"},
+      {[](Plan &p) { p.states[0].shape = {2, 0, 1, 4}; },
+       "state 0 'blk.0.k_cache' is larger than 2^50 bytes (or has an empty "
+       "dim)"},
+      {[](Plan &p) {
+         p.states[0].shape = {uint64_t(1) << 40, uint64_t(1) << 40};
+         p.states[0].bytes = 0;
+       },
+       "state 0 'blk.0.k_cache' is larger than 2^50 bytes"},
+      {[](Plan &p) {
+         // Each within the cap, their sum not.
+         for (PlanState &st : p.states) {
+           st.shape = {uint64_t(1) << 47};
+           st.bytes = uint64_t(1) << 49;
+         }
+         p.states.push_back(p.states[0]);
+         p.states.back().name = "third";
+       },
+       "the states need more than 2^50 bytes together (at state 2 'third')"},
+      {[](Plan &p) { p.options.erase("max_context"); },
+       "a plan with state needs the option 'max_context' in 1..16777216"},
+      {[](Plan &p) { p.options["max_batch"] = 0; },
+       "a plan with state needs the option 'max_batch' in 1..65536"},
+      {[](Plan &p) { p.inputs = {0}; },
+       "a plan with state has three inputs (tokens, positions, slots), not 1"},
+      {[](Plan &p) { p.buffers[2].dtype = PlanDType::F32; },
+       "the input buffer 'seq' (the slots) must be i32 [T]"},
+      {[](Plan &p) { p.kernels[1].inputs[0].index = 2; },
+       "kernel 1 (kv_store) reads state 2, which does not exist"},
+      {[](Plan &p) { p.kernels[1].inputs[0] = {false, 3}; },
+       "kernel 1 (kv_store) writes its input 0 in place, which must be a "
+       "state"},
+      {[](Plan &p) { p.kernels[1].outputs = {4}; },
+       "kernel 1 (kv_store) takes 4..4 inputs and 0 outputs, got 4 and 1"},
+      {[](Plan &p) { p.kernels[2].recipe = Recipe::State; },
+       "kernel 2 (state): 'state' is not a kernel"},
+      {[](Plan &p) {
+         p.kernels[2].recipe = Recipe::State;
+         p.kernels[2].inputs.clear();
+         p.kernels[2].outputs = {4};
+       },
+       "kernel 2 (state): 'state' is not a kernel"},
+      {[](Plan &p) { p.kernels[1].inputs[0] = {true, 0, true}; },
+       "names an input that is both a weight and a state"},
+      {[](Plan &p) { p.version = 2; }, "a version 2 plan has no state"},
+  };
+  for (const Case &c : cases) {
+    Plan p = statePlan();
+    c.edit(p);
+    std::string e = validationError(p);
+    EXPECT_NE(e.find(c.message), std::string::npos)
+        << "want: " << c.message << "\ngot:  " << e;
+  }
+  // A fused kernel takes no state.
+  Plan f = statePlan();
+  PlanKernel &att = f.kernels[3];
+  att.fused = "att";
+  BodyOp op;
+  op.recipe = Recipe::AttentionCached;
+  op.attrs = att.attrs;
+  for (uint32_t i = 0; i < 5; ++i)
+    op.inputs.push_back({BodyRef::Kind::In, i, {}});
+  op.outputs = {{BodyRef::Kind::Out, 0, {}}};
+  att.body = {op};
+  att.attrs.clear();
+  std::string e = validationError(f);
+  EXPECT_NE(e.find("kernel 3 (fused:att) is fused and takes a state"),
+            std::string::npos)
+      << e;
+}
+
+TEST(PlanState, StatesStayOutOfTheMemoryProof) {
+  // The caches are not arena buffers: a plan whose buffers reuse every
+  // byte still validates, and the live sets name buffers only.
+  Plan p = statePlan();
+  std::string err;
+  ASSERT_TRUE(validatePlan(p, err)) << err;
+  for (const LiveSet &s : planLiveSets(p))
+    for (uint32_t v : s.values)
+      EXPECT_LT(v, p.buffers.size());
 }

@@ -208,6 +208,122 @@ TEST_F(TinyModel, EveryPromptLengthMatchesTheReference) {
   }
 }
 
+/// The tiny model's embedding as keys, values and queries of 4 heads of 64
+/// through a KV cache of 2 slots x 8 positions (generation state, plan
+/// version 3), then the head: logits of row r depend on the rows of its
+/// slot up to its position.
+Plan statePlan() {
+  PlanBuilder b(kMaxT);
+  uint32_t wEmbd = b.weight("token_embd.weight", GgmlType::Q8_0, {kD, kV});
+  uint32_t wHead = b.weight("output.weight", GgmlType::Q6_K, {kD, kV});
+  uint32_t tok = b.buffer("tokens", PlanDType::I32, {kT});
+  uint32_t pos = b.buffer("pos", PlanDType::I32, {kT});
+  uint32_t seq = b.buffer("seq", PlanDType::I32, {kT});
+  uint32_t x = b.buffer("x", PlanDType::F32, {kT, c(kD)});
+  uint32_t xh = b.buffer("xh", PlanDType::F32, {kT, c(4), c(64)},
+                         static_cast<int64_t>(b.p.buffers[x].offset));
+  b.p.buffers[xh].viewOf = x;
+  uint32_t o = b.buffer("o", PlanDType::F32, {kT, c(4), c(64)});
+  uint32_t of = b.buffer("of", PlanDType::F32, {kT, c(kD)},
+                         static_cast<int64_t>(b.p.buffers[o].offset));
+  b.p.buffers[of].viewOf = o;
+  uint32_t logits = b.buffer("logits", PlanDType::F32, {kT, c(kV)});
+  b.p.states = {{"k_cache", PlanDType::F32, {2, 8, 4, 64}, 2 * 8 * 4 * 64 * 4},
+                {"v_cache", PlanDType::F32, {2, 8, 4, 64}, 2 * 8 * 4 * 64 * 4}};
+  b.p.options = {{"max_context", 8}, {"max_batch", 2}};
+  PlanOperand kc{false, 0, true}, vc{false, 1, true};
+  b.kernel(Recipe::GetRows, {W(wEmbd), B(tok)}, {x});
+  b.kernel(Recipe::KvStore, {kc, B(xh), B(seq), B(pos)}, {});
+  b.kernel(Recipe::KvStore, {vc, B(xh), B(seq), B(pos)}, {});
+  b.kernel(Recipe::AttentionCached, {B(xh), kc, vc, B(seq), B(pos)}, {o},
+           {{"scale", aFloat(0.125)}});
+  b.kernel(Recipe::Matmul, {B(of), W(wHead)}, {logits});
+  b.p.inputs = {tok, pos, seq};
+  b.p.outputs = {logits};
+  return b.done();
+}
+
+/// Row \p r of \p out ([T, V]).
+std::vector<float> rowOf(const RunOutput &out, int64_t r) {
+  return {out.data.begin() + r * kV, out.data.begin() + (r + 1) * kV};
+}
+
+TEST_F(TinyModel, StateKeepsItsContentsAcrossRuns) {
+  std::string error;
+  Plan p = statePlan();
+  auto ex = make(p, error);
+  ASSERT_TRUE(ex) << error;
+  EXPECT_EQ(ex->maxContext(), 8);
+  EXPECT_EQ(ex->maxBatch(), 2);
+  std::vector<float> k;
+  ASSERT_TRUE(ex->readState(0, k, error)) << error;
+  EXPECT_EQ(k, std::vector<float>(2 * 8 * 4 * 64, 0.0f));
+  // A prompt of 4 tokens in slot 0 (run: positions 0.., slot 0) ...
+  std::vector<int32_t> prompt = {3, 9, 27, 31};
+  RunOutput whole;
+  ASSERT_TRUE(ex->run(prompt, whole, error)) << error;
+  ASSERT_EQ(whole.shape, (std::vector<int64_t>{4, kV}));
+  // ... equals the same prompt one row at a time in slot 1, and a second
+  // run reads what the first stored: each decode row is the prompt's row.
+  for (int32_t i = 0; i < 4; ++i) {
+    RunOutput one;
+    ASSERT_TRUE(ex->runRows({{prompt[i], i, 1}}, one, error)) << error;
+    EXPECT_EQ(rowOf(one, 0), rowOf(whole, i)) << "row " << i;
+  }
+  // Rows of both slots in one run, each at its own position.
+  RunOutput both;
+  ASSERT_TRUE(ex->runRows({{5, 4, 1}, {5, 4, 0}}, both, error)) << error;
+  EXPECT_EQ(rowOf(both, 0), rowOf(both, 1));
+  // Zeroed states forget: slot 0's next row no longer sees the prompt.
+  ASSERT_TRUE(ex->resetStates(error)) << error;
+  ASSERT_TRUE(ex->readState(1, k, error)) << error;
+  EXPECT_EQ(k, std::vector<float>(2 * 8 * 4 * 64, 0.0f));
+  EXPECT_FALSE(ex->readState(2, k, error));
+}
+
+TEST_F(TinyModel, RowsOutsideTheStateFailBeforeAnyKernel) {
+  std::string error;
+  auto ex = make(statePlan(), error);
+  ASSERT_TRUE(ex) << error;
+  RunOutput out;
+  struct Case {
+    std::vector<Row> rows;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{{1, 0, 0}, {2, 8, 0}},
+       "row 1 is at position 8, outside the plan's context of 8 positions "
+       "(0..7; strata-compile --max-context)"},
+      {{{1, -1, 0}}, "row 0 is at position -1, outside the plan's context"},
+      {{{1, 0, 2}},
+       "row 0 is in slot 2, outside the plan's 2 slots (0..1; strata-compile "
+       "--max-batch)"},
+      {{{1, 3, 1}, {2, 3, 1}}, "rows 0 and 1 are both at position 3 of slot 1"},
+      {{{1, 0, 0}, {50, 1, 0}},
+       "token 1 (id 50) is out of range: the table 'token_embd.weight' has 50 "
+       "rows"},
+      {{}, "the prompt is empty; it needs at least one token"},
+  };
+  for (const Case &c : cases) {
+    EXPECT_FALSE(ex->runRows(c.rows, out, error));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << "want: " << c.message << "\ngot:  " << error;
+    // Nothing ran: the caches are still zero.
+    std::vector<float> k;
+    ASSERT_TRUE(ex->readState(0, k, error)) << error;
+    EXPECT_EQ(k, std::vector<float>(k.size(), 0.0f));
+  }
+  // A plan without state runs rows of one prompt only.
+  auto plain = make(plan, error);
+  ASSERT_TRUE(plain) << error;
+  ASSERT_TRUE(plain->runRows({{1, 0, 0}, {2, 1, 0}}, out, error)) << error;
+  EXPECT_FALSE(plain->runRows({{1, 1, 0}}, out, error));
+  EXPECT_NE(error.find("row 0 is at position 1 of slot 0, but the plan has no "
+                       "state"),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(TinyModel, PlanFromDiskRunsTheSame) {
   std::string error;
   ASSERT_TRUE(format::writePlanDir(dir.file("plan"), plan, error)) << error;

@@ -314,3 +314,152 @@ TEST(CpuSequence, GatedDeltaRule) {
 }
 
 } // namespace
+
+// kv_store writes row r at [seq[r], pos[r]] of its state (converting bf16
+// rows to f32) and leaves every other place alone.
+TEST(CpuState, KvStoreWritesRowsInPlace) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t s = 3, c = 8, hkv = 2, d = 4, t = 4;
+  for (PlanDType type : {PlanDType::F32, PlanDType::BF16}) {
+    std::vector<float> xv = rng.normal(t * hkv * d);
+    HostTensor state =
+        buffer({s, c, hkv, d}, std::vector<float>(s * c * hkv * d, 7));
+    HostTensor x = buffer({t, hkv, d}, xv, type);
+    std::vector<int32_t> sv = {2, 0, 2, 1}, pv = {5, 0, 6, 7};
+    HostTensor seq = ids({t}, sv), pos = ids({t}, pv);
+    std::string error;
+    ASSERT_TRUE(
+        runKernel(Recipe::KvStore, {}, {&state, &x, &seq, &pos}, {}, error))
+        << error;
+    std::vector<float> got = state.floats(), rows = x.floats();
+    for (int64_t si = 0; si < s; ++si)
+      for (int64_t p = 0; p < c; ++p) {
+        int64_t r = -1;
+        for (int64_t i = 0; i < t; ++i)
+          if (sv[i] == si && pv[i] == p)
+            r = i;
+        for (int64_t e = 0; e < hkv * d; ++e)
+          EXPECT_EQ(got[(si * c + p) * hkv * d + e],
+                    r < 0 ? 7.0f : rows[r * hkv * d + e])
+              << si << " " << p;
+      }
+  }
+}
+
+TEST(CpuState, KvStoreAndAttentionCachedErrors) {
+  HostTensor state = buffer({2, 4, 1, 2}, std::vector<float>(16, 0));
+  HostTensor x = buffer({2, 1, 2}, std::vector<float>(4, 1));
+  HostTensor seq = ids({2}, {0, 1}), pos = ids({2}, {0, 4});
+  std::string error;
+  EXPECT_FALSE(
+      runKernel(Recipe::KvStore, {}, {&state, &x, &seq, &pos}, {}, error));
+  EXPECT_NE(error.find("row 1 is at position 4 of slot 1, outside the state's "
+                       "2 slots x 4 positions"),
+            std::string::npos)
+      << error;
+  HostTensor badSeq = ids({2}, {2, 0}), okPos = ids({2}, {0, 1});
+  HostTensor q = buffer({2, 2, 2}, std::vector<float>(8, 1));
+  HostTensor y = output({2, 2, 2});
+  EXPECT_FALSE(runKernel(Recipe::AttentionCached, {{"scale", aFloat(1)}},
+                         {&q, &state, &state, &badSeq, &okPos}, {&y}, error));
+  EXPECT_NE(error.find("row 0 is at position 0 of slot 2"), std::string::npos)
+      << error;
+  // The state is f32; a kernel output is not listed for it.
+  HostTensor half =
+      buffer({2, 4, 1, 2}, std::vector<float>(16, 0), PlanDType::BF16);
+  EXPECT_FALSE(
+      runKernel(Recipe::KvStore, {}, {&half, &x, &seq, &okPos}, {}, error));
+  EXPECT_NE(error.find("must be an f32 state"), std::string::npos) << error;
+  HostTensor out = output({2, 4, 1, 2});
+  EXPECT_FALSE(runKernel(Recipe::KvStore, {}, {&state, &x, &seq, &okPos},
+                         {&out}, error));
+  EXPECT_EQ(error, "takes 4..4 inputs and 0 outputs, got 4 and 1");
+  EXPECT_FALSE(runKernel(Recipe::State, {}, {}, {&out}, error));
+  EXPECT_NE(error.find("'state' is not a kernel"), std::string::npos) << error;
+  EXPECT_FALSE(runKernel(Recipe::AttentionCached,
+                         {{"scale", aFloat(1)}, {"gated", aBool(true)}},
+                         {&q, &state, &state, &seq, &okPos}, {&y}, error));
+  EXPECT_NE(error.find("expects 6 inputs"), std::string::npos) << error;
+}
+
+// Cached attention is attention over the cache: the rows of one prompt
+// stored at positions 0 .. T-1 of a slot give bit for bit what `attention`
+// gives over the prompt's own keys (the same summation order), in any slot,
+// gated or not, on any number of threads; a row at position P sees keys
+// 0 .. P only.
+TEST(CpuState, AttentionCachedEqualsAttentionBitForBit) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  struct Case {
+    int64_t t, h, hkv, d, dv;
+    bool gated;
+  };
+  for (const Case &cs :
+       {Case{5, 4, 2, 16, 16, false}, Case{7, 6, 1, 8, 12, true},
+        Case{33, 4, 4, 32, 32, false}}) {
+    SCOPED_TRACE(
+        fmt::format("T {} H {} Hkv {} gated {}", cs.t, cs.h, cs.hkv, cs.gated));
+    const int64_t slots = 3, context = 40;
+    std::vector<float> qv = rng.normal(cs.t * cs.h * cs.d),
+                       kv = rng.normal(cs.t * cs.hkv * cs.d),
+                       vv = rng.normal(cs.t * cs.hkv * cs.dv),
+                       gv = rng.normal(cs.t * cs.h * cs.dv);
+    HostTensor q = buffer({cs.t, cs.h, cs.d}, qv),
+               k = buffer({cs.t, cs.hkv, cs.d}, kv),
+               v = buffer({cs.t, cs.hkv, cs.dv}, vv),
+               g = buffer({cs.t, cs.h, cs.dv}, gv);
+    AttrMap attrs = {{"scale", aFloat(1 / std::sqrt(double(cs.d)))}};
+    if (cs.gated)
+      attrs["gated"] = aBool(true);
+    std::vector<HostTensor *> ins = {&q, &k, &v};
+    if (cs.gated)
+      ins.push_back(&g);
+    HostTensor ref = output({cs.t, cs.h, cs.dv});
+    std::string error;
+    ASSERT_TRUE(runKernel(Recipe::Attention, attrs, ins, {&ref}, error))
+        << error;
+    // Other slots hold other sequences (noise that must not be read).
+    std::vector<float> noise = rng.normal(slots * context * cs.hkv * cs.d);
+    HostTensor kc = buffer({slots, context, cs.hkv, cs.d}, noise);
+    HostTensor vc = buffer({slots, context, cs.hkv, cs.dv},
+                           rng.normal(slots * context * cs.hkv * cs.dv));
+    std::vector<int32_t> posv(cs.t), seqv(cs.t, 1);
+    for (int64_t i = 0; i < cs.t; ++i)
+      posv[i] = static_cast<int32_t>(i);
+    HostTensor seq = ids({cs.t}, seqv), pos = ids({cs.t}, posv);
+    ASSERT_TRUE(
+        runKernel(Recipe::KvStore, {}, {&kc, &k, &seq, &pos}, {}, error))
+        << error;
+    ASSERT_TRUE(
+        runKernel(Recipe::KvStore, {}, {&vc, &v, &seq, &pos}, {}, error))
+        << error;
+    // Noise past the prompt in the slot itself must not be read either.
+    for (int threads : {1, 3}) {
+      HostTensor y = output({cs.t, cs.h, cs.dv});
+      std::vector<HostTensor *> cins = {&q, &kc, &vc, &seq, &pos};
+      if (cs.gated)
+        cins.push_back(&g);
+      ASSERT_TRUE(
+          runKernel(Recipe::AttentionCached, attrs, cins, {&y}, error, threads))
+          << error;
+      EXPECT_EQ(y.bytes, ref.bytes) << threads << " threads";
+    }
+    // One decode row at the last position, alone: the prefill's last row.
+    const int64_t last = cs.t - 1;
+    std::vector<float> ql(qv.begin() + last * cs.h * cs.d, qv.end());
+    std::vector<float> gl(gv.begin() + last * cs.h * cs.dv, gv.end());
+    HostTensor q1 = buffer({1, cs.h, cs.d}, ql),
+               g1 = buffer({1, cs.h, cs.dv}, gl);
+    HostTensor s1 = ids({1}, {1}), p1 = ids({1}, {static_cast<int32_t>(last)});
+    HostTensor y1 = output({1, cs.h, cs.dv});
+    std::vector<HostTensor *> dins = {&q1, &kc, &vc, &s1, &p1};
+    if (cs.gated)
+      dins.push_back(&g1);
+    ASSERT_TRUE(runKernel(Recipe::AttentionCached, attrs, dins, {&y1}, error))
+        << error;
+    size_t rowBytes = cs.h * cs.dv * 4;
+    EXPECT_TRUE(std::equal(y1.bytes.begin(), y1.bytes.begin() + rowBytes,
+                           ref.bytes.begin() + last * rowBytes));
+  }
+}
