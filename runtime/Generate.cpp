@@ -1,7 +1,8 @@
 //===- Generate.cpp - token generation over an executor -------------------===//
 //
-// The engine re-runs the plan on the whole sequence for every token (no
-// decode entry yet; see Generate.h). Only evaluate() knows that.
+// Two engines (Generate.h): a Session over slot 0 where the plan has state,
+// else the whole sequence re-run for every token. Only create(),
+// contextLimit() and evaluate() know which.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generate.h"
@@ -24,6 +25,14 @@ double secondsSince(Clock::time_point t0) {
 
 } // namespace
 
+const char *Generator::limitName() const {
+  return session_ ? "max_context" : "max_tokens";
+}
+
+const char *Generator::limitOption() const {
+  return session_ ? "--max-context" : "--max-tokens";
+}
+
 std::unique_ptr<Generator>
 Generator::create(Executor &executor, const SamplerOptions &sampling,
                   std::function<bool(int32_t)> endOfGeneration,
@@ -42,36 +51,48 @@ Generator::create(Executor &executor, const SamplerOptions &sampling,
                         out.name);
     return nullptr;
   }
-  return std::unique_ptr<Generator>(new Generator(executor, std::move(*sampler),
-                                                  std::move(endOfGeneration),
-                                                  out.shape[1].constant));
+  std::unique_ptr<Session> session;
+  if (!plan.states.empty()) {
+    session = Session::create(executor, error);
+    if (!session)
+      return nullptr;
+  }
+  return std::unique_ptr<Generator>(
+      new Generator(executor, std::move(*sampler), std::move(endOfGeneration),
+                    out.shape[1].constant, std::move(session)));
 }
 
 Generator::Generator(Executor &executor, Sampler sampler,
                      std::function<bool(int32_t)> endOfGeneration,
-                     int64_t vocab)
-    : executor_(executor), sampler_(std::move(sampler)),
+                     int64_t vocab, std::unique_ptr<Session> session)
+    : executor_(executor), session_(std::move(session)),
+      sampler_(std::move(sampler)),
       endOfGeneration_(std::move(endOfGeneration)), vocab_(vocab) {}
 
 Generator::~Generator() = default;
 
-int64_t Generator::contextLimit() const { return executor_.plan().maxTokens; }
+int64_t Generator::contextLimit() const {
+  return session_ ? session_->context() : executor_.plan().maxTokens;
+}
 
 bool Generator::start(std::span<const int32_t> prompt, std::string &error) {
   auto t0 = Clock::now();
   started_ = finished_ = current_ = false;
   sequence_.clear();
   promptSize_ = 0;
+  evaluated_ = 0;
+  if (session_)
+    session_->reset(0);
   timings_ = GenerateTimings{};
   if (prompt.empty()) {
     error = "the prompt is empty; it needs at least one token";
     return false;
   }
   if (static_cast<int64_t>(prompt.size()) > contextLimit()) {
-    error = fmt::format("the prompt has {} tokens, more than the plan's "
-                        "max_tokens {}; recompile it with a larger "
-                        "--max-tokens",
-                        prompt.size(), contextLimit());
+    error =
+        fmt::format("the prompt has {} tokens, more than the plan's {} "
+                    "{}; recompile it with a larger {}",
+                    prompt.size(), limitName(), contextLimit(), limitOption());
     return false;
   }
   for (size_t i = 0; i < prompt.size(); ++i)
@@ -105,10 +126,11 @@ bool Generator::next(int32_t &token, std::string &error) {
     // The last token generated is never run, so a sequence may end one
     // token past the context.
     if (static_cast<int64_t>(sequence_.size()) > contextLimit()) {
-      error = fmt::format("the context is full: the next step would run {} "
-                          "tokens, more than the plan's max_tokens {}; "
-                          "recompile it with a larger --max-tokens",
-                          sequence_.size(), contextLimit());
+      error = fmt::format("the context is full: the next step would hold {} "
+                          "tokens, more than the plan's {} {}; recompile it "
+                          "with a larger {}",
+                          sequence_.size(), limitName(), contextLimit(),
+                          limitOption());
       return false;
     }
     if (!evaluate(error))
@@ -125,9 +147,20 @@ bool Generator::next(int32_t &token, std::string &error) {
 }
 
 bool Generator::evaluate(std::string &error) {
-  // No decode entry yet: each step re-runs the prefix, from position 0,
-  // and keeps the last position's row (the only row of a --logits last
-  // plan).
+  if (session_) {
+    // The tokens not yet in the state: the prompt (in chunks), then one.
+    size_t before = session_->runs();
+    if (!session_->append(
+            0, std::span<const int32_t>(sequence_).subspan(evaluated_), logits_,
+            error))
+      return false;
+    timings_.modelRuns += session_->runs() - before;
+    evaluated_ = sequence_.size();
+    current_ = true;
+    return true;
+  }
+  // No state: re-run the whole sequence from position 0 and keep the last
+  // position's row (the only row of a --logits last plan).
   RunOutput out;
   if (!executor_.run(sequence_, out, error))
     return false;

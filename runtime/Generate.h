@@ -7,20 +7,18 @@
 // for the token after it are made at the following next(), so the last
 // token generated is never run through the model.
 //
-// The interface is the one a KV-cache decode entry keeps: start() is the
-// prefill (the prompt, from position 0) and next() the decode of one token
-// (the token appended last, at the position after the sequence so far). Its
-// callers see ids, logits, the sequence and the timings, never how the
-// logits were made, so a plan with persistent state (v3; the Session of
-// docs/generation-design.md: prefill in chunks, decode) replaces the engine
-// behind these functions and nothing else.
-//
-// The engine for now is temporary: there is no decode entry yet, so each
-// step re-runs the prefix. Every logits row comes from a run of the plan on
-// the whole sequence so far (prompt and generated tokens, from position 0),
-// of which the last position's row is kept: correct, but a sequence of n
-// tokens costs O(n^2) instead of O(n), and the plan's max_tokens bounds the
-// sequence (contextLimit()).
+// Two engines, chosen by the plan; callers see ids, logits, the sequence
+// and the timings, never which one made the logits:
+//   - a plan with generation state (plan v3, strata-compile --max-context):
+//     a Session (Session.h) over slot 0. start() appends the prompt (in
+//     chunks of max_tokens) and every step appends one token, a run of one
+//     row at its position that reads the past from the KV caches and the
+//     recurrent state: a sequence of n tokens costs O(n), and the state's
+//     context bounds it (contextLimit());
+//   - a plan without state: every step re-runs the plan on the whole
+//     sequence from position 0 and keeps the last row. Correct but O(n^2),
+//     bounded by max_tokens; kept for targets and models whose stateful
+//     kernels do not exist yet (the caller may refuse it: usesState()).
 //
 // Tokens, text and stop strings are the caller's: the generator knows ids
 // only (the runtime does not depend on the tokenizer), and a predicate says
@@ -30,6 +28,7 @@
 #pragma once
 
 #include "runtime/Sampler.h"
+#include "runtime/Session.h"
 
 #include <cstdint>
 #include <functional>
@@ -66,11 +65,14 @@ public:
   Generator(const Generator &) = delete;
   Generator &operator=(const Generator &) = delete;
 
-  /// The longest sequence the engine evaluates: today the plan's max_tokens
-  /// (every step runs the whole sequence); with a decode entry, the state's
-  /// context. A sequence holds at most one token more, as the last token
-  /// generated is never evaluated.
+  /// The longest sequence the engine evaluates: the state's context (the
+  /// plan's max_context) with a decode entry, else the plan's max_tokens
+  /// (every step runs the whole sequence). A sequence holds at most one
+  /// token more, as the last token generated is never evaluated.
   int64_t contextLimit() const;
+  /// True when the plan has a decode entry (generation state): each step
+  /// runs one row.
+  bool usesState() const { return session_ != nullptr; }
   /// The size of a logits row: token ids are in [0, vocabSize()).
   int64_t vocabSize() const { return vocab_; }
 
@@ -104,11 +106,19 @@ public:
 
 private:
   Generator(Executor &executor, Sampler sampler,
-            std::function<bool(int32_t)> endOfGeneration, int64_t vocab);
+            std::function<bool(int32_t)> endOfGeneration, int64_t vocab,
+            std::unique_ptr<Session> session);
+  /// The plan's bound of contextLimit() and the option that sets it.
+  const char *limitName() const;
+  const char *limitOption() const;
   /// The engine: makes logits_ for the position after sequence_.
   bool evaluate(std::string &error);
 
   Executor &executor_;
+  /// Slot 0 of the plan's state (null for a plan without state); it holds
+  /// sequence_'s first evaluated_ tokens.
+  std::unique_ptr<Session> session_;
+  size_t evaluated_ = 0;
   Sampler sampler_;
   std::function<bool(int32_t)> endOfGeneration_;
   int64_t vocab_ = 0;

@@ -4,8 +4,13 @@
 For each arch (qwen3, qwen3moe, qwen3next) and weight set (all F32; the
 quantised mix of llama_golden.py: Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_S),
 on a tiny synthetic model:
-  strata-gguf synth -> strata-compile --logits last --max-tokens P+N ->
+  strata-gguf synth -> strata-compile --logits last --max-tokens 8
+  --max-context P+N (the stateful plan: the prompt prefilled in chunks of 8,
+  then one decode row a token over the KV caches and recurrent state) ->
   strata-run --tokens PROMPT -n N --ignore-eos --dump-ids --dump-logits
+(a description without a stateful form, no `generation()` in it, compiles
+--max-tokens P+N without state: every step re-runs the sequence; the
+timings line must say which engine ran)
 and llama.cpp (llama-cpp-python's Llama.generate, greedy sampler: temp 0,
 repeat_penalty 1, KV cache in F32, one thread) on the same GGUF and the same
 prompt ids, N tokens past the prompt; both ignore end-of-generation tokens,
@@ -54,6 +59,8 @@ from llama_golden import MIX  # noqa: E402
 
 ARCHS = ["qwen3", "qwen3moe", "qwen3next"]
 TIE = 1e-4
+# Rows per run of the stateful plans: the 16-token prompt runs in two chunks.
+CHUNK = 8
 # Per step, the logits both chose from (while the sequences agree): the bars
 # of llama_golden.py (F32; the quantised mix, whose activations llama.cpp
 # rounds to 8 bits).
@@ -148,9 +155,13 @@ def main():
                 run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
                      "--seed", str(seed), "--types", "f32" if kind == "f32" else MIX,
                      "-o", gguf])
-                run([tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
-                     "--gguf", gguf, "--max-tokens", str(p + n), "--logits", "last",
-                     "--target", "host", "-o", plan])
+                desc = os.path.join(ROOT, "models", arch + ".strata")
+                with open(desc) as f:
+                    stateful = "generation()" in f.read()
+                sizes = (["--max-tokens", str(CHUNK), "--max-context", str(p + n)]
+                         if stateful else ["--max-tokens", str(p + n)])
+                run([tool("strata-compile"), desc, "--gguf", gguf, *sizes,
+                     "--logits", "last", "--target", "host", "-o", plan])
                 ids_path = os.path.join(a.workdir, tag + ".ids")
                 logits_path = os.path.join(a.workdir, tag + ".f32")
                 llm_probe = llama_load(gguf, 1, n_threads=1)
@@ -185,6 +196,11 @@ def main():
                     print(f"{line}; strata {ours_seconds:.2f} s, llama.cpp "
                           f"{their_seconds:.2f} s", flush=True)
                 timing = err.strip().splitlines()[-1] if err.strip() else ""
+                engine = "decode over the state" if stateful else "no state"
+                if engine not in timing:
+                    print(f"{tag}: FAIL: strata-run did not run the "
+                          f"{'stateful' if stateful else 'stateless'} engine: {timing}")
+                    failed += 1
                 print(f"  {tag}: strata-run {timing}", flush=True)
     print(f"{lines - failed} passed, {failed} failed "
           f"({time.perf_counter() - started:.1f} s)")

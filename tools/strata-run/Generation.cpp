@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -129,16 +130,6 @@ int generate(Options &o) {
                             "(its output is token ids)",
                             o.gguf));
 
-  // The whole sequence must fit the plan: no decode entry yet, so every
-  // step runs the plan on all of it.
-  int64_t total = static_cast<int64_t>(prompt.size()) + *o.generate;
-  if (total > plan.maxTokens)
-    return fail(fmt::format(
-        "the prompt's {} tokens and -n {} make {} tokens, more than the "
-        "plan's max_tokens {}; recompile it with a larger --max-tokens (at "
-        "least {}) or lower -n",
-        prompt.size(), *o.generate, total, plan.maxTokens, total));
-
   std::unique_ptr<runtime::Executor> ex = createExecutor(o, plan, error);
   if (!ex)
     return fail(error);
@@ -153,6 +144,37 @@ int generate(Options &o) {
       runtime::Generator::create(*ex, o.sampling, endOfGeneration, error);
   if (!gen)
     return fail(error);
+
+  // The prompt and -n must fit the context (the state's positions, or
+  // max_tokens without state) unless --context-shift says what to do.
+  int64_t limit = gen->contextLimit();
+  const char *limitName = gen->usesState() ? "max_context" : "max_tokens";
+  const char *limitOption = gen->usesState() ? "--max-context" : "--max-tokens";
+  int64_t total = static_cast<int64_t>(prompt.size()) + *o.generate;
+  int64_t budget = *o.generate;
+  if (total > limit) {
+    if (o.contextShift.empty())
+      return fail(fmt::format(
+          "the prompt's {} tokens and -n {} make {} tokens, more than the "
+          "plan's {} {}; recompile it with a larger {} (at least {}), lower "
+          "-n, or say what to do with --context-shift none|truncate",
+          prompt.size(), *o.generate, total, limitName, limit, limitOption,
+          total));
+    if (o.contextShift == "truncate") {
+      // Keep the newest tokens, leaving room for -n (one at least).
+      int64_t keep = std::max<int64_t>(1, limit - *o.generate);
+      if (static_cast<int64_t>(prompt.size()) > keep)
+        prompt.erase(prompt.begin(), prompt.end() - keep);
+    } else if (static_cast<int64_t>(prompt.size()) > limit) {
+      return fail(fmt::format("the prompt's {} tokens are more than the "
+                              "plan's {} {} (--context-shift none generates "
+                              "until the context is full; truncate drops "
+                              "the prompt's oldest tokens)",
+                              prompt.size(), limitName, limit));
+    }
+    budget = std::min<int64_t>(*o.generate,
+                               limit - static_cast<int64_t>(prompt.size()));
+  }
   double loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   if (!gen->start(prompt, error))
@@ -164,9 +186,12 @@ int generate(Options &o) {
   tokenizer::StopStrings stops(o.stops);
 #endif
   std::vector<float> logits;
-  std::string stopped = fmt::format("-n {} reached", *o.generate);
+  std::string stopped =
+      budget < *o.generate
+          ? fmt::format("the context is full ({} {})", limitName, limit)
+          : fmt::format("-n {} reached", *o.generate);
   bool endsWithNewline = true;
-  for (int64_t i = 0; i < *o.generate; ++i) {
+  for (int64_t i = 0; i < budget; ++i) {
     int32_t id = 0;
     if (!gen->next(id, error))
       return fail(error);
@@ -227,13 +252,16 @@ int generate(Options &o) {
   if (!endsWithNewline && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
     std::fputc('\n', stderr);
   fmt::print(stderr,
-             "timings: load {:.1f} ms; prompt {}; generated {}; {} on {}, "
-             "stopped: {}\n",
+             "timings: load {:.1f} ms; prompt {}; generated {}; {} on {} "
+             "({}), stopped: {}\n",
              loadSeconds * 1e3, rate(t.promptTokens, t.promptSeconds),
              rate(t.generatedTokens, t.generateSeconds),
              t.modelRuns == 1 ? std::string("1 model run")
                               : fmt::format("{} model runs", t.modelRuns),
-             o.backend, stopped);
+             o.backend,
+             gen->usesState() ? "decode over the state"
+                              : "no state: each step re-runs the sequence",
+             stopped);
   return 0;
 }
 

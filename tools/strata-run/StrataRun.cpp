@@ -162,7 +162,9 @@ constexpr const char *kUsage =
     "                  [--top-k K] [--top-p P] [--min-p M]\n"
     "                  [--repeat-penalty R] [--seed S] [--stop STR ...]\n"
     "                  [--no-special] [--ignore-eos] [--dump-ids OUT]\n"
-    "                  [--dump-logits OUT.f32] [--backend NAME] ...\n"
+    "                  [--dump-logits OUT.f32] [--context-shift "
+    "none|truncate]\n"
+    "                  [--backend NAME] ...\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
     "FILE on one prompt and prints the N most likely next tokens after the\n"
@@ -271,6 +273,15 @@ constexpr const char *kUsage =
     "                       included) on the next, comma-separated\n"
     "  --dump-logits OUT    with -n: the logits every generated token was\n"
     "                       sampled from, raw float32 [generated, vocab]\n"
+    "  --context-shift MODE what to do when the prompt and -n do not fit the\n"
+    "                       context (a plan with state: its --max-context;\n"
+    "                       without: its --max-tokens). By default that is\n"
+    "                       refused before anything runs; none: generate\n"
+    "                       until the context is full, then stop; truncate:\n"
+    "                       drop the prompt's oldest tokens so it and -n fit\n"
+    "  A plan compiled with --max-context N decodes one token a step over its\n"
+    "  KV caches and recurrent state; a plan without state re-runs the whole\n"
+    "  sequence every step (the timings line says which).\n"
     "  --top, --repeat, --profile and --dump-buffer describe a single run\n"
     "  and are refused with -n. Files are written atomically, at the end,\n"
     "  and only on success.\n"
@@ -359,6 +370,18 @@ int parseArgs(int argc, char **argv, Options &o) {
     if (a == "--no-special" || a == "--ignore-eos") {
       (a == "--no-special" ? o.noSpecial : o.ignoreEos) = true;
       o.generationOnly.push_back(a);
+      continue;
+    }
+    if (a == "--context-shift") {
+      if (i + 1 >= args.size() ||
+          (args[i + 1] != "none" && args[i + 1] != "truncate"))
+        return usageError(fmt::format(
+            "--context-shift needs none or truncate{}",
+            i + 1 < args.size() ? fmt::format(", got '{}'", args[i + 1])
+                                : std::string()));
+      o.contextShift = args[i + 1];
+      o.generationOnly.push_back(a);
+      ++i;
       continue;
     }
     if (a == "-n") {

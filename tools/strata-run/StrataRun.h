@@ -37,6 +37,8 @@ struct Options {
   std::string prompt, promptFile, dumpIds;
   bool havePrompt = false, havePromptFile = false;
   bool noSpecial = false, ignoreEos = false;
+  /// --context-shift: "" (refuse what does not fit), "none" or "truncate".
+  std::string contextShift;
   std::vector<std::string> stops;
   /// Greedy unless --temp > 0; the other defaults are llama.cpp's.
   runtime::SamplerOptions sampling = [] {

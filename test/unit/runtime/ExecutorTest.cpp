@@ -8,6 +8,7 @@
 #include "RuntimeTestUtil.h"
 
 #include "runtime/Generate.h"
+#include "runtime/Session.h"
 #include "runtime/format/Gguf.h"
 
 #include <filesystem>
@@ -211,9 +212,9 @@ TEST_F(TinyModel, EveryPromptLengthMatchesTheReference) {
 /// The tiny model's embedding as keys, values and queries of 4 heads of 64
 /// through a KV cache of 2 slots x 8 positions (generation state, plan
 /// version 3), then the head: logits of row r depend on the rows of its
-/// slot up to its position.
-Plan statePlan() {
-  PlanBuilder b(kMaxT);
+/// slot up to its position. Runs of at most \p maxTokens rows.
+Plan statePlan(int64_t maxTokens = kMaxT) {
+  PlanBuilder b(maxTokens);
   uint32_t wEmbd = b.weight("token_embd.weight", GgmlType::Q8_0, {kD, kV});
   uint32_t wHead = b.weight("output.weight", GgmlType::Q6_K, {kD, kV});
   uint32_t tok = b.buffer("tokens", PlanDType::I32, {kT});
@@ -279,6 +280,122 @@ TEST_F(TinyModel, StateKeepsItsContentsAcrossRuns) {
   ASSERT_TRUE(ex->readState(1, k, error)) << error;
   EXPECT_EQ(k, std::vector<float>(2 * 8 * 4 * 64, 0.0f));
   EXPECT_FALSE(ex->readState(2, k, error));
+}
+
+/// A Session appends in chunks of max_tokens rows and decodes one row per
+/// slot; every logits row equals the one run of the whole sequence.
+TEST_F(TinyModel, SessionChunksAndBatchesEqualWholeRuns) {
+  std::string error;
+  Plan p = statePlan();
+  // Whole sequences (up to the context), slot 0 from position 0.
+  auto ref = make(statePlan(8), error);
+  ASSERT_TRUE(ref) << error;
+  auto ex = make(p, error);
+  ASSERT_TRUE(ex) << error;
+  auto session = Session::create(*ex, error);
+  ASSERT_TRUE(session) << error;
+  EXPECT_EQ(session->slots(), 2);
+  EXPECT_EQ(session->context(), 8);
+  EXPECT_EQ(session->chunk(), kMaxT);
+  EXPECT_EQ(session->vocabSize(), kV);
+  auto whole = [&](const std::vector<int32_t> &seq) {
+    RunOutput out;
+    EXPECT_TRUE(ref->run(seq, out, error)) << error;
+    return rowOf(out, static_cast<int64_t>(seq.size()) - 1);
+  };
+  // 7 tokens in slot 1: two runs (6 + 1 rows).
+  std::vector<int32_t> a = {3, 9, 27, 31, 4, 8, 15}, b = {11, 2};
+  std::vector<float> logits;
+  ASSERT_TRUE(session->append(1, a, logits, error)) << error;
+  EXPECT_EQ(session->runs(), 2u);
+  EXPECT_EQ(session->length(1), 7);
+  EXPECT_EQ(logits, whole(a));
+  ASSERT_TRUE(session->append(0, b, logits, error)) << error;
+  EXPECT_EQ(logits, whole(b));
+  // One decode run for both slots, in the order asked.
+  std::vector<SessionStep> steps = {{0, 7}, {1, 5}};
+  ASSERT_TRUE(session->decode(steps, logits, error)) << error;
+  EXPECT_EQ(session->runs(), 4u);
+  ASSERT_EQ(logits.size(), size_t(2 * kV));
+  b.push_back(7);
+  a.push_back(5);
+  EXPECT_EQ(std::vector<float>(logits.begin(), logits.begin() + kV), whole(b));
+  EXPECT_EQ(std::vector<float>(logits.begin() + kV, logits.end()), whole(a));
+  EXPECT_EQ(session->length(0), 3);
+  EXPECT_EQ(session->length(1), 8);
+  // Refused before any run, the lengths unchanged.
+  struct Case {
+    std::vector<SessionStep> steps;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{{1, 3}},
+       "step 0: slot 1 is full (its 8 tokens fill the plan's "
+       "context; strata-compile --max-context)"},
+      {{{0, 3}, {0, 4}}, "step 1: slot 0 has two steps in one decode"},
+      {{{2, 3}}, "step 0: slot 2 does not exist (the plan has 2 slots"},
+      {{{0, 50}}, "step 0: id 50 is out of range (vocabulary of 50 tokens)"},
+      {{}, "nothing to decode: no steps"},
+  };
+  for (const Case &c : cases) {
+    EXPECT_FALSE(session->decode(c.steps, logits, error));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << "want: " << c.message << "\ngot:  " << error;
+  }
+  EXPECT_FALSE(session->append(0, std::vector<int32_t>(6, 1), logits, error));
+  EXPECT_EQ(error, "slot 0 holds 3 tokens; 6 more would pass the plan's "
+                   "context of 8 positions (strata-compile --max-context)");
+  EXPECT_EQ(session->runs(), 4u);
+  EXPECT_EQ(session->length(0), 3);
+  // A reset slot starts again at position 0: the same logits as a fresh
+  // sequence, whatever the cache still holds.
+  session->reset(1);
+  ASSERT_TRUE(session->append(1, b, logits, error)) << error;
+  EXPECT_EQ(logits, whole(b));
+  // A plan without state has no decode entry.
+  auto plain = make(plan, error);
+  ASSERT_TRUE(plain) << error;
+  EXPECT_FALSE(Session::create(*plain, error));
+  EXPECT_EQ(error, "the plan has no decode entry (no generation state: it was "
+                   "compiled without --max-context); recompile it with "
+                   "strata-compile --max-context N");
+}
+
+/// Over a plan with state the Generator decodes one row a step (slot 0):
+/// the logits of each step are the last row of the whole sequence's run.
+TEST_F(TinyModel, GeneratorDecodesOverTheState) {
+  std::string error;
+  Plan p = statePlan();
+  auto ref = make(statePlan(8), error);
+  ASSERT_TRUE(ref) << error;
+  auto ex = make(p, error);
+  ASSERT_TRUE(ex) << error;
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  auto gen = Generator::create(*ex, greedy, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_TRUE(gen->usesState());
+  EXPECT_EQ(gen->contextLimit(), 8); // max_context, not max_tokens (6)
+  std::vector<int32_t> seq = {3, 9, 27, 31, 4, 8, 15};
+  ASSERT_TRUE(gen->start(seq, error)) << error;
+  for (int i = 0; i < 2; ++i) {
+    RunOutput out;
+    ASSERT_TRUE(ref->run(seq, out, error)) << error;
+    std::vector<float> want = rowOf(out, static_cast<int64_t>(seq.size()) - 1);
+    int32_t token = -1;
+    ASSERT_TRUE(gen->next(token, error)) << error;
+    EXPECT_EQ(std::vector<float>(gen->logits().begin(), gen->logits().end()),
+              want)
+        << "step " << i;
+    seq.push_back(token);
+  }
+  // The prompt in two runs (6 + 1 rows), then one decode row.
+  EXPECT_EQ(gen->timings().modelRuns, 3u);
+  int32_t token = -1;
+  EXPECT_FALSE(gen->next(token, error));
+  EXPECT_EQ(error, "the context is full: the next step would hold 9 tokens, "
+                   "more than the plan's max_context 8; recompile it with a "
+                   "larger --max-context");
 }
 
 TEST_F(TinyModel, RowsOutsideTheStateFailBeforeAnyKernel) {
@@ -411,7 +528,7 @@ TEST_F(TinyModel, GeneratorGreedyFollowsTheLastLogits) {
   // A 5th token would need a run on 7 tokens.
   int32_t token = -1;
   EXPECT_FALSE(gen->next(token, error));
-  EXPECT_EQ(error, "the context is full: the next step would run 7 tokens, "
+  EXPECT_EQ(error, "the context is full: the next step would hold 7 tokens, "
                    "more than the plan's max_tokens 6; recompile it with a "
                    "larger --max-tokens");
   // start() begins a new sequence.

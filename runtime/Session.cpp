@@ -1,0 +1,170 @@
+//===- Session.cpp - sequences in the state slots of a plan ---------------===//
+//
+// Rows for Executor::runRows: chunks of one slot for an append, one row per
+// slot for a decode step. Every check that does not need the model runs
+// before the first run, so a refused call changes nothing.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Session.h"
+
+#include "runtime/Executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace strata::runtime {
+
+std::unique_ptr<Session> Session::create(Executor &executor,
+                                         std::string &error) {
+  const format::Plan &plan = executor.plan();
+  if (plan.states.empty() || executor.maxContext() <= 0 ||
+      executor.maxBatch() <= 0) {
+    error = "the plan has no decode entry (no generation state: it was "
+            "compiled without --max-context); recompile it with "
+            "strata-compile --max-context N";
+    return nullptr;
+  }
+  // Logits: [T, vocab] (a row per run row) or [1, vocab] (--logits last).
+  const format::PlanBuffer &out = plan.buffers[plan.outputs.at(0)];
+  if (out.shape.size() != 2 || out.shape[1].coef != 0 ||
+      out.shape[1].constant <= 0 || out.dtype != format::PlanDType::F32 ||
+      (!(out.shape[0].coef == 1 && out.shape[0].constant == 0) &&
+       !(out.shape[0].coef == 0 && out.shape[0].constant == 1))) {
+    error = fmt::format("the plan's output '{}' is not logits [T, vocab] or "
+                        "[1, vocab] in f32, so it cannot generate",
+                        out.name);
+    return nullptr;
+  }
+  return std::unique_ptr<Session>(new Session(
+      executor, executor.maxContext(), plan.maxTokens, out.shape[1].constant,
+      executor.maxBatch(), out.shape[0].coef == 1));
+}
+
+Session::Session(Executor &executor, int64_t context, int64_t chunk,
+                 int64_t vocab, int64_t slots, bool allRows)
+    : executor_(executor), context_(context), chunk_(chunk), vocab_(vocab),
+      allRows_(allRows), length_(slots, 0) {}
+
+Session::~Session() = default;
+
+bool Session::checkToken(int32_t slot, int32_t id, const std::string &where,
+                         std::string &error) const {
+  if (slot < 0 || slot >= slots()) {
+    error = fmt::format("{}: slot {} does not exist (the plan has {} slots, "
+                        "strata-compile --max-batch)",
+                        where, slot, slots());
+    return false;
+  }
+  if (id < 0 || id >= vocab_) {
+    error = fmt::format("{}: id {} is out of range (vocabulary of {} tokens)",
+                        where, id, vocab_);
+    return false;
+  }
+  return true;
+}
+
+bool Session::append(int32_t slot, std::span<const int32_t> ids,
+                     std::vector<float> &logits, std::string &error) {
+  if (ids.empty()) {
+    error = "nothing to append: no tokens";
+    return false;
+  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (!checkToken(slot, ids[i], fmt::format("token {}", i), error))
+      return false;
+  int64_t have = length_[slot];
+  if (have + static_cast<int64_t>(ids.size()) > context_) {
+    error = fmt::format("slot {} holds {} tokens; {} more would pass the "
+                        "plan's context of {} positions (strata-compile "
+                        "--max-context)",
+                        slot, have, ids.size(), context_);
+    return false;
+  }
+  RunOutput out;
+  for (size_t begin = 0; begin < ids.size();
+       begin += static_cast<size_t>(chunk_)) {
+    size_t end = std::min(ids.size(), begin + static_cast<size_t>(chunk_));
+    std::vector<Row> rows;
+    for (size_t i = begin; i < end; ++i)
+      rows.push_back(
+          {ids[i], static_cast<int32_t>(length_[slot] + (i - begin)), slot});
+    if (!executor_.runRows(rows, out, error))
+      return false;
+    length_[slot] += static_cast<int64_t>(rows.size());
+    ++runs_;
+  }
+  // The last row of the last chunk: the only row of a --logits last plan.
+  if (out.data.size() < static_cast<size_t>(vocab_)) {
+    error = fmt::format("the plan's output has {} values, fewer than a row of "
+                        "{} logits",
+                        out.data.size(), vocab_);
+    return false;
+  }
+  logits.assign(out.data.end() - vocab_, out.data.end());
+  return true;
+}
+
+bool Session::decode(std::span<const SessionStep> steps,
+                     std::vector<float> &logits, std::string &error) {
+  if (steps.empty()) {
+    error = "nothing to decode: no steps";
+    return false;
+  }
+  if (static_cast<int64_t>(steps.size()) > chunk_) {
+    error = fmt::format("{} decode steps in one run, more than the plan's "
+                        "max_tokens {}",
+                        steps.size(), chunk_);
+    return false;
+  }
+  std::vector<bool> used(slots(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const SessionStep &s = steps[i];
+    if (!checkToken(s.slot, s.token, fmt::format("step {}", i), error))
+      return false;
+    if (used[s.slot]) {
+      error = fmt::format("step {}: slot {} has two steps in one decode", i,
+                          s.slot);
+      return false;
+    }
+    used[s.slot] = true;
+    if (length_[s.slot] >= context_) {
+      error = fmt::format("step {}: slot {} is full (its {} tokens fill the "
+                          "plan's context; strata-compile --max-context)",
+                          i, s.slot, length_[s.slot]);
+      return false;
+    }
+  }
+  std::vector<Row> rows;
+  for (const SessionStep &s : steps)
+    rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
+  logits.clear();
+  logits.reserve(steps.size() * static_cast<size_t>(vocab_));
+  RunOutput out;
+  if (allRows_ || rows.size() == 1) {
+    if (!executor_.runRows(rows, out, error))
+      return false;
+    ++runs_;
+    if (out.data.size() != rows.size() * static_cast<size_t>(vocab_)) {
+      error = fmt::format("the plan's output has {} values, not {} rows of {} "
+                          "logits",
+                          out.data.size(), rows.size(), vocab_);
+      return false;
+    }
+    logits = std::move(out.data);
+    for (const SessionStep &s : steps)
+      ++length_[s.slot];
+  } else {
+    // A --logits last plan returns one row a run: a run per slot.
+    for (const Row &r : rows) {
+      if (!executor_.runRows({r}, out, error))
+        return false;
+      ++runs_;
+      logits.insert(logits.end(), out.data.end() - vocab_, out.data.end());
+      ++length_[r.seq];
+    }
+  }
+  return true;
+}
+
+} // namespace strata::runtime

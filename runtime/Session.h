@@ -1,0 +1,107 @@
+//===- Session.h - sequences in the state slots of a plan -------*- C++ -*-===//
+//
+// A Session keeps the sequences of a plan with generation state (plan v3,
+// docs/generation-design.md): one per slot (strata-compile --max-batch), each
+// with its length, i.e. the position of its next token. It is the only code
+// that builds rows for Executor::runRows:
+//
+//   - append(slot, ids): a prompt, or any tokens, added to a slot's sequence
+//     in chunks of at most the plan's max_tokens rows of that slot at
+//     consecutive positions; the logits after the last id come back;
+//   - decode(steps): one token for each of several distinct slots, all in
+//     one run (one row per slot at its own position); a row of logits per
+//     step comes back.
+//
+// The plan reads the past from its state (KV caches, recurrent state) at the
+// rows' positions, so a decode step costs one row, not the whole sequence.
+// A slot's state needs no clearing between sequences: a row at position 0
+// starts a sequence (its recurrent state from zero; its cache positions are
+// rewritten before they are read), so reset() only sets the length to 0.
+//
+// Logits: a plan compiled with --logits all returns a row per run row; one
+// compiled with --logits last only the run's last row. Appends use the last
+// row either way; a decode of several slots on a last-row plan runs each
+// slot on its own (the same rows, so the same numbers: each row depends only
+// on its own slot's state).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+class Executor;
+
+/// One decode step of a slot: the token appended at the slot's position.
+struct SessionStep {
+  int32_t slot = 0;
+  int32_t token = 0;
+};
+
+/// The sequences of a plan with state, one per slot (see the file comment).
+class Session {
+public:
+  /// A session over \p executor (used, not owned; it must outlive the
+  /// session), every slot empty. Fails when the plan has no state (it was
+  /// compiled without --max-context: no decode entry) or its output is not
+  /// logits ([T, vocab] or [1, vocab] in f32).
+  static std::unique_ptr<Session> create(Executor &executor,
+                                         std::string &error);
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  /// The number of slots (the plan's max_batch).
+  int64_t slots() const { return static_cast<int64_t>(length_.size()); }
+  /// The positions of a slot (the plan's max_context): a sequence holds at
+  /// most this many tokens.
+  int64_t context() const { return context_; }
+  /// The most rows of one run (the plan's max_tokens): an append of more
+  /// ids runs in chunks of this size.
+  int64_t chunk() const { return chunk_; }
+  /// The size of a logits row.
+  int64_t vocabSize() const { return vocab_; }
+  /// The tokens held by \p slot, i.e. the position of its next token.
+  int64_t length(int32_t slot) const { return length_.at(slot); }
+  /// Runs of the plan so far (appends count one per chunk).
+  size_t runs() const { return runs_; }
+
+  /// Forgets \p slot's sequence: its next token is at position 0.
+  void reset(int32_t slot) { length_.at(slot) = 0; }
+
+  /// Appends \p ids (at least one, each in [0, vocabSize())) to \p slot's
+  /// sequence and sets \p logits to the logits after the last one
+  /// ([vocabSize()]). Fails, before any run, naming a bad slot or id or a
+  /// sequence that would pass the context; on a run's error the slot's
+  /// length is what the completed chunks made it.
+  bool append(int32_t slot, std::span<const int32_t> ids,
+              std::vector<float> &logits, std::string &error);
+
+  /// Appends one token to each slot of \p steps (distinct slots, at most
+  /// chunk() of them) in one run and sets \p logits to a row per step
+  /// ([steps.size(), vocabSize()], in the order of \p steps). Fails, before
+  /// any run, naming a bad or repeated slot, a bad id or a full slot.
+  bool decode(std::span<const SessionStep> steps, std::vector<float> &logits,
+              std::string &error);
+
+private:
+  Session(Executor &executor, int64_t context, int64_t chunk, int64_t vocab,
+          int64_t slots, bool allRows);
+  /// Checks that \p id may be appended to \p slot (where: "token 3").
+  bool checkToken(int32_t slot, int32_t id, const std::string &where,
+                  std::string &error) const;
+
+  Executor &executor_;
+  int64_t context_ = 0, chunk_ = 0, vocab_ = 0;
+  /// The plan returns a logits row per run row (--logits all).
+  bool allRows_ = false;
+  std::vector<int64_t> length_;
+  size_t runs_ = 0;
+};
+
+} // namespace strata::runtime
