@@ -40,7 +40,8 @@ const char *kUsage =
                       [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
                       [--codegen-opt NAME=VALUE ...]
-                      [--max-context N [--max-batch B]]
+                      [--max-context N|auto [--max-batch B]
+                      [--state-budget BYTES]]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -104,6 +105,10 @@ options:
                          slots); recorded in the plan's options (host target
                          only for now: GPU kernels of the state ops do not
                          exist yet)
+  --max-context auto     the file's <arch>.context_length, lowered until the
+                         state of B slots fits --state-budget
+  --state-budget BYTES   the most state --max-context auto may take, all
+                         slots together (default 8589934592, 8 GiB)
   --max-batch B          the sequence slots of the state (default 1; needs
                          --max-context)
   --help                 show this help
@@ -585,13 +590,92 @@ bool checkLaunchable(const format::Plan &plan, const ir::Target &target,
   return true;
 }
 
+/// The state --max-context auto may take by default: 8 GiB for all slots.
+constexpr uint64_t kDefaultStateBudget = uint64_t(8) << 30;
+
+/// --max-context auto: the file's context length (<arch>.context_length),
+/// lowered (to a multiple of 256, or of 16 below 256) until the state of
+/// \p slots slots fits \p budget bytes. The state's bytes are affine in the
+/// context (caches grow with it, recurrent state does not): two compiles
+/// give the line, a third checks the choice. \p compileAt(context, printIr,
+/// plan) returns an exit status. Returns 0 with \p context set, or an exit
+/// status (1 with \p error set when the budget or the file is the reason).
+template <typename CompileAt>
+int sizeAutoContext(const format::ModelInfo &model, uint64_t budget,
+                    int64_t slots, CompileAt &&compileAt, int64_t &context,
+                    std::string &error) {
+  std::string key = model.architecture() + ".context_length";
+  const format::MetaValue *v = model.findMeta(key);
+  std::optional<int64_t> asInt = v ? v->asInt() : std::nullopt;
+  uint64_t fileContext = asInt && *asInt > 0 ? uint64_t(*asInt) : 0;
+  if (fileContext == 0) {
+    error = fmt::format("--max-context auto reads {} from the GGUF, and the "
+                        "file has no such positive integer; give --max-context "
+                        "N",
+                        key);
+    return 1;
+  }
+  auto bytesAt = [&](int64_t c, uint64_t &bytes) -> int {
+    format::Plan p;
+    if (int rc = compileAt(c, false, p))
+      return rc;
+    bytes = 0;
+    for (const format::PlanState &st : p.states)
+      bytes += st.bytes;
+    return 0;
+  };
+  int64_t c = static_cast<int64_t>(std::min<uint64_t>(fileContext, 1 << 24));
+  uint64_t full = 0;
+  if (int rc = bytesAt(c, full))
+    return rc;
+  if (full <= budget) {
+    context = c;
+    return 0;
+  }
+  // Affine in the context: bytes(c) = fixed + perPosition * c.
+  int64_t half = std::max<int64_t>(1, c / 2);
+  uint64_t atHalf = 0;
+  if (int rc = bytesAt(half, atHalf))
+    return rc;
+  double perPosition =
+      half < c ? double(full - atHalf) / double(c - half) : double(full);
+  double fixed = std::max(0.0, double(full) - perPosition * double(c));
+  int64_t fit =
+      perPosition > 0 && double(budget) > fixed
+          ? static_cast<int64_t>((double(budget) - fixed) / perPosition)
+          : 0;
+  fit = std::min(fit, c);
+  fit = fit >= 256 ? fit / 256 * 256 : fit / 16 * 16;
+  uint64_t bytes = 0;
+  while (fit > 0) {
+    if (int rc = bytesAt(fit, bytes))
+      return rc;
+    if (bytes <= budget)
+      break;
+    fit -= fit > 256 ? 256 : 16;
+  }
+  if (fit <= 0) {
+    error = fmt::format("--max-context auto: the state of {} slot(s) does not "
+                        "fit --state-budget {} bytes even at 16 positions "
+                        "({} bytes at the file's {}); raise the budget, lower "
+                        "--max-batch or give --max-context N",
+                        slots, budget, full, fileContext);
+    return 1;
+  }
+  context = fit;
+  return 0;
+}
+
 } // namespace
 
 static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host", precision;
   int64_t maxTokens = 0, qsaRatio = 0, maxContext = 0, maxBatch = 0;
+  // --max-context auto: the file's context length, capped by stateBudget.
+  bool autoContext = false;
+  uint64_t stateBudget = kDefaultStateBudget;
   bool report = false, reportJson = false, printAll = false, fusion = true;
-  bool lastOnly = false, codegenOn = true;
+  bool lastOnly = false, codegenOn = true, budgetGiven = false;
   std::string cacheDir, emitSource;
   // --codegen-opt values, checked as they are read and applied to the plan
   // once it is built.
@@ -676,12 +760,28 @@ static int compileMain(int argc, char **argv) {
       maxTokens = n;
     } else if (a.rfind("--max-context", 0) == 0) {
       auto v = value("--max-context");
+      if (v && *v == "auto") {
+        autoContext = true;
+        maxContext = 1; // sized once the file is read
+        continue;
+      }
       char *end = nullptr;
       long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
       if (!v || v->empty() || *end || n <= 0 || n > (1 << 24))
         return usageError(
             fmt::format("--max-context needs an integer in 1..{}", 1 << 24));
       maxContext = n;
+    } else if (a.rfind("--state-budget", 0) == 0) {
+      auto v = value("--state-budget");
+      // Digits only: strtoull would take "-3" as a huge number.
+      bool digits = v && !v->empty() &&
+                    v->find_first_not_of("0123456789") == std::string::npos;
+      unsigned long long n =
+          digits ? std::strtoull(v->c_str(), nullptr, 10) : 0;
+      if (!digits || n == 0 || n == ULLONG_MAX)
+        return usageError("--state-budget needs a byte count (an integer > 0)");
+      stateBudget = n;
+      budgetGiven = true;
     } else if (a.rfind("--max-batch", 0) == 0) {
       auto v = value("--max-batch");
       char *end = nullptr;
@@ -719,6 +819,9 @@ static int compileMain(int argc, char **argv) {
     return usageError("--max-tokens T is required");
   if (maxBatch && !maxContext)
     return usageError("--max-batch needs --max-context (generation)");
+  if (budgetGiven && !autoContext)
+    return usageError("--state-budget sizes --max-context auto; give "
+                      "--max-context auto too");
   if (maxContext && !maxBatch)
     maxBatch = 1;
   if (out.empty() && emitSource.empty())
@@ -750,51 +853,69 @@ static int compileMain(int argc, char **argv) {
                             gguf));
   }
 
-  ir::SourceMgr sm;
-  ir::DiagnosticEngine diag(sm, std::cerr);
-  auto m = ir::parseModule(sm, sm.addBuffer(input, text), diag);
-  if (!m || !ir::verifyModule(*m, diag))
-    return 1;
-  // A description binds the files of its own architecture: its metadata
-  // keys are "<arch>.*", and strata-run refuses a plan of another (so the
-  // compiler does too, before anything is written).
-  if (model->architecture() != m->name)
-    return fail(fmt::format("{} is a '{}' model (general.architecture), but "
-                            "{} describes '{}'",
-                            gguf, format::escapeBytes(model->architecture()),
-                            input, m->name));
-  passes::PassManager pm;
-  for (const std::string &p : passes::defaultPipeline())
-    if (fusion || p.rfind("fuse-", 0) != 0)
-      pm.add(passes::createPass(p));
-  pm.setAfterPassHook([&](const std::string &pass, const ir::Module &mod) {
-    bool want = printAll;
-    for (const std::string &p : printAfter)
-      want |= p == pass;
-    if (want)
-      std::cerr << fmt::format("// -----// IR Dump After {} //----- //\n{}",
-                               pass, ir::printModule(mod));
-  });
-  passes::PassContext ctx{diag};
-  ctx.model = model.get();
-  ctx.maxTokens = maxTokens;
-  ctx.target = target;
-  ctx.precision = precision;
-  ctx.lastPositionOnly = lastOnly;
-  ctx.maxContext = maxContext;
-  ctx.maxBatch = maxBatch;
-  if (!pm.run(m, ctx))
-    return 1;
+  // Parse, bind and run the pipeline for a context of \p context positions
+  // (0: no generation state) into \p plan; 0 on success, else the exit
+  // status (the diagnostics printed). --max-context auto runs it more than
+  // once; only the last run prints the IR dumps asked for.
+  std::map<std::string, std::string> bakedMeta;
+  auto compileAt = [&](int64_t context, bool printIr,
+                       format::Plan &plan) -> int {
+    ir::SourceMgr sm;
+    ir::DiagnosticEngine diag(sm, std::cerr);
+    auto m = ir::parseModule(sm, sm.addBuffer(input, text), diag);
+    if (!m || !ir::verifyModule(*m, diag))
+      return 1;
+    // A description binds the files of its own architecture: its metadata
+    // keys are "<arch>.*", and strata-run refuses a plan of another (so the
+    // compiler does too, before anything is written).
+    if (model->architecture() != m->name)
+      return fail(fmt::format("{} is a '{}' model (general.architecture), "
+                              "but {} describes '{}'",
+                              gguf, format::escapeBytes(model->architecture()),
+                              input, m->name));
+    passes::PassManager pm;
+    for (const std::string &p : passes::defaultPipeline())
+      if (fusion || p.rfind("fuse-", 0) != 0)
+        pm.add(passes::createPass(p));
+    pm.setAfterPassHook([&](const std::string &pass, const ir::Module &mod) {
+      bool want = printAll;
+      for (const std::string &p : printAfter)
+        want |= p == pass;
+      if (want && printIr)
+        std::cerr << fmt::format("// -----// IR Dump After {} //----- //\n{}",
+                                 pass, ir::printModule(mod));
+    });
+    passes::PassContext ctx{diag};
+    ctx.model = model.get();
+    ctx.maxTokens = maxTokens;
+    ctx.target = target;
+    ctx.precision = precision;
+    ctx.lastPositionOnly = lastOnly;
+    ctx.maxContext = context;
+    ctx.maxBatch = context ? maxBatch : 0;
+    if (!pm.run(m, ctx))
+      return 1;
+    plan = format::Plan();
+    if (!codegen::buildPlan(*m, maxTokens, target, model->architecture(), plan,
+                            error))
+      return fail(error);
+    bakedMeta = ctx.bakedMeta;
+    return 0;
+  };
 
   format::Plan plan;
-  if (!codegen::buildPlan(*m, maxTokens, target, model->architecture(), plan,
-                          error))
-    return fail(error);
+  if (autoContext) {
+    if (int rc = sizeAutoContext(*model, stateBudget, maxBatch, compileAt,
+                                 maxContext, error))
+      return rc == 1 && !error.empty() ? fail(error) : rc;
+  }
+  if (int rc = compileAt(maxContext, true, plan))
+    return rc;
   if (qsaRatio)
     plan.options["qsa_compress_ratio"] = qsaRatio;
   // What the plan folded in from the file's metadata; keys strata itself
   // added (strata.*: compile options) are in the options instead.
-  for (const auto &[key, value] : ctx.bakedMeta)
+  for (const auto &[key, value] : bakedMeta)
     if (key.rfind("strata.", 0) != 0)
       plan.metadata[key] = value;
   if (lastOnly)
