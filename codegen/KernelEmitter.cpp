@@ -338,6 +338,8 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
     case Recipe::State:
     case Recipe::KvStore:
     case Recipe::AttentionCached:
+    case Recipe::BlockMeanCached:
+    case Recipe::QsaSelectCached:
       throw detail::Unsupported(
           fmt::format("no GPU kernel yet for {} (plans with generation "
                       "state run on the host target)",

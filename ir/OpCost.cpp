@@ -146,6 +146,27 @@ PlanPoly costAttentionCached(const Operation &op) {
   return PlanPoly::of(*t) * (context * h * 2 * (d + dv));
 }
 
+/// A block's mean for every row (a row that completes no block costs as
+/// much in the bound): `block` adds per element.
+PlanPoly costBlockMeanCached(const Operation &op) {
+  int64_t block = 1;
+  for (const Attr &a : op.attrs)
+    if (a.name == "block" && a.value->kind == ExprKind::Int)
+      block = std::max<int64_t>(1, a.value->i);
+  return resultElements(op) * static_cast<double>(block);
+}
+
+/// Cached QSA selection: row r scores the complete blocks of its slot,
+/// counted at a full context (every block key of the cache), 2*Hi*Di each.
+PlanPoly costQsaSelectCached(const Operation &op) {
+  Type q = operandType(op, 0), keys = operandType(op, 1);
+  auto t = dimPoly(q, 0);
+  if (!t)
+    return {};
+  return PlanPoly::of(*t) *
+         (constDim(keys, 1) * 2 * constDim(q, 1) * constDim(q, 2));
+}
+
 /// Recurrent gated delta rule: about 8 FLOPs per state element per token.
 PlanPoly costDelta(const Operation &op) {
   Type k = operandType(op, 0), v = operandType(op, 2);
@@ -253,8 +274,9 @@ static std::optional<format::Recipe> recipeOfOp(const Operation &op) {
 
 /// Bytes of the state operand \p i of \p op that a run touches: a state
 /// write (operand 0 of a State-class op) the rows it stores; the caches
-/// attention_cached reads, at a full context, one slot per row up to every
-/// slot (min(T, S) slots).
+/// attention_cached and qsa_select_cached read, at a full context, one slot
+/// per row up to every slot (min(T, S) slots); block_mean_cached a block of
+/// rows per run row.
 static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
   std::optional<format::Recipe> r = recipeOfOp(op);
   if (!r)
@@ -266,7 +288,23 @@ static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
       return PlanPoly();
     return *rows * static_cast<double>(format::planDTypeSize(state.elem.dtype));
   }
-  if (*r == format::Recipe::AttentionCached && (i == 1 || i == 2)) {
+  // block_mean_cached reads a block of rows per run row.
+  if (*r == format::Recipe::BlockMeanCached && i == 0) {
+    Type cache = operandType(op, 0);
+    if (op.results.empty() || !cache.isTensor() || cache.elem.isBlock)
+      return PlanPoly();
+    int64_t block = 1;
+    for (const Attr &a : op.attrs)
+      if (a.name == "block" && a.value->kind == ExprKind::Int)
+        block = std::max<int64_t>(1, a.value->i);
+    auto rows = elementsPoly(op.results[0]->type);
+    if (!rows)
+      return PlanPoly();
+    return *rows *
+           static_cast<double>(block * format::planDTypeSize(cache.elem.dtype));
+  }
+  if ((*r == format::Recipe::AttentionCached && (i == 1 || i == 2)) ||
+      (*r == format::Recipe::QsaSelectCached && i == 1)) {
     Type cache = operandType(op, i);
     double slots = constDim(cache, 0);
     PlanPoly whole = tensorBytes(cache);

@@ -936,15 +936,20 @@ bool inferKvStore(RuleCtx &c) {
 }
 
 /// attention_cached(q[T, H, D], kc[S, C, Hkv, D], vc[S, C, Hkv, Dv], seq,
-/// pos [, gate[T, H, Dv]]) -> f32[T, H, Dv].
+/// pos [, gate[T, H, Dv]] [, index i32[T, N]]) {block?} -> f32[T, H, Dv].
 bool inferAttentionCached(RuleCtx &c) {
   bool gated = c.boolAttr("gated").value_or(false);
   const Attr *g = c.op.findAttr("gated");
-  size_t want = gated ? 6 : 5;
-  if ((!g || g->value->isLiteral()) && c.in.size() != want)
+  auto block = c.intAttr("block");
+  const Attr *b = c.op.findAttr("block");
+  bool sparse = block.value_or(0) > 0;
+  size_t want = 5 + (gated ? 1 : 0) + (sparse ? 1 : 0);
+  if ((!g || g->value->isLiteral()) && (!b || b->value->isLiteral()) &&
+      c.in.size() != want)
     return c.error(fmt::format("expects {} operands (q, k cache, v cache, "
-                               "slots, positions{}), got {}",
-                               want, gated ? ", gate" : "", c.in.size()));
+                               "slots, positions{}{}), got {}",
+                               want, gated ? ", gate" : "",
+                               sparse ? ", block index" : "", c.in.size()));
   if (!checkActivation(c, 0, "q") || !checkRank(c, 0, 3, "queries [T, H, D]") ||
       !checkStateOperand(c, 1, 4, "a key cache [S, C, Hkv, D]") ||
       !checkStateOperand(c, 2, 4, "a value cache [S, C, Hkv, Dv]") ||
@@ -963,9 +968,54 @@ bool inferAttentionCached(RuleCtx &c) {
        !checkDim(c, 0, 1, 5, 1, "gate head count") ||
        !checkDim(c, 2, 3, 5, 2, "gate dim")))
     return false;
+  size_t index = gated ? 6 : 5;
+  if (sparse && c.in.size() > index &&
+      (!checkRank(c, index, 2, "a block index [T, N]") ||
+       !checkIndices(c, index, "the block index") ||
+       !checkDim(c, 0, 0, index, 0, "index row count")))
+    return false;
   if (c.in[0].isTensor() && c.in[2].isTensor())
     c.out[0] = Type::tensor(
         f32(), {c.in[0].dims[0], c.in[0].dims[1], c.in[2].dims[3]});
+  return true;
+}
+
+/// block_mean_cached(cache[S, C, Hkv, D], seq, pos) {block}
+/// -> (f32[T, Hkv, D], i32[T]).
+bool inferBlockMeanCached(RuleCtx &c) {
+  if (!checkStateOperand(c, 0, 4, "a cache [S, C, Hkv, D]") ||
+      !checkRowPlaces(c, 1, 1))
+    return false;
+  if (c.in[0].isTensor() && c.in[1].isTensor()) {
+    c.out[0] = Type::tensor(
+        f32(), {c.in[1].dims[0], c.in[0].dims[2], c.in[0].dims[3]});
+    c.out[1] = Type::tensor(i32(), {c.in[1].dims[0]});
+  }
+  return true;
+}
+
+/// qsa_select_cached(q[T, Hi, Di], keys[S, NB, 1, Di], seq, pos)
+/// {block, top} -> i32[T, top + 1].
+bool inferQsaSelectCached(RuleCtx &c) {
+  if (!checkActivation(c, 0, "the queries") ||
+      !checkRank(c, 0, 3, "queries [T, Hi, Di]") ||
+      !checkStateOperand(c, 1, 4, "block keys [S, NB, 1, Di]") ||
+      !checkDim(c, 0, 2, 1, 3, "indexer head dim") || !checkRowPlaces(c, 2, 0))
+    return false;
+  if (c.in[1].isTensor()) {
+    auto one = c.in[1].dims[2].constant();
+    if (one && *one != 1)
+      return c.error(fmt::format("expects block keys [S, NB, 1, Di] (one "
+                                 "key head), got {}",
+                                 c.in[1].str()),
+                     1);
+  }
+  auto top = c.intAttr("top");
+  if (top && (*top <= 0 || *top > (int64_t(1) << 24)))
+    return c.error(
+        fmt::format("attribute 'top' must be in 1..2^24, got {}", *top));
+  if (c.in[0].isTensor() && top)
+    c.out[0] = Type::tensor(i32(), {c.in[0].dims[0], Dim::constant(*top + 1)});
   return true;
 }
 

@@ -165,6 +165,17 @@ inline void softmaxRow(const float *x, float *y, int64_t n) {
     y[i] /= sum;
 }
 
+/// QSA block selection of one query (qsa_select and qsa_select_cached share
+/// it, so a decode step selects what the prefill row selects): the scores of
+/// the \p nc complete blocks (keys \p kb, [nc, di]) against the query's
+/// \p hi heads (\p q, [hi, di]): the sum over heads of max(0, q.k), times
+/// 1/sqrt(di); the \p top best (ties: the lower block; NaN last) in
+/// \p row[0 .. top), then the tail block nc, then -1 padding
+/// (\p row holds top + 1). \p score and \p order are scratch.
+void selectBlocksRow(const float *q, int64_t hi, int64_t di, const float *kb,
+                     int64_t nc, int64_t top, std::vector<float> &score,
+                     std::vector<int32_t> &order, int32_t *row);
+
 // One entry point per recipe.
 #define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
            Cost, Class)                                                        \

@@ -54,39 +54,43 @@ void runQsaSelect(KernelCtx &ctx) {
   ctx.expectOutShape(0, {t, top + 1});
   const float *q = ctx.f32(0), *kb = ctx.f32(1);
   int32_t *y = ctx.outI32(0);
-  const float inv = 1.0f / std::sqrt(static_cast<float>(di));
   onWorkers(ctx.threads(), t, t * (t / block) * hi * di, [&](int w, int nw) {
     std::vector<float> score;
     std::vector<int32_t> order;
-    for (int64_t ti = w; ti < t; ti += nw) {
-      int64_t nc = (ti + 1) / block; // complete visible blocks
-      score.assign(nc, 0.0f);
-      for (int64_t b = 0; b < nc; ++b) {
-        float s = 0;
-        for (int64_t h = 0; h < hi; ++h) {
-          float d = dotF32(q + (ti * hi + h) * di, kb + b * di, di);
-          s += d < 0 ? 0.0f : d;
-        }
-        s *= inv;
-        // NaN ranks last, so the order below is strict and weak.
-        score[b] = std::isnan(s) ? -std::numeric_limits<float>::infinity() : s;
-      }
-      int64_t chosen = std::min(top, nc);
-      order.resize(nc);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + chosen, order.end(),
-                        [&](int32_t a, int32_t b) {
-                          return score[a] > score[b] ||
-                                 (score[a] == score[b] && a < b);
-                        });
-      int32_t *row = y + ti * (top + 1);
-      for (int64_t k = 0; k < chosen; ++k)
-        row[k] = order[k];
-      row[chosen] = static_cast<int32_t>(nc); // the tail block
-      for (int64_t k = chosen + 1; k <= top; ++k)
-        row[k] = -1;
-    }
+    for (int64_t ti = w; ti < t; ti += nw)
+      selectBlocksRow(q + ti * hi * di, hi, di, kb, (ti + 1) / block, top,
+                      score, order, y + ti * (top + 1));
   });
+}
+
+void selectBlocksRow(const float *q, int64_t hi, int64_t di, const float *kb,
+                     int64_t nc, int64_t top, std::vector<float> &score,
+                     std::vector<int32_t> &order, int32_t *row) {
+  const float inv = 1.0f / std::sqrt(static_cast<float>(di));
+  score.assign(nc, 0.0f);
+  for (int64_t b = 0; b < nc; ++b) {
+    float s = 0;
+    for (int64_t h = 0; h < hi; ++h) {
+      float d = dotF32(q + h * di, kb + b * di, di);
+      s += d < 0 ? 0.0f : d;
+    }
+    s *= inv;
+    // NaN ranks last, so the order below is strict and weak.
+    score[b] = std::isnan(s) ? -std::numeric_limits<float>::infinity() : s;
+  }
+  int64_t chosen = std::min(top, nc);
+  order.resize(nc);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + chosen, order.end(),
+                    [&](int32_t a, int32_t b) {
+                      return score[a] > score[b] ||
+                             (score[a] == score[b] && a < b);
+                    });
+  for (int64_t k = 0; k < chosen; ++k)
+    row[k] = order[k];
+  row[chosen] = static_cast<int32_t>(nc); // the tail block
+  for (int64_t k = chosen + 1; k <= top; ++k)
+    row[k] = -1;
 }
 
 void runNgramHash(KernelCtx &ctx) {

@@ -303,26 +303,40 @@ void rowPlaces(KernelCtx &ctx, size_t seqIn, int64_t t, int64_t slots,
 void runKvStore(KernelCtx &ctx) {
   float *state = stateOperand(ctx, 0, 4, "a state [S, C, Hkv, D]");
   ctx.expectInRank(1, 3, "rows [T, Hkv, D]");
+  int64_t block = ctx.intAttr("block");
+  if (block < 0)
+    fail(fmt::format("attribute 'block' = {} must be >= 0", block));
   const std::vector<int64_t> &ss = ctx.inShape(0), &xs = ctx.inShape(1);
   int64_t t = xs[0], row = xs[1] * xs[2];
   expectDim(ctx, 1, 1, ss[2], "the head count");
   expectDim(ctx, 1, 2, ss[3], "the head dim");
+  // With blocks, state row i holds the block of positions i*B .. i*B+B-1;
+  // rows past the last whole block (a context that is no multiple of B)
+  // complete none.
+  int64_t per = block > 0 ? block : 1;
   const int32_t *seq = nullptr, *pos = nullptr;
-  rowPlaces(ctx, 2, t, ss[0], ss[1], seq, pos);
+  rowPlaces(ctx, 2, t, ss[0], ss[1] * per + per - 1, seq, pos);
   const float *x = ctx.f32(1);
   // Rows in order: the last of two rows at one place wins.
-  for (int64_t r = 0; r < t; ++r)
+  for (int64_t r = 0; r < t; ++r) {
+    if (pos[r] % per != per - 1)
+      continue; // its block is not complete yet
     std::copy(x + r * row, x + (r + 1) * row,
-              state + (int64_t(seq[r]) * ss[1] + pos[r]) * row);
+              state + (int64_t(seq[r]) * ss[1] + pos[r] / per) * row);
+  }
 }
 
 void runAttentionCached(KernelCtx &ctx) {
   bool gated = ctx.boolAttr("gated");
-  size_t want = gated ? 6 : 5;
+  int64_t block = ctx.intAttr("block");
+  if (block < 0)
+    fail(fmt::format("attribute 'block' = {} must be >= 0", block));
+  size_t want = 5 + (gated ? 1 : 0) + (block > 0 ? 1 : 0);
   if (ctx.numInputs() != want)
     fail(fmt::format("expects {} inputs (q, k cache, v cache, slots, "
-                     "positions{}), got {}",
-                     want, gated ? ", gate" : "", ctx.numInputs()));
+                     "positions{}{}), got {}",
+                     want, gated ? ", gate" : "",
+                     block > 0 ? ", block index" : "", ctx.numInputs()));
   ctx.expectInRank(0, 3, "queries [T, H, D]");
   const float *kc = stateOperand(ctx, 1, 4, "a key cache [S, C, Hkv, D]");
   const float *vc = stateOperand(ctx, 2, 4, "a value cache [S, C, Hkv, Dv]");
@@ -347,6 +361,16 @@ void runAttentionCached(KernelCtx &ctx) {
                        h, dv));
     gate = ctx.f32(5);
   }
+  // QSA: the blocks row r may see (attention's block-sparse index).
+  const int32_t *index = nullptr;
+  int64_t nb = 0;
+  if (block > 0) {
+    size_t in = gated ? 6 : 5;
+    ctx.expectInRank(in, 2, "a block index [T, N]");
+    expectDim(ctx, in, 0, t, "the row count");
+    nb = ctx.inShape(in)[1];
+    index = ctx.i32(in);
+  }
   float scale = ctx.floatAttr("scale");
   const float *q = ctx.f32(0);
   float *out = ctx.outF32(0);
@@ -356,21 +380,94 @@ void runAttentionCached(KernelCtx &ctx) {
     work += (int64_t(pos[r]) + 1) * h * (d + dv);
   onWorkers(ctx.threads(), t * h, work, [&](int worker, int nw) {
     std::vector<float> p(static_cast<size_t>(context));
+    std::vector<int64_t> keys;
     for (int64_t row = worker; row < t * h; row += nw) {
       int64_t ti = row / h, hi = row % h, kvh = hi / group;
-      // Keys 0 .. pos[ti] of slot seq[ti], in position order.
+      // Keys 0 .. pos[ti] of slot seq[ti], in position order (with an
+      // index, those of its blocks: the keys `attention` lists).
+      keys.clear();
+      for (int64_t j = 0; j <= pos[ti]; ++j) {
+        bool ok = index == nullptr;
+        for (int64_t b = 0; b < nb && !ok; ++b)
+          ok = index[ti * nb + b] >= 0 && index[ti * nb + b] == j / block;
+        if (ok)
+          keys.push_back(j);
+      }
       int64_t base = int64_t(seq[ti]) * context;
       float *o = out + (ti * h + hi) * dv;
+      // A row that may see no key (empty block selection) stays 0.
       attendRow(
-          q + (ti * h + hi) * d, int64_t(pos[ti]) + 1,
-          [&](int64_t m) { return kc + ((base + m) * hkv + kvh) * d; },
-          [&](int64_t m) { return vc + ((base + m) * hkv + kvh) * dv; }, d, dv,
-          scale, p.data(), o);
+          q + (ti * h + hi) * d, static_cast<int64_t>(keys.size()),
+          [&](int64_t m) { return kc + ((base + keys[m]) * hkv + kvh) * d; },
+          [&](int64_t m) { return vc + ((base + keys[m]) * hkv + kvh) * dv; },
+          d, dv, scale, p.data(), o);
       if (gate)
         for (int64_t c = 0; c < dv; ++c)
           o[c] *= sigmoidF32(gate[(ti * h + hi) * dv + c]);
     }
   });
+}
+
+void runBlockMeanCached(KernelCtx &ctx) {
+  const float *cache = stateOperand(ctx, 0, 4, "a cache [S, C, Hkv, D]");
+  int64_t block = ctx.intAttr("block");
+  if (block <= 0)
+    fail(fmt::format("attribute 'block' must be positive, got {}", block));
+  const std::vector<int64_t> &cs = ctx.inShape(0);
+  int64_t slots = cs[0], context = cs[1], row = cs[2] * cs[3];
+  int64_t t = ctx.inShape(1).empty() ? 0 : ctx.inShape(1)[0];
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 1, t, slots, context, seq, pos);
+  ctx.expectOutShape(0, {t, cs[2], cs[3]});
+  ctx.expectOutShape(1, {t});
+  float *y = ctx.outF32(0);
+  int32_t *start = ctx.outI32(1);
+  for (int64_t r = 0; r < t; ++r) {
+    int64_t first = pos[r] - pos[r] % block;
+    start[r] = static_cast<int32_t>(first);
+    float *yr = y + r * row;
+    if (pos[r] % block != block - 1) {
+      std::fill(yr, yr + row, 0.0f); // no block completes here
+      continue;
+    }
+    // block_mean's order: the block's rows summed in position order.
+    const float *base = cache + (int64_t(seq[r]) * context + first) * row;
+    for (int64_t c = 0; c < row; ++c) {
+      float sum = 0;
+      for (int64_t i = 0; i < block; ++i)
+        sum += base[i * row + c];
+      yr[c] = sum / static_cast<float>(block);
+    }
+  }
+}
+
+void runQsaSelectCached(KernelCtx &ctx) {
+  ctx.expectInRank(0, 3, "queries [T, Hi, Di]");
+  const float *keys = stateOperand(ctx, 1, 4, "block keys [S, NB, 1, Di]");
+  int64_t block = ctx.intAttr("block"), top = ctx.intAttr("top");
+  if (block <= 0 || top <= 0 || top > (int64_t(1) << 24))
+    fail(fmt::format("attributes 'block' and 'top' must be positive (top at "
+                     "most 2^24), got {} and {}",
+                     block, top));
+  const std::vector<int64_t> &qs = ctx.inShape(0), &ks = ctx.inShape(1);
+  int64_t t = qs[0], hi = qs[1], di = qs[2];
+  int64_t slots = ks[0], nb = ks[1];
+  if (ks[2] != 1 || ks[3] != di)
+    fail(fmt::format("{} must be block keys [S, NB, 1, {}]", ctx.describeIn(1),
+                     di));
+  const int32_t *seq = nullptr, *pos = nullptr;
+  // Positions whose complete blocks the keys hold (a context that is no
+  // multiple of the block leaves a tail that completes none).
+  rowPlaces(ctx, 2, t, slots, (nb + 1) * block - 1, seq, pos);
+  ctx.expectOutShape(0, {t, top + 1});
+  const float *q = ctx.f32(0);
+  int32_t *y = ctx.outI32(0);
+  std::vector<float> score;
+  std::vector<int32_t> order;
+  for (int64_t r = 0; r < t; ++r)
+    selectBlocksRow(q + r * hi * di, hi, di, keys + int64_t(seq[r]) * nb * di,
+                    (int64_t(pos[r]) + 1) / block, top, score, order,
+                    y + r * (top + 1));
 }
 
 } // namespace strata::runtime::cpu

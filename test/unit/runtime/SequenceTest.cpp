@@ -463,3 +463,157 @@ TEST(CpuState, AttentionCachedEqualsAttentionBitForBit) {
                            ref.bytes.begin() + last * rowBytes));
   }
 }
+
+// The QSA indexer over a cache: a prompt's raw indexer keys stored in a
+// cache, one row per position in chunks, block_mean_cached of the rows that
+// complete a block, kv_store {block} of those means and qsa_select_cached
+// give bit for bit the block keys and the selection of block_mean and
+// qsa_select over the whole prompt; attention_cached with that index is
+// attention's block-sparse form, bit for bit, gated.
+TEST(CpuState, QsaCachedEqualsQsaBitForBit) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t t = 37, block = 4, top = 3, hi = 2, di = 8;
+  const int64_t slots = 2, context = 42; // no multiple of the block
+  const int64_t h = 4, hkv = 2, d = 8, dv = 8;
+  std::string error;
+  // The stateless reference: block keys, then each query's blocks.
+  std::vector<float> krv = rng.normal(t * di), qiv = rng.normal(t * hi * di);
+  HostTensor kr = buffer({t, di}, krv), qi = buffer({t, hi, di}, qiv);
+  HostTensor kb = output({t / block, di});
+  ASSERT_TRUE(runKernel(Recipe::BlockMean, {{"block", aInt(block)}}, {&kr},
+                        {&kb}, error))
+      << error;
+  AttrMap sel = {{"block", aInt(block)}, {"top", aInt(top)}};
+  HostTensor idx = output({t, top + 1}, format::PlanDType::I32);
+  ASSERT_TRUE(runKernel(Recipe::QsaSelect, sel, {&qi, &kb}, {&idx}, error))
+      << error;
+  // The cached form, slot 1, chunks of 5 rows (noise in the caches).
+  HostTensor rawCache =
+      buffer({slots, context, 1, di}, rng.normal(slots * context * di));
+  HostTensor keyCache = buffer({slots, context / block, 1, di},
+                               rng.normal(slots * (context / block) * di));
+  std::vector<int32_t> got;
+  std::vector<float> means;
+  for (int64_t c0 = 0; c0 < t; c0 += 5) {
+    int64_t n = std::min<int64_t>(5, t - c0);
+    std::vector<int32_t> pv(n), sv(n, 1);
+    for (int64_t i = 0; i < n; ++i)
+      pv[i] = static_cast<int32_t>(c0 + i);
+    HostTensor seq = ids({n}, sv), pos = ids({n}, pv);
+    HostTensor rows =
+        buffer({n, 1, di}, std::vector<float>(krv.begin() + c0 * di,
+                                              krv.begin() + (c0 + n) * di));
+    ASSERT_TRUE(runKernel(Recipe::KvStore, {}, {&rawCache, &rows, &seq, &pos},
+                          {}, error))
+        << error;
+    HostTensor mean = output({n, 1, di});
+    HostTensor start = output({n}, format::PlanDType::I32);
+    ASSERT_TRUE(runKernel(Recipe::BlockMeanCached, {{"block", aInt(block)}},
+                          {&rawCache, &seq, &pos}, {&mean, &start}, error))
+        << error;
+    // floats() and ints() return copies: one each.
+    std::vector<float> mf = mean.floats();
+    std::vector<int32_t> sf = start.ints();
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t p = pv[i];
+      EXPECT_EQ(sf[i], p - p % block) << "row " << p;
+      std::vector<float> m(mf.begin() + i * di, mf.begin() + (i + 1) * di);
+      if (p % block == block - 1)
+        means.insert(means.end(), m.begin(), m.end());
+      else
+        EXPECT_EQ(m, std::vector<float>(di, 0.0f)) << "row " << p;
+    }
+    ASSERT_TRUE(runKernel(Recipe::KvStore, {{"block", aInt(block)}},
+                          {&keyCache, &mean, &seq, &pos}, {}, error))
+        << error;
+    HostTensor qc = buffer(
+        {n, hi, di}, std::vector<float>(qiv.begin() + c0 * hi * di,
+                                        qiv.begin() + (c0 + n) * hi * di));
+    HostTensor out = output({n, top + 1}, format::PlanDType::I32);
+    ASSERT_TRUE(runKernel(Recipe::QsaSelectCached, sel,
+                          {&qc, &keyCache, &seq, &pos}, {&out}, error))
+        << error;
+    std::vector<int32_t> chosen = out.ints();
+    got.insert(got.end(), chosen.begin(), chosen.end());
+  }
+  EXPECT_EQ(means, kb.floats());
+  EXPECT_EQ(got, idx.ints());
+  // Slot 0's block keys are untouched noise; the cache holds slot 1's means.
+  std::vector<float> cached = keyCache.floats();
+  std::vector<float> stored(cached.begin() + (context / block) * di,
+                            cached.begin() +
+                                (context / block + t / block) * di);
+  EXPECT_EQ(stored, kb.floats());
+
+  // Block-sparse attention over the cache with that index.
+  std::vector<float> qv = rng.normal(t * h * d), kv = rng.normal(t * hkv * d),
+                     vv = rng.normal(t * hkv * dv), gv = rng.normal(t * h * dv);
+  HostTensor q = buffer({t, h, d}, qv), k = buffer({t, hkv, d}, kv),
+             v = buffer({t, hkv, dv}, vv), g = buffer({t, h, dv}, gv);
+  AttrMap attrs = {
+      {"scale", aFloat(0.3)}, {"gated", aBool(true)}, {"block", aInt(block)}};
+  HostTensor ref = output({t, h, dv});
+  ASSERT_TRUE(runKernel(Recipe::Attention, attrs, {&q, &k, &v, &g, &idx},
+                        {&ref}, error))
+      << error;
+  HostTensor kc =
+      buffer({slots, context, hkv, d}, rng.normal(slots * context * hkv * d));
+  HostTensor vc =
+      buffer({slots, context, hkv, dv}, rng.normal(slots * context * hkv * dv));
+  std::vector<int32_t> pv(t), sv(t, 1);
+  for (int64_t i = 0; i < t; ++i)
+    pv[i] = static_cast<int32_t>(i);
+  HostTensor seq = ids({t}, sv), pos = ids({t}, pv);
+  ASSERT_TRUE(runKernel(Recipe::KvStore, {}, {&kc, &k, &seq, &pos}, {}, error))
+      << error;
+  ASSERT_TRUE(runKernel(Recipe::KvStore, {}, {&vc, &v, &seq, &pos}, {}, error))
+      << error;
+  for (int threads : {1, 3}) {
+    HostTensor y = output({t, h, dv});
+    ASSERT_TRUE(runKernel(Recipe::AttentionCached, attrs,
+                          {&q, &kc, &vc, &seq, &pos, &g, &idx}, {&y}, error,
+                          threads))
+        << error;
+    EXPECT_EQ(y.bytes, ref.bytes) << threads << " threads";
+  }
+}
+
+// The cached QSA kernels refuse what they cannot read.
+TEST(CpuState, QsaCachedErrors) {
+  std::string error;
+  HostTensor keys = buffer({2, 3, 1, 4}, std::vector<float>(24, 0));
+  HostTensor q = buffer({1, 2, 4}, std::vector<float>(8, 1));
+  HostTensor seq = ids({1}, {0}), far = ids({1}, {15});
+  HostTensor out = output({1, 3}, format::PlanDType::I32);
+  AttrMap sel = {{"block", aInt(4)}, {"top", aInt(2)}};
+  // 3 blocks of 4 cover positions whose complete blocks are 0..2: up to 14.
+  EXPECT_FALSE(runKernel(Recipe::QsaSelectCached, sel, {&q, &keys, &seq, &far},
+                         {&out}, error));
+  EXPECT_NE(error.find("row 0 is at position 15 of slot 0, outside the "
+                       "state's 2 slots x 15 positions"),
+            std::string::npos)
+      << error;
+  HostTensor twoHeads = buffer({2, 3, 2, 4}, std::vector<float>(48, 0));
+  HostTensor ok = ids({1}, {3});
+  EXPECT_FALSE(runKernel(Recipe::QsaSelectCached, sel,
+                         {&q, &twoHeads, &seq, &ok}, {&out}, error));
+  EXPECT_NE(error.find("must be block keys [S, NB, 1, 4]"), std::string::npos)
+      << error;
+  HostTensor mean = output({1, 1, 4});
+  HostTensor start = output({1}, format::PlanDType::I32);
+  EXPECT_FALSE(runKernel(Recipe::BlockMeanCached, {{"block", aInt(0)}},
+                         {&keys, &seq, &ok}, {&mean, &start}, error));
+  EXPECT_NE(error.find("attribute 'block' = 0 must lie in 1..1048576"),
+            std::string::npos)
+      << error;
+  HostTensor qa = buffer({1, 2, 4}, std::vector<float>(8, 1));
+  HostTensor y = output({1, 2, 4});
+  EXPECT_FALSE(runKernel(Recipe::AttentionCached,
+                         {{"scale", aFloat(1)}, {"block", aInt(4)}},
+                         {&qa, &keys, &keys, &seq, &ok}, {&y}, error));
+  EXPECT_NE(error.find("expects 6 inputs (q, k cache, v cache, slots, "
+                       "positions, block index), got 5"),
+            std::string::npos)
+      << error;
+}
