@@ -1,8 +1,6 @@
 //===- Generate.cpp - token generation over an executor -------------------===//
 //
-// Two engines (Generate.h): a Session over slot 0 where the plan has state,
-// else the whole sequence re-run for every token. Only create(),
-// contextLimit() and evaluate() know which.
+// The engine is a Session over slot 0 of the plan's state (Generate.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generate.h"
@@ -25,14 +23,6 @@ double secondsSince(Clock::time_point t0) {
 
 } // namespace
 
-const char *Generator::limitName() const {
-  return session_ ? "max_context" : "max_tokens";
-}
-
-const char *Generator::limitOption() const {
-  return session_ ? "--max-context" : "--max-tokens";
-}
-
 std::unique_ptr<Generator>
 Generator::create(Executor &executor, const SamplerOptions &sampling,
                   std::function<bool(int32_t)> endOfGeneration,
@@ -51,12 +41,11 @@ Generator::create(Executor &executor, const SamplerOptions &sampling,
                         out.name);
     return nullptr;
   }
-  std::unique_ptr<Session> session;
-  if (!plan.states.empty()) {
-    session = Session::create(executor, error);
-    if (!session)
-      return nullptr;
-  }
+  // No decode entry, no generation: re-running a growing prefix would cost
+  // O(n^2) and hide the missing state.
+  std::unique_ptr<Session> session = Session::create(executor, error);
+  if (!session)
+    return nullptr;
   return std::unique_ptr<Generator>(
       new Generator(executor, std::move(*sampler), std::move(endOfGeneration),
                     out.shape[1].constant, std::move(session)));
@@ -71,9 +60,7 @@ Generator::Generator(Executor &executor, Sampler sampler,
 
 Generator::~Generator() = default;
 
-int64_t Generator::contextLimit() const {
-  return session_ ? session_->context() : executor_.plan().maxTokens;
-}
+int64_t Generator::contextLimit() const { return session_->context(); }
 
 bool Generator::start(std::span<const int32_t> prompt, std::string &error) {
   auto t0 = Clock::now();
@@ -81,18 +68,17 @@ bool Generator::start(std::span<const int32_t> prompt, std::string &error) {
   sequence_.clear();
   promptSize_ = 0;
   evaluated_ = 0;
-  if (session_)
-    session_->reset(0);
+  session_->reset(0);
   timings_ = GenerateTimings{};
   if (prompt.empty()) {
     error = "the prompt is empty; it needs at least one token";
     return false;
   }
   if (static_cast<int64_t>(prompt.size()) > contextLimit()) {
-    error =
-        fmt::format("the prompt has {} tokens, more than the plan's {} "
-                    "{}; recompile it with a larger {}",
-                    prompt.size(), limitName(), contextLimit(), limitOption());
+    error = fmt::format("the prompt has {} tokens, more than the plan's "
+                        "max_context {}; recompile it with a larger "
+                        "--max-context",
+                        prompt.size(), contextLimit());
     return false;
   }
   for (size_t i = 0; i < prompt.size(); ++i)
@@ -127,10 +113,9 @@ bool Generator::next(int32_t &token, std::string &error) {
     // token past the context.
     if (static_cast<int64_t>(sequence_.size()) > contextLimit()) {
       error = fmt::format("the context is full: the next step would hold {} "
-                          "tokens, more than the plan's {} {}; recompile it "
-                          "with a larger {}",
-                          sequence_.size(), limitName(), contextLimit(),
-                          limitOption());
+                          "tokens, more than the plan's max_context {}; "
+                          "recompile it with a larger --max-context",
+                          sequence_.size(), contextLimit());
       return false;
     }
     if (!evaluate(error))
@@ -147,31 +132,14 @@ bool Generator::next(int32_t &token, std::string &error) {
 }
 
 bool Generator::evaluate(std::string &error) {
-  if (session_) {
-    // The tokens not yet in the state: the prompt (in chunks), then one.
-    size_t before = session_->runs();
-    if (!session_->append(
-            0, std::span<const int32_t>(sequence_).subspan(evaluated_), logits_,
-            error))
-      return false;
-    timings_.modelRuns += session_->runs() - before;
-    evaluated_ = sequence_.size();
-    current_ = true;
-    return true;
-  }
-  // No state: re-run the whole sequence from position 0 and keep the last
-  // position's row (the only row of a --logits last plan).
-  RunOutput out;
-  if (!executor_.run(sequence_, out, error))
+  // The tokens not yet in the state: the prompt (in chunks), then one.
+  size_t before = session_->runs();
+  if (!session_->append(0,
+                        std::span<const int32_t>(sequence_).subspan(evaluated_),
+                        logits_, error))
     return false;
-  ++timings_.modelRuns;
-  if (out.data.size() < static_cast<size_t>(vocab_)) {
-    error = fmt::format("the plan's output has {} values, fewer than a row of "
-                        "{} logits",
-                        out.data.size(), vocab_);
-    return false;
-  }
-  logits_.assign(out.data.end() - vocab_, out.data.end());
+  timings_.modelRuns += session_->runs() - before;
+  evaluated_ = sequence_.size();
   current_ = true;
   return true;
 }

@@ -7,18 +7,13 @@
 // for the token after it are made at the following next(), so the last
 // token generated is never run through the model.
 //
-// Two engines, chosen by the plan; callers see ids, logits, the sequence
-// and the timings, never which one made the logits:
-//   - a plan with generation state (plan v3, strata-compile --max-context):
-//     a Session (Session.h) over slot 0. start() appends the prompt (in
-//     chunks of max_tokens) and every step appends one token, a run of one
-//     row at its position that reads the past from the KV caches and the
-//     recurrent state: a sequence of n tokens costs O(n), and the state's
-//     context bounds it (contextLimit());
-//   - a plan without state: every step re-runs the plan on the whole
-//     sequence from position 0 and keeps the last row. Correct but O(n^2),
-//     bounded by max_tokens; kept for targets and models whose stateful
-//     kernels do not exist yet (the caller may refuse it: usesState()).
+// The engine is a Session (Session.h) over slot 0 of the plan's generation
+// state (plan v3, strata-compile --max-context): start() appends the prompt
+// (in chunks of max_tokens rows) and every step appends one token, a run of
+// one row at its position that reads the past from the KV caches and the
+// recurrent state, so a sequence of n tokens costs O(n) and the state's
+// context bounds it (contextLimit()). A plan without state has no decode
+// entry and cannot generate (create() says so).
 //
 // Tokens, text and stop strings are the caller's: the generator knows ids
 // only (the runtime does not depend on the tokenizer), and a predicate says
@@ -56,8 +51,9 @@ public:
   /// A generator over \p executor (which it uses but does not own, and which
   /// must outlive it) that samples with \p sampling; \p endOfGeneration
   /// (may be empty: none) tells the ids that end generation. Returns null
-  /// and sets \p error when a sampler option is out of range or the plan's
-  /// output is not logits ([T, vocab] or [1, vocab]).
+  /// and sets \p error when a sampler option is out of range, the plan has
+  /// no generation state (no decode entry) or its output is not logits
+  /// ([T, vocab] or [1, vocab]).
   static std::unique_ptr<Generator>
   create(Executor &executor, const SamplerOptions &sampling,
          std::function<bool(int32_t)> endOfGeneration, std::string &error);
@@ -66,13 +62,9 @@ public:
   Generator &operator=(const Generator &) = delete;
 
   /// The longest sequence the engine evaluates: the state's context (the
-  /// plan's max_context) with a decode entry, else the plan's max_tokens
-  /// (every step runs the whole sequence). A sequence holds at most one
-  /// token more, as the last token generated is never evaluated.
+  /// plan's max_context). A sequence holds at most one token more, as the
+  /// last token generated is never evaluated.
   int64_t contextLimit() const;
-  /// True when the plan has a decode entry (generation state): each step
-  /// runs one row.
-  bool usesState() const { return session_ != nullptr; }
   /// The size of a logits row: token ids are in [0, vocabSize()).
   int64_t vocabSize() const { return vocab_; }
 
@@ -108,15 +100,12 @@ private:
   Generator(Executor &executor, Sampler sampler,
             std::function<bool(int32_t)> endOfGeneration, int64_t vocab,
             std::unique_ptr<Session> session);
-  /// The plan's bound of contextLimit() and the option that sets it.
-  const char *limitName() const;
-  const char *limitOption() const;
   /// The engine: makes logits_ for the position after sequence_.
   bool evaluate(std::string &error);
 
   Executor &executor_;
-  /// Slot 0 of the plan's state (null for a plan without state); it holds
-  /// sequence_'s first evaluated_ tokens.
+  /// Slot 0 of the plan's state; it holds sequence_'s first evaluated_
+  /// tokens.
   std::unique_ptr<Session> session_;
   size_t evaluated_ = 0;
   Sampler sampler_;

@@ -31,16 +31,10 @@ build/bin/strata-run "$work/$arch.plan" --gguf "$work/$arch-tiny.gguf" \
   --tokens 11,42,7,300,5,99,123,8 --backend cpu --top 5
 # Generation: the prompt tokenized with the GGUF's vocabulary, 24 tokens
 # greedily (a plan of the last position's logits), streamed as they come.
-# Where the description has its stateful form (generation()), the plan keeps
-# KV caches and recurrent state of 64 positions and decodes one row a token;
-# otherwise each step re-runs the sequence.
-state=()
-if grep -q 'generation()' "models/$arch.strata"; then
-  state=(--max-context 64 --max-tokens 16)
-else
-  state=(--max-tokens 64)
-fi
+# The plan keeps KV caches and recurrent state of 64 positions, prefills the
+# prompt in chunks of 16 rows and decodes one row a token.
 build/bin/strata-compile "models/$arch.strata" --gguf "$work/$arch-tiny.gguf" \
-  "${state[@]}" --target host --logits last -o "$work/$arch-last.plan"
+  --max-context 64 --max-tokens 16 --target host --logits last \
+  -o "$work/$arch-last.plan"
 build/bin/strata-run "$work/$arch-last.plan" --gguf "$work/$arch-tiny.gguf" \
   --prompt "The quick brown fox" -n 24

@@ -145,21 +145,19 @@ int generate(Options &o) {
   if (!gen)
     return fail(error);
 
-  // The prompt and -n must fit the context (the state's positions, or
-  // max_tokens without state) unless --context-shift says what to do.
+  // The prompt and -n must fit the context (the state's positions) unless
+  // --context-shift says what to do.
   int64_t limit = gen->contextLimit();
-  const char *limitName = gen->usesState() ? "max_context" : "max_tokens";
-  const char *limitOption = gen->usesState() ? "--max-context" : "--max-tokens";
   int64_t total = static_cast<int64_t>(prompt.size()) + *o.generate;
   int64_t budget = *o.generate;
   if (total > limit) {
     if (o.contextShift.empty())
       return fail(fmt::format(
           "the prompt's {} tokens and -n {} make {} tokens, more than the "
-          "plan's {} {}; recompile it with a larger {} (at least {}), lower "
-          "-n, or say what to do with --context-shift none|truncate",
-          prompt.size(), *o.generate, total, limitName, limit, limitOption,
-          total));
+          "plan's max_context {}; recompile it with a larger --max-context "
+          "(at least {}), lower -n, or say what to do with --context-shift "
+          "none|truncate",
+          prompt.size(), *o.generate, total, limit, total));
     if (o.contextShift == "truncate") {
       // Keep the newest tokens, leaving room for -n (one at least).
       int64_t keep = std::max<int64_t>(1, limit - *o.generate);
@@ -167,10 +165,10 @@ int generate(Options &o) {
         prompt.erase(prompt.begin(), prompt.end() - keep);
     } else if (static_cast<int64_t>(prompt.size()) > limit) {
       return fail(fmt::format("the prompt's {} tokens are more than the "
-                              "plan's {} {} (--context-shift none generates "
-                              "until the context is full; truncate drops "
-                              "the prompt's oldest tokens)",
-                              prompt.size(), limitName, limit));
+                              "plan's max_context {} (--context-shift none "
+                              "generates until the context is full; truncate "
+                              "drops the prompt's oldest tokens)",
+                              prompt.size(), limit));
     }
     budget = std::min<int64_t>(*o.generate,
                                limit - static_cast<int64_t>(prompt.size()));
@@ -188,7 +186,7 @@ int generate(Options &o) {
   std::vector<float> logits;
   std::string stopped =
       budget < *o.generate
-          ? fmt::format("the context is full ({} {})", limitName, limit)
+          ? fmt::format("the context is full (max_context {})", limit)
           : fmt::format("-n {} reached", *o.generate);
   bool endsWithNewline = true;
   for (int64_t i = 0; i < budget; ++i) {
@@ -252,16 +250,13 @@ int generate(Options &o) {
   if (!endsWithNewline && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
     std::fputc('\n', stderr);
   fmt::print(stderr,
-             "timings: load {:.1f} ms; prompt {}; generated {}; {} on {} "
-             "({}), stopped: {}\n",
+             "timings: load {:.1f} ms; prompt {}; generated {}; {} on {}, "
+             "stopped: {}\n",
              loadSeconds * 1e3, rate(t.promptTokens, t.promptSeconds),
              rate(t.generatedTokens, t.generateSeconds),
              t.modelRuns == 1 ? std::string("1 model run")
                               : fmt::format("{} model runs", t.modelRuns),
-             o.backend,
-             gen->usesState() ? "decode over the state"
-                              : "no state: each step re-runs the sequence",
-             stopped);
+             o.backend, stopped);
   return 0;
 }
 

@@ -148,6 +148,35 @@ protected:
     return b.done();
   }
 
+  /// The plan of buildPlan() with generation state its logits do not read:
+  /// a cache of the embeddings, one slot of \p context positions (inputs
+  /// tokens, positions, slots). A Generator decodes over it, and every
+  /// position's logits still depend on its token only.
+  Plan statefulPlan(int64_t context = kMaxT) {
+    Plan p = buildPlan();
+    PlanBuilder b(kMaxT);
+    b.p = p;
+    b.end = p.arenaBytes;
+    uint32_t pos = b.buffer("pos", PlanDType::I32, {kT});
+    uint32_t seq = b.buffer("seq", PlanDType::I32, {kT});
+    uint32_t x = 1; // buildPlan's embeddings [T, D]
+    uint32_t xh = b.buffer("xh", PlanDType::F32, {kT, c(1), c(kD)},
+                           static_cast<int64_t>(b.p.buffers[x].offset));
+    b.p.buffers[xh].viewOf = x;
+    b.p.states = {{"memo",
+                   PlanDType::F32,
+                   {1, uint64_t(context), 1, kD},
+                   uint64_t(context) * kD * 4}};
+    b.p.options = {{"max_context", context}, {"max_batch", 1}};
+    // After the embedding lookup, before anything else reads x.
+    format::PlanKernel store;
+    store.recipe = Recipe::KvStore;
+    store.inputs = {PlanOperand{false, 0, true}, B(xh), B(seq), B(pos)};
+    b.p.kernels.insert(b.p.kernels.begin() + 1, store);
+    b.p.inputs = {p.inputs[0], pos, seq};
+    return b.done();
+  }
+
   /// Logits [T, V] in double from the dequantised weights.
   std::vector<double> reference(const std::vector<int32_t> &tokens) {
     std::vector<float> e = embd.floats(), nw = norm.floats(), a = w1.floats(),
@@ -374,7 +403,6 @@ TEST_F(TinyModel, GeneratorDecodesOverTheState) {
   greedy.temperature = 0;
   auto gen = Generator::create(*ex, greedy, nullptr, error);
   ASSERT_TRUE(gen) << error;
-  EXPECT_TRUE(gen->usesState());
   EXPECT_EQ(gen->contextLimit(), 8); // max_context, not max_tokens (6)
   std::vector<int32_t> seq = {3, 9, 27, 31, 4, 8, 15};
   ASSERT_TRUE(gen->start(seq, error)) << error;
@@ -490,7 +518,7 @@ int32_t argmax(const std::vector<double> &row) {
 /// step are kept; the last token generated is never run.
 TEST_F(TinyModel, GeneratorGreedyFollowsTheLastLogits) {
   std::string error;
-  auto ex = make(plan, error);
+  auto ex = make(statefulPlan(), error);
   ASSERT_TRUE(ex) << error;
   SamplerOptions greedy;
   greedy.temperature = 0;
@@ -524,13 +552,14 @@ TEST_F(TinyModel, GeneratorGreedyFollowsTheLastLogits) {
   EXPECT_EQ(gen->sequence().size(), 7u);
   EXPECT_EQ(gen->timings().promptTokens, 3u);
   EXPECT_EQ(gen->timings().generatedTokens, 4u);
-  EXPECT_EQ(gen->timings().modelRuns, 4u); // start, then steps 2 to 4
-  // A 5th token would need a run on 7 tokens.
+  // The prompt in one run, then one decode row for each of steps 2 to 4.
+  EXPECT_EQ(gen->timings().modelRuns, 4u);
+  // A 5th token would need a 7th position.
   int32_t token = -1;
   EXPECT_FALSE(gen->next(token, error));
   EXPECT_EQ(error, "the context is full: the next step would hold 7 tokens, "
-                   "more than the plan's max_tokens 6; recompile it with a "
-                   "larger --max-tokens");
+                   "more than the plan's max_context 6; recompile it with a "
+                   "larger --max-context");
   // start() begins a new sequence.
   ASSERT_TRUE(gen->start(std::vector<int32_t>{3}, error)) << error;
   ASSERT_TRUE(gen->next(token, error)) << error;
@@ -541,7 +570,7 @@ TEST_F(TinyModel, GeneratorGreedyFollowsTheLastLogits) {
 /// A seed gives the same tokens; the sampler's history is the sequence.
 TEST_F(TinyModel, GeneratorSamplesBySeed) {
   std::string error;
-  auto ex = make(plan, error);
+  auto ex = make(statefulPlan(), error);
   ASSERT_TRUE(ex) << error;
   auto tokens = [&](uint64_t seed) {
     SamplerOptions o;
@@ -569,7 +598,7 @@ TEST_F(TinyModel, GeneratorSamplesBySeed) {
 /// An end-of-generation token is returned, then the sequence is over.
 TEST_F(TinyModel, GeneratorStopsAtEndOfGeneration) {
   std::string error;
-  auto ex = make(plan, error);
+  auto ex = make(statefulPlan(), error);
   ASSERT_TRUE(ex) << error;
   SamplerOptions greedy;
   greedy.temperature = 0;
@@ -595,7 +624,7 @@ TEST_F(TinyModel, GeneratorStopsAtEndOfGeneration) {
 
 TEST_F(TinyModel, GeneratorErrors) {
   std::string error;
-  auto ex = make(plan, error);
+  auto ex = make(statefulPlan(), error);
   ASSERT_TRUE(ex) << error;
   SamplerOptions bad;
   bad.topP = 0;
@@ -612,9 +641,16 @@ TEST_F(TinyModel, GeneratorErrors) {
   EXPECT_EQ(error, "prompt token 1 (id 50) is out of range (vocabulary of 50 "
                    "tokens)");
   EXPECT_FALSE(gen->start(std::vector<int32_t>(kMaxT + 1, 1), error));
-  EXPECT_EQ(error, "the prompt has 7 tokens, more than the plan's max_tokens "
-                   "6; recompile it with a larger --max-tokens");
+  EXPECT_EQ(error, "the prompt has 7 tokens, more than the plan's max_context "
+                   "6; recompile it with a larger --max-context");
   EXPECT_FALSE(gen->next(token, error)); // a failed start() starts nothing
+  // A plan without state has no decode entry: it cannot generate.
+  auto plain = make(plan, error);
+  ASSERT_TRUE(plain) << error;
+  EXPECT_FALSE(Generator::create(*plain, SamplerOptions{}, nullptr, error));
+  EXPECT_EQ(error, "the plan has no decode entry (no generation state: it was "
+                   "compiled without --max-context); recompile it with "
+                   "strata-compile --max-context N");
 }
 
 TEST_F(TinyModel, WeightErrorsNameTheWeight) {
