@@ -340,6 +340,9 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
     case Recipe::AttentionCached:
     case Recipe::BlockMeanCached:
     case Recipe::QsaSelectCached:
+    case Recipe::Conv1dCached:
+    case Recipe::GatedDeltaCached:
+    case Recipe::NgramHashCached:
       throw detail::Unsupported(
           fmt::format("no GPU kernel yet for {} (plans with generation "
                       "state run on the host target)",

@@ -177,6 +177,32 @@ PlanPoly costDelta(const Operation &op) {
   return PlanPoly::of(*t) * (8 * h * dk * dv);
 }
 
+/// conv1d_cached: conv1d_causal's 2*K FLOPs per input element.
+PlanPoly costConv1dCached(const Operation &op) {
+  auto x = elementsPoly(operandType(op, 1));
+  if (!x)
+    return {};
+  return *x * (2 * constDim(operandType(op, 2), 1));
+}
+
+/// gated_delta_cached: the recurrence's 8 FLOPs per state element per row.
+PlanPoly costGatedDeltaCached(const Operation &op) {
+  Type k = operandType(op, 1), v = operandType(op, 3);
+  auto t = dimPoly(v, 0);
+  if (!t)
+    return {};
+  double h = constDim(v, 1), dk = constDim(k, 2), dv = constDim(v, 2);
+  return PlanPoly::of(*t) * (8 * h * dk * dv);
+}
+
+/// ngram_hash_cached: about one operation per id.
+PlanPoly costNgramHashCached(const Operation &op) {
+  if (op.results.size() < 2)
+    return {};
+  auto n = elementsPoly(op.results[1]->type);
+  return n ? *n : PlanPoly();
+}
+
 } // namespace
 
 std::optional<PlanPoly> elementsPoly(const Type &t) {
@@ -281,6 +307,19 @@ static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
   std::optional<format::Recipe> r = recipeOfOp(op);
   if (!r)
     return std::nullopt;
+  // The delta rule's recurrent state is read and written whole, once per
+  // slot a run touches (min(T, S) slots).
+  if (*r == format::Recipe::GatedDeltaCached && i == 0) {
+    Type state = operandType(op, 0);
+    double slots = constDim(state, 0);
+    PlanPoly whole = tensorBytes(state);
+    if (slots <= 0)
+      return whole * 2.0;
+    double perSlot = 2 * whole.at(0) / slots;
+    PlanPoly p = PlanPoly::of({0, perSlot});
+    p.pieces.push_back({static_cast<int64_t>(slots), {perSlot * slots}});
+    return p;
+  }
   if (format::recipeInfo(*r).cls == format::OpClass::State && i == 0) {
     Type state = operandType(op, 0);
     auto rows = elementsPoly(operandType(op, 1));

@@ -430,7 +430,9 @@ bool inferConv1d(RuleCtx &c) {
   return true;
 }
 
-bool inferGatedDelta(RuleCtx &c) {
+/// The delta rule's operands q, k, v, g, beta from operand \p base on;
+/// sets result \p out to f32 [T, H, Dv].
+bool checkGatedDelta(RuleCtx &c, size_t base, size_t out) {
   auto heads = c.strAttr("heads");
   if (heads && *heads != "grouped" && *heads != "tiled")
     return c.error(fmt::format("attribute 'heads' must be \"grouped\" or "
@@ -440,25 +442,28 @@ bool inferGatedDelta(RuleCtx &c) {
                                  "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
   static const size_t kRanks[] = {3, 3, 3, 2, 2};
   for (size_t i = 0; i < 5; ++i)
-    if (!checkActivation(c, i, kNames[i]) ||
-        !checkRank(c, i, kRanks[i], kNames[i]))
+    if (!checkActivation(c, base + i, kNames[i]) ||
+        !checkRank(c, base + i, kRanks[i], kNames[i]))
       return false;
-  if (!checkDim(c, 0, 1, 1, 1, "q/k head count") ||
-      !checkDim(c, 0, 2, 1, 2, "q/k head dim") ||
-      !checkDim(c, 2, 1, 3, 1, "v/g head count") ||
-      !checkDim(c, 2, 1, 4, 1, "v/beta head count"))
+  size_t q = base, k = base + 1, v = base + 2;
+  if (!checkDim(c, q, 1, k, 1, "q/k head count") ||
+      !checkDim(c, q, 2, k, 2, "q/k head dim") ||
+      !checkDim(c, v, 1, base + 3, 1, "v/g head count") ||
+      !checkDim(c, v, 1, base + 4, 1, "v/beta head count"))
     return false;
   for (size_t i = 1; i < 5; ++i)
-    if (!checkDim(c, 0, 0, i, 0, "token count"))
+    if (!checkDim(c, q, 0, base + i, 0, "token count"))
       return false;
-  if (c.in[2].isTensor() && c.in[0].isTensor() &&
-      !checkDivisible(c, c.in[2].dims[1], c.in[0].dims[1],
+  if (c.in[v].isTensor() && c.in[q].isTensor() &&
+      !checkDivisible(c, c.in[v].dims[1], c.in[q].dims[1],
                       "value heads must be a multiple of key heads"))
     return false;
-  if (c.in[2].isTensor())
-    c.out[0] = Type::tensor(f32(), c.in[2].dims);
+  if (c.in[v].isTensor())
+    c.out[out] = Type::tensor(f32(), c.in[v].dims);
   return true;
 }
+
+bool inferGatedDelta(RuleCtx &c) { return checkGatedDelta(c, 0, 0); }
 
 bool inferBlockMean(RuleCtx &c) {
   if (!checkActivation(c, 0, "the input") ||
@@ -493,8 +498,11 @@ bool inferQsaSelect(RuleCtx &c) {
   return true;
 }
 
-bool inferNgramHash(RuleCtx &c) {
-  if (!checkRank(c, 0, 1, "tokens [T]") || !checkIndices(c, 0, "the tokens"))
+/// ngram_hash's attributes and its tokens, operand \p tok; sets result
+/// \p out to i32 [T, (n-1)*heads].
+bool checkNgramHash(RuleCtx &c, size_t tok, size_t out) {
+  if (!checkRank(c, tok, 1, "tokens [T]") ||
+      !checkIndices(c, tok, "the tokens"))
     return false;
   auto n = c.intAttr("n"), heads = c.intAttr("heads");
   if (n && (*n < 2 || *n > 64))
@@ -521,11 +529,13 @@ bool inferNgramHash(RuleCtx &c) {
   };
   if (!checkList("sizes", 1) || !checkList("offsets", 0))
     return false;
-  if (c.in[0].isTensor() && n && heads)
-    c.out[0] = Type::tensor(
-        i32(), {c.in[0].dims[0], Dim::constant((*n - 1) * *heads)});
+  if (c.in[tok].isTensor() && n && heads)
+    c.out[out] = Type::tensor(
+        i32(), {c.in[tok].dims[0], Dim::constant((*n - 1) * *heads)});
   return true;
 }
+
+bool inferNgramHash(RuleCtx &c) { return checkNgramHash(c, 0, 0); }
 
 bool inferMoeRoute(RuleCtx &c) {
   if (!checkActivation(c, 0, "the router logits") ||
@@ -1016,6 +1026,75 @@ bool inferQsaSelectCached(RuleCtx &c) {
         fmt::format("attribute 'top' must be in 1..2^24, got {}", *top));
   if (c.in[0].isTensor() && top)
     c.out[0] = Type::tensor(i32(), {c.in[0].dims[0], Dim::constant(*top + 1)});
+  return true;
+}
+
+/// Checks dim \p d of operand \p i is the constant \p want (once both
+/// are known).
+bool checkDimIs(RuleCtx &c, size_t i, size_t d, std::optional<int64_t> want,
+                const char *what) {
+  if (!c.in[i].isTensor() || !want)
+    return true;
+  auto have = c.in[i].dims[d].constant();
+  if (have && *have != *want)
+    return c.error(fmt::format("expects {} to be {} in {}, got {}", what, *want,
+                               c.in[i].str(), *have),
+                   int(i));
+  return true;
+}
+
+/// conv1d_cached(win[S, W, C], x[T, C], w[C, K], seq, pos) {dilation}
+/// -> (the window, f32[T, C]), W = (K - 1) * dilation.
+bool inferConv1dCached(RuleCtx &c) {
+  auto dilation = c.intAttr("dilation");
+  if (dilation && *dilation <= 0)
+    return c.error(fmt::format("attribute 'dilation' must be positive, got {}",
+                               *dilation));
+  if (!checkStateOperand(c, 0, 3, "a window [S, W, C]") ||
+      !checkActivation(c, 1, "the input") ||
+      !checkRank(c, 1, 2, "an input [T, C]") ||
+      !checkRank(c, 2, 2, "a weight [C, K]") ||
+      !checkDim(c, 1, 1, 2, 0, "channel count") ||
+      !checkDim(c, 0, 2, 1, 1, "window channel count") ||
+      !checkRowPlaces(c, 3, 1))
+    return false;
+  if (c.in[2].isTensor())
+    if (auto k = c.in[2].dims[1].constant())
+      if (!checkDimIs(c, 0, 1, (*k - 1) * dilation.value_or(1),
+                      "the window length (K - 1) * dilation"))
+        return false;
+  if (c.in[0].isTensor())
+    c.out[0] = c.in[0];
+  if (c.in[1].isTensor())
+    c.out[1] = Type::tensor(f32(), c.in[1].dims);
+  return true;
+}
+
+/// gated_delta_cached(st[S, H, Dk, Dv], q, k, v, g, beta, seq, pos)
+/// -> (the state, f32[T, H, Dv]).
+bool inferGatedDeltaCached(RuleCtx &c) {
+  if (!checkStateOperand(c, 0, 4, "a recurrent state [S, H, Dk, Dv]") ||
+      !checkGatedDelta(c, 1, 1) || !checkRowPlaces(c, 6, 1) ||
+      !checkDim(c, 0, 1, 3, 1, "value head count") ||
+      !checkDim(c, 0, 2, 1, 2, "key head dim") ||
+      !checkDim(c, 0, 3, 3, 2, "value head dim"))
+    return false;
+  if (c.in[0].isTensor())
+    c.out[0] = c.in[0];
+  return true;
+}
+
+/// ngram_hash_cached(hist[S, n - 1], tok, seq, pos) {ngram_hash's}
+/// -> (the history, i32[T, (n-1)*heads]).
+bool inferNgramHashCached(RuleCtx &c) {
+  if (!checkStateOperand(c, 0, 2, "a token history [S, n - 1]") ||
+      !checkNgramHash(c, 1, 1) || !checkRowPlaces(c, 2, 1))
+    return false;
+  if (auto n = c.intAttr("n");
+      n && !checkDimIs(c, 0, 1, *n - 1, "the history length n - 1"))
+    return false;
+  if (c.in[0].isTensor())
+    c.out[0] = c.in[0];
   return true;
 }
 

@@ -47,6 +47,41 @@ void attendRow(const float *q, int64_t n, const KeyAt &keyAt,
   }
 }
 
+/// The key head value head \p hi of \p h reads among \p hk: hi / (h / hk)
+/// ("grouped": llama.cpp's qwen3next repeats each q/k head in place) or
+/// hi % hk ("tiled": the qwen4exp GGUF's tiled V-head order).
+int64_t deltaKeyHead(int64_t hi, int64_t h, int64_t hk, bool tiled) {
+  return tiled ? hi % hk : hi / (h / hk);
+}
+
+/// One step of the gated delta rule for one value head: the state \p s
+/// [dk, dv] decays by exp(g), takes the delta (v - S^T k) * beta along k,
+/// and the output is scale * S^T q. gated_delta_rule and
+/// gated_delta_cached share it, so a decode step reproduces its prefill
+/// row bit for bit. \p delta is scratch of dv floats.
+void deltaStep(float *s, const float *qt, const float *kt, const float *vt,
+               float g, float b, int64_t dk, int64_t dv, float scale,
+               float *delta, float *o) {
+  float decay = std::exp(g);
+  for (int64_t e = 0; e < dk * dv; ++e)
+    s[e] *= decay;
+  for (int64_t j = 0; j < dv; ++j) {
+    float acc = 0;
+    for (int64_t i = 0; i < dk; ++i)
+      acc += s[i * dv + j] * kt[i];
+    delta[j] = (vt[j] - acc) * b;
+  }
+  for (int64_t i = 0; i < dk; ++i)
+    for (int64_t j = 0; j < dv; ++j)
+      s[i * dv + j] += kt[i] * delta[j];
+  for (int64_t j = 0; j < dv; ++j) {
+    float acc = 0;
+    for (int64_t i = 0; i < dk; ++i)
+      acc += s[i * dv + j] * qt[i];
+    o[j] = scale * acc;
+  }
+}
+
 } // namespace
 
 void runRope(KernelCtx &ctx) {
@@ -224,39 +259,14 @@ void runGatedDeltaRule(KernelCtx &ctx) {
   const float *g = ctx.f32(3), *beta = ctx.f32(4);
   float *out = ctx.outF32(0);
   onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
-    std::vector<float> s(dk * dv), kv(dv), delta(dv);
+    std::vector<float> s(dk * dv), scratch(dv);
     for (int64_t hi = worker; hi < h; hi += nw) {
-      // Value head hi reads key head hi / (h / hk) ("grouped": llama.cpp's
-      // qwen3next repeats each q/k head in place) or hi % hk ("tiled": the
-      // qwen4exp GGUF's tiled V-head order).
-      int64_t kh = tiled ? hi % hk : hi / (h / hk);
+      int64_t kh = deltaKeyHead(hi, h, hk, tiled);
       std::fill(s.begin(), s.end(), 0.0f);
-      for (int64_t ti = 0; ti < t; ++ti) {
-        const float *qt = q + (ti * hk + kh) * dk;
-        const float *kt = k + (ti * hk + kh) * dk;
-        const float *vt = v + (ti * h + hi) * dv;
-        float decay = std::exp(g[ti * h + hi]);
-        float b = beta[ti * h + hi];
-        for (float &e : s)
-          e *= decay;
-        for (int64_t j = 0; j < dv; ++j) {
-          float acc = 0;
-          for (int64_t i = 0; i < dk; ++i)
-            acc += s[i * dv + j] * kt[i];
-          kv[j] = acc;
-          delta[j] = (vt[j] - kv[j]) * b;
-        }
-        for (int64_t i = 0; i < dk; ++i)
-          for (int64_t j = 0; j < dv; ++j)
-            s[i * dv + j] += kt[i] * delta[j];
-        float *o = out + (ti * h + hi) * dv;
-        for (int64_t j = 0; j < dv; ++j) {
-          float acc = 0;
-          for (int64_t i = 0; i < dk; ++i)
-            acc += s[i * dv + j] * qt[i];
-          o[j] = scale * acc;
-        }
-      }
+      for (int64_t ti = 0; ti < t; ++ti)
+        deltaStep(s.data(), q + (ti * hk + kh) * dk, k + (ti * hk + kh) * dk,
+                  v + (ti * h + hi) * dv, g[ti * h + hi], beta[ti * h + hi], dk,
+                  dv, scale, scratch.data(), out + (ti * h + hi) * dv);
     }
   });
 }
@@ -468,6 +478,107 @@ void runQsaSelectCached(KernelCtx &ctx) {
     selectBlocksRow(q + r * hi * di, hi, di, keys + int64_t(seq[r]) * nb * di,
                     (int64_t(pos[r]) + 1) / block, top, score, order,
                     y + r * (top + 1));
+}
+
+void runConv1dCached(KernelCtx &ctx) {
+  float *win = stateOperand(ctx, 0, 3, "a window [S, W, C]");
+  ctx.expectInRank(1, 2, "an input [T, C]");
+  ctx.expectInRank(2, 2, "a weight [C, K]");
+  const std::vector<int64_t> &ws = ctx.inShape(0);
+  int64_t t = ctx.inShape(1)[0], c = ctx.inShape(1)[1];
+  int64_t kw = ctx.inShape(2)[1];
+  int64_t dilation = ctx.intAttr("dilation");
+  if (dilation <= 0)
+    fail(
+        fmt::format("attribute 'dilation' must be positive, got {}", dilation));
+  expectDim(ctx, 2, 0, c, "the channel count");
+  expectDim(ctx, 0, 2, c, "the channel count");
+  int64_t w = (kw - 1) * dilation;
+  if (w <= 0)
+    fail(fmt::format("a conv of {} tap(s) keeps no window", kw));
+  expectDim(ctx, 0, 1, w, "the window length (K - 1) * dilation");
+  ctx.expectOutShape(0, {t, c});
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 3, t, ws[0], INT32_MAX, seq, pos);
+  const float *x = ctx.f32(1), *wt = ctx.f32(2);
+  float *y = ctx.outF32(0);
+  // Rows in order: row r reads the inputs of its slot at earlier positions
+  // from the ring (written by earlier rows or runs), then stores its own
+  // over the position W back, which it was the last to need.
+  for (int64_t r = 0; r < t; ++r) {
+    float *ring = win + int64_t(seq[r]) * w * c;
+    int64_t p = pos[r];
+    const float *xr = x + r * c;
+    // conv1d_causal's order: taps j = 0 .. K-1, those before position 0
+    // skipped.
+    for (int64_t ci = 0; ci < c; ++ci) {
+      float sum = 0;
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t back = (kw - 1 - j) * dilation, src = p - back;
+        if (src < 0)
+          continue;
+        float xv = back == 0 ? xr[ci] : ring[(src % w) * c + ci];
+        sum += wt[ci * kw + j] * xv;
+      }
+      y[r * c + ci] = sum;
+    }
+    std::copy(xr, xr + c, ring + (p % w) * c);
+  }
+}
+
+void runGatedDeltaCached(KernelCtx &ctx) {
+  float *st = stateOperand(ctx, 0, 4, "a recurrent state [S, H, Dk, Dv]");
+  static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
+                                 "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
+  static const size_t kRanks[] = {3, 3, 3, 2, 2};
+  for (size_t i = 0; i < 5; ++i)
+    ctx.expectInRank(i + 1, kRanks[i], kNames[i]);
+  int64_t t = ctx.inShape(1)[0], hk = ctx.inShape(1)[1];
+  int64_t dk = ctx.inShape(1)[2];
+  int64_t h = ctx.inShape(3)[1], dv = ctx.inShape(3)[2];
+  if (ctx.inShape(2) != ctx.inShape(1))
+    fail(fmt::format("{} and {} must have the same shape", ctx.describeIn(1),
+                     ctx.describeIn(2)));
+  expectDim(ctx, 3, 0, t, "the token count");
+  for (size_t i = 4; i < 6; ++i)
+    if (ctx.inShape(i) != std::vector<int64_t>{t, h})
+      fail(fmt::format("{} must be [{}, {}]", ctx.describeIn(i), t, h));
+  if (hk == 0 || h % hk != 0)
+    fail(fmt::format("value heads {} are not a multiple of key heads {}", h,
+                     hk));
+  expectDim(ctx, 0, 1, h, "the value head count");
+  expectDim(ctx, 0, 2, dk, "the key head dim");
+  expectDim(ctx, 0, 3, dv, "the value head dim");
+  ctx.expectOutShape(0, {t, h, dv});
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 6, t, ctx.inShape(0)[0], INT32_MAX, seq, pos);
+  float scale = ctx.floatAttr(
+      "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
+  std::string heads = ctx.strAttr("heads");
+  if (heads != "grouped" && heads != "tiled")
+    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
+                     "got \"{}\"",
+                     heads));
+  const bool tiled = heads == "tiled";
+  const float *q = ctx.f32(1), *k = ctx.f32(2), *v = ctx.f32(3);
+  const float *g = ctx.f32(4), *beta = ctx.f32(5);
+  float *out = ctx.outF32(0);
+  // Heads are independent; within a head, rows in order (a slot's rows
+  // at increasing positions continue one recurrence).
+  onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
+    std::vector<float> scratch(dv);
+    for (int64_t hi = worker; hi < h; hi += nw) {
+      int64_t kh = deltaKeyHead(hi, h, hk, tiled);
+      for (int64_t ti = 0; ti < t; ++ti) {
+        float *s = st + (int64_t(seq[ti]) * h + hi) * dk * dv;
+        if (pos[ti] == 0)
+          std::fill(s, s + dk * dv, 0.0f); // a sequence starts afresh
+        deltaStep(s, q + (ti * hk + kh) * dk, k + (ti * hk + kh) * dk,
+                  v + (ti * h + hi) * dv, g[ti * h + hi], beta[ti * h + hi], dk,
+                  dv, scale, scratch.data(), out + (ti * h + hi) * dv);
+      }
+    }
+  });
 }
 
 } // namespace strata::runtime::cpu

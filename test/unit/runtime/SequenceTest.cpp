@@ -617,3 +617,212 @@ TEST(CpuState, QsaCachedErrors) {
             std::string::npos)
       << error;
 }
+
+/// Rows of two sequences (A in slot 0, B in slot 1) in runs of \p chunk
+/// positions each, interleaved A, B, A, B within a run: the order a
+/// batched decode or two chunked prefills give a recurrent state op.
+struct TwoSlotRuns {
+  int64_t t, chunk;
+  /// The rows of run \p c0 (its first position): (sequence, position).
+  std::vector<std::pair<int, int64_t>> rows(int64_t c0) const {
+    std::vector<std::pair<int, int64_t>> out;
+    for (int64_t p = c0; p < std::min(t, c0 + chunk); ++p)
+      for (int s = 0; s < 2; ++s)
+        out.push_back({s, p});
+    return out;
+  }
+  HostTensor seq(int64_t c0) const {
+    std::vector<int32_t> v;
+    for (auto [s, p] : rows(c0))
+      v.push_back(s);
+    return ids({int64_t(v.size())}, v);
+  }
+  HostTensor pos(int64_t c0) const {
+    std::vector<int32_t> v;
+    for (auto [s, p] : rows(c0))
+      v.push_back(static_cast<int32_t>(p));
+    return ids({int64_t(v.size())}, v);
+  }
+  /// Gathers row data of \p width values: sequence s's position p from
+  /// \p src[s] ([t, width]).
+  std::vector<float> gather(int64_t c0, const std::vector<float> *src,
+                            int64_t width) const {
+    std::vector<float> out;
+    for (auto [s, p] : rows(c0))
+      out.insert(out.end(), src[s].begin() + p * width,
+                 src[s].begin() + (p + 1) * width);
+    return out;
+  }
+};
+
+TEST(CpuState, RecurrentCachedFormsEqualPrefillBitForBit) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t t = 23, chunk = 5, slots = 3;
+  TwoSlotRuns runs{t, chunk};
+  std::string error;
+
+  // conv1d_cached (K = 4, dilation 2: a window of 6) against conv1d_causal.
+  const int64_t c = 6, kw = 4, dil = 2, w = (kw - 1) * dil;
+  std::vector<float> wv = rng.normal(c * kw);
+  HostTensor cw = buffer({c, kw}, wv);
+  std::vector<float> xs[2] = {rng.normal(t * c), rng.normal(t * c)};
+  std::vector<float> ys[2];
+  for (int s = 0; s < 2; ++s) {
+    HostTensor x = buffer({t, c}, xs[s]), y = output({t, c});
+    ASSERT_TRUE(runKernel(Recipe::Conv1dCausal, {{"dilation", aInt(dil)}},
+                          {&x, &cw}, {&y}, error))
+        << error;
+    ys[s] = y.floats();
+  }
+  // Noise in the windows: taps before position 0 never read them.
+  HostTensor win = buffer({slots, w, c}, rng.normal(slots * w * c));
+  std::vector<float> convGot[2];
+  for (int64_t c0 = 0; c0 < t; c0 += chunk) {
+    HostTensor seq = runs.seq(c0), pos = runs.pos(c0);
+    int64_t n = seq.shape[0];
+    HostTensor x = buffer({n, c}, runs.gather(c0, xs, c)), y = output({n, c});
+    ASSERT_TRUE(runKernel(Recipe::Conv1dCached, {{"dilation", aInt(dil)}},
+                          {&win, &x, &cw, &seq, &pos}, {&y}, error))
+        << error;
+    std::vector<float> yf = y.floats();
+    for (int64_t i = 0; i < n; ++i)
+      convGot[i % 2].insert(convGot[i % 2].end(), yf.begin() + i * c,
+                            yf.begin() + (i + 1) * c);
+  }
+  EXPECT_EQ(convGot[0], ys[0]);
+  EXPECT_EQ(convGot[1], ys[1]);
+
+  // gated_delta_cached against gated_delta_rule, both head orders.
+  const int64_t hk = 2, h = 4, dk = 8, dv = 4;
+  for (const char *heads : {"grouped", "tiled"}) {
+    SCOPED_TRACE(heads);
+    AttrMap attrs = {{"scale", aFloat(0.35)}, {"heads", aStr(heads)}};
+    std::vector<float> in[2][5];
+    std::vector<float> want[2];
+    for (int s = 0; s < 2; ++s) {
+      in[s][0] = rng.normal(t * hk * dk);
+      in[s][1] = rng.normal(t * hk * dk, 0.3f);
+      in[s][2] = rng.normal(t * h * dv);
+      in[s][3] = rng.uniform(t * h, -1.0f, 0.0f); // log-decay <= 0
+      in[s][4] = rng.uniform(t * h, 0.0f, 1.0f);
+      HostTensor q = buffer({t, hk, dk}, in[s][0]),
+                 k = buffer({t, hk, dk}, in[s][1]),
+                 v = buffer({t, h, dv}, in[s][2]), g = buffer({t, h}, in[s][3]),
+                 b = buffer({t, h}, in[s][4]), o = output({t, h, dv});
+      ASSERT_TRUE(runKernel(Recipe::GatedDeltaRule, attrs, {&q, &k, &v, &g, &b},
+                            {&o}, error))
+          << error;
+      want[s] = o.floats();
+    }
+    // Noise in the states: a row at position 0 starts from zero.
+    HostTensor st = buffer({slots, h, dk, dv}, rng.normal(slots * h * dk * dv));
+    std::vector<float> got[2];
+    for (int64_t c0 = 0; c0 < t; c0 += chunk) {
+      HostTensor seq = runs.seq(c0), pos = runs.pos(c0);
+      int64_t n = seq.shape[0];
+      auto part = [&](int i, int64_t width) {
+        std::vector<float> src[2] = {in[0][i], in[1][i]};
+        return runs.gather(c0, src, width);
+      };
+      HostTensor q = buffer({n, hk, dk}, part(0, hk * dk)),
+                 k = buffer({n, hk, dk}, part(1, hk * dk)),
+                 v = buffer({n, h, dv}, part(2, h * dv)),
+                 g = buffer({n, h}, part(3, h)), b = buffer({n, h}, part(4, h)),
+                 o = output({n, h, dv});
+      ASSERT_TRUE(runKernel(Recipe::GatedDeltaCached, attrs,
+                            {&st, &q, &k, &v, &g, &b, &seq, &pos}, {&o}, error))
+          << error;
+      std::vector<float> of = o.floats();
+      for (int64_t i = 0; i < n; ++i)
+        got[i % 2].insert(got[i % 2].end(), of.begin() + i * h * dv,
+                          of.begin() + (i + 1) * h * dv);
+    }
+    EXPECT_EQ(got[0], want[0]);
+    EXPECT_EQ(got[1], want[1]);
+  }
+
+  // ngram_hash_cached against ngram_hash (n = 3, 2 heads; EOS in A).
+  AttrMap ng = {{"n", aInt(3)},
+                {"heads", aInt(2)},
+                {"eos", aInt(7)},
+                {"mults", aInts({3, 1000003, 998244353})},
+                {"sizes", aInts({11, 13, 17, 19})},
+                {"offsets", aInts({0, 11, 24, 41})}};
+  std::vector<float> toks[2];
+  std::vector<int32_t> wantIds[2];
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int32_t> tv(t);
+    for (int64_t i = 0; i < t; ++i)
+      tv[i] = static_cast<int32_t>(rng.integer(0, 11));
+    tv[9] = 7;
+    toks[s].assign(tv.begin(), tv.end());
+    HostTensor tok = ids({t}, tv), y = output({t, 4}, format::PlanDType::I32);
+    ASSERT_TRUE(runKernel(Recipe::NgramHash, ng, {&tok}, {&y}, error)) << error;
+    wantIds[s] = y.ints();
+  }
+  HostTensor hist = buffer({slots, 2}, rng.normal(slots * 2));
+  std::vector<int32_t> idsGot[2];
+  for (int64_t c0 = 0; c0 < t; c0 += chunk) {
+    HostTensor seq = runs.seq(c0), pos = runs.pos(c0);
+    int64_t n = seq.shape[0];
+    std::vector<float> tf = runs.gather(c0, toks, 1);
+    HostTensor tok = ids({n}, std::vector<int32_t>(tf.begin(), tf.end()));
+    HostTensor y = output({n, 4}, format::PlanDType::I32);
+    ASSERT_TRUE(runKernel(Recipe::NgramHashCached, ng,
+                          {&hist, &tok, &seq, &pos}, {&y}, error))
+        << error;
+    std::vector<int32_t> yi = y.ints();
+    for (int64_t i = 0; i < n; ++i)
+      idsGot[i % 2].insert(idsGot[i % 2].end(), yi.begin() + i * 4,
+                           yi.begin() + (i + 1) * 4);
+  }
+  EXPECT_EQ(idsGot[0], wantIds[0]);
+  EXPECT_EQ(idsGot[1], wantIds[1]);
+}
+
+TEST(CpuState, RecurrentCachedErrors) {
+  std::string error;
+  HostTensor seq = ids({1}, {0}), pos = ids({1}, {2}), far = ids({1}, {3});
+  // A window that is not (K - 1) * dilation long.
+  HostTensor win = buffer({2, 3, 4}, std::vector<float>(24, 0));
+  HostTensor x = buffer({1, 4}, std::vector<float>(4, 1));
+  HostTensor cw = buffer({4, 3}, std::vector<float>(12, 1));
+  HostTensor y = output({1, 4});
+  EXPECT_FALSE(runKernel(Recipe::Conv1dCached, {}, {&win, &x, &cw, &seq, &pos},
+                         {&y}, error));
+  EXPECT_NE(error.find("the window length (K - 1) * dilation is 3, expected 2"),
+            std::string::npos)
+      << error;
+  // A slot past the state's.
+  HostTensor slot2 = ids({1}, {2});
+  HostTensor win2 = buffer({2, 2, 4}, std::vector<float>(16, 0));
+  EXPECT_FALSE(runKernel(Recipe::Conv1dCached, {},
+                         {&win2, &x, &cw, &slot2, &pos}, {&y}, error));
+  EXPECT_NE(error.find("row 0 is at position 2 of slot 2, outside the state's "
+                       "2 slots"),
+            std::string::npos)
+      << error;
+  // A delta state of another head dim.
+  HostTensor st = buffer({1, 2, 3, 2}, std::vector<float>(12, 0));
+  HostTensor q = buffer({1, 1, 4}, std::vector<float>(4, 1));
+  HostTensor v = buffer({1, 2, 2}, std::vector<float>(4, 1));
+  HostTensor g = buffer({1, 2}, std::vector<float>(2, 0));
+  HostTensor o = output({1, 2, 2});
+  EXPECT_FALSE(runKernel(Recipe::GatedDeltaCached, {},
+                         {&st, &q, &q, &v, &g, &g, &seq, &far}, {&o}, error));
+  EXPECT_NE(error.find("the key head dim is 3, expected 4"), std::string::npos)
+      << error;
+  // A token id the f32 history cannot hold.
+  AttrMap ng = {{"n", aInt(2)},        {"heads", aInt(1)},
+                {"eos", aInt(0)},      {"mults", aInts({1, 1})},
+                {"sizes", aInts({5})}, {"offsets", aInts({0})}};
+  HostTensor hist = buffer({1, 1}, {0});
+  HostTensor big = ids({1}, {1 << 24});
+  HostTensor ids1 = output({1, 1}, format::PlanDType::I32);
+  EXPECT_FALSE(runKernel(Recipe::NgramHashCached, ng, {&hist, &big, &seq, &pos},
+                         {&ids1}, error));
+  EXPECT_NE(error.find("token 16777216 of row 0 is outside 0 .. 2^24 - 1"),
+            std::string::npos)
+      << error;
+}
