@@ -41,7 +41,12 @@ Tensor Emitter::tensor(const BodyRef &r) const {
   case BodyRef::Kind::In: {
     const format::PlanOperand &o = kernel.inputs.at(r.index);
     t.ptr = fmt::format("in{}", r.index);
-    if (o.isWeight) {
+    if (o.isState) {
+      // f32 storage outside the arena, written in place by state kernels.
+      for (uint64_t d : plan.states.at(o.index).shape)
+        t.shape.push_back({0, static_cast<int64_t>(d), 1});
+      t.ctype = "float";
+    } else if (o.isWeight) {
       const format::PlanWeight &w = plan.weights.at(o.index);
       t.isWeight = true;
       t.ggml = w.type;
@@ -163,10 +168,15 @@ std::string Emitter::params() {
   const char *restrict = tied ? "" : "__restrict__ ";
   for (uint32_t i = 0; i < kernel.inputs.size(); ++i) {
     Tensor t = tensor({BodyRef::Kind::In, i, {}});
-    p += fmt::format("const {} *{}in{}, ", t.ctype, restrict, i);
     const format::PlanOperand &o = kernel.inputs[i];
-    out.args.push_back(
-        fmt::format("{}:{}", o.isWeight ? "weight" : "buffer", o.index));
+    // A state is written in place (its own allocation: still restrict).
+    p += fmt::format("{}{} *{}in{}, ", o.isState ? "" : "const ", t.ctype,
+                     restrict, i);
+    out.args.push_back(fmt::format("{}:{}",
+                                   o.isState    ? "state"
+                                   : o.isWeight ? "weight"
+                                                : "buffer",
+                                   o.index));
   }
   for (uint32_t o = 0; o < kernel.outputs.size(); ++o) {
     Tensor t = tensor({BodyRef::Kind::Out, o, {}});
@@ -194,8 +204,8 @@ std::string Emitter::tensorMapParam(size_t i, const std::string &fn) const {
 void Emitter::prologue() {
   for (uint32_t i = 0; i < kernel.inputs.size(); ++i) {
     Tensor t = tensor({BodyRef::Kind::In, i, {}});
-    line("  in{} = (const {} *)__builtin_assume_aligned(in{}, 16);", i, t.ctype,
-         i);
+    line("  in{} = ({}{} *)__builtin_assume_aligned(in{}, 16);", i,
+         kernel.inputs[i].isState ? "" : "const ", t.ctype, i);
   }
   for (uint32_t o = 0; o < kernel.outputs.size(); ++o) {
     Tensor t = tensor({BodyRef::Kind::Out, o, {}});
@@ -335,7 +345,6 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
       return "delta";
     case Recipe::MoeSort:
       return "sort";
-    case Recipe::State:
     case Recipe::KvStore:
     case Recipe::AttentionCached:
     case Recipe::BlockMeanCached:
@@ -343,10 +352,10 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
     case Recipe::Conv1dCached:
     case Recipe::GatedDeltaCached:
     case Recipe::NgramHashCached:
-      throw detail::Unsupported(
-          fmt::format("no GPU kernel yet for {} (plans with generation "
-                      "state run on the host target)",
-                      format::recipeInfo(op.recipe).name));
+      return "state";
+    case Recipe::State:
+      throw detail::Unsupported("'state' is no kernel (the plan lists its "
+                                "states)");
     case Recipe::MoeExperts:
       throw detail::Unsupported(
           "moe_experts (per-slot experts) has no device kernel: the "
@@ -376,6 +385,8 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
       detail::emitAttentionKernel(e);
     else if (e.out.family == "delta")
       detail::emitDeltaKernel(e);
+    else if (e.out.family == "state")
+      detail::emitStateKernel(e);
     else
       detail::emitSortKernel(e);
     out = std::move(e.out);

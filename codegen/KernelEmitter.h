@@ -18,6 +18,9 @@
 //   attention flash-style causal / block-sparse attention
 //   delta     the gated delta rule, one block per value head
 //   sort      moe_sort: expert histogram, offsets and the stable permutation
+//   state     the generation state ops (kv_store, attention_cached, the
+//             recurrent and QSA cached forms; codegen/state/): correct,
+//             not yet decode-fast
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -42,7 +45,8 @@ struct EmittedKernel {
   /// Dynamic LDS/shared bytes of a launch (static use is read back from
   /// the code object).
   uint64_t sharedBytes = 0;
-  /// Argument order: "buffer:N", "weight:N" per pointer, then "T".
+  /// Argument order: "buffer:N", "weight:N", "state:N" per pointer, then
+  /// "T".
   std::vector<std::string> args;
   /// A pre-launch from the same source, with the same arguments (its symbol
   /// is the kernel's with the suffix "_prep"; the body names it

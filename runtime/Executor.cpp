@@ -338,6 +338,13 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
         l.args.push_back(weight ? reinterpret_cast<uint64_t>(main_.weights[i])
                                 : reinterpret_cast<uint64_t>(
                                       main_.arena + plan_.buffers[i].offset));
+      } else if (a.rfind("state:", 0) == 0) {
+        uint64_t i = std::stoull(a.substr(6));
+        if (i >= plan_.states.size()) {
+          error = fmt::format("{}: argument '{}' is out of range", l.name, a);
+          return false;
+        }
+        l.args.push_back(reinterpret_cast<uint64_t>(main_.states[i]));
       } else if (a.rfind("tmap:", 0) == 0) {
         // The validator checked N; the dims are the run's.
         const format::PlanTensorMap &m =
@@ -851,11 +858,6 @@ bool Executor::setCheck(const CheckBars &bars, std::string &error) {
                         device_->name());
     return false;
   }
-  if (!plan_.states.empty()) {
-    error = "--check of a plan with state is not supported yet (its GPU "
-            "kernels do not exist yet either)";
-    return false;
-  }
   bars_ = bars;
   checkDevice_ = createDevice("cpu", error);
   if (!checkDevice_)
@@ -872,6 +874,14 @@ bool Executor::setCheck(const CheckBars &bars, std::string &error) {
   if (workspaceBytes && !(check_.workspace = static_cast<uint8_t *>(
                               checkDevice_->alloc(workspaceBytes, error))))
     return false;
+  // The states' host copies: each kernel that reads one gets the device's
+  // contents first (checkKernel), so it starts from the same state.
+  for (const format::PlanState &st : plan_.states) {
+    void *p = checkDevice_->alloc((st.bytes + 3) / 4 * 4, error);
+    if (!p)
+      return false;
+    check_.states.push_back(p);
+  }
   return loadWeights(check_, error);
 }
 
@@ -881,6 +891,14 @@ bool Executor::checkKernel(size_t k, int64_t tokens, std::string &error) {
     return false;
   std::vector<uint8_t> bytes;
   for (const PlanOperand &o : pk.inputs) {
+    if (o.isState) {
+      uint64_t n = plan_.states[o.index].bytes;
+      bytes.resize(n);
+      if (!device_->download(bytes.data(), main_.states[o.index], n, error) ||
+          !checkDevice_->upload(check_.states[o.index], bytes.data(), n, error))
+        return false;
+      continue;
+    }
     if (!o.isBuffer())
       continue;
     TensorArg g = bufferArg(main_, o.index, tokens);
@@ -904,6 +922,31 @@ bool Executor::compareKernel(size_t k, int64_t tokens, std::string &error) {
   if (!device_->synchronize(error))
     return false;
   KernelCheck &kc = checks_[k];
+  // A state write (input 0 of a State-class kernel) is an output too.
+  if (!pk.isFused() &&
+      format::recipeInfo(pk.recipe).cls == format::OpClass::State &&
+      !pk.inputs.empty() && pk.inputs[0].isState) {
+    const format::PlanState &st = plan_.states[pk.inputs[0].index];
+    size_t n = st.bytes / 4;
+    std::vector<float> g(n), c(n);
+    if (!device_->download(g.data(), main_.states[pk.inputs[0].index], n * 4,
+                           error) ||
+        !checkDevice_->download(c.data(), check_.states[pk.inputs[0].index],
+                                n * 4, error))
+      return false;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double d = double(g[i]) - c[i];
+      num += d * d;
+      den += double(c[i]) * c[i];
+    }
+    double nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0);
+    kc.worstNmse = std::max(kc.worstNmse, nmse);
+    if (!(nmse <= bars_.f32Nmse)) {
+      kc.pass = false;
+      kc.worstOutput = st.name;
+    }
+  }
   for (uint32_t o : pk.outputs) {
     std::vector<float> g, c;
     if (!readBuffer(main_, o, tokens, g, error) ||

@@ -1750,7 +1750,7 @@ private:
         return std::nullopt;
       return std::stoull(s);
     };
-    for (const char *prefix : {"buffer:", "weight:", "tmap:"}) {
+    for (const char *prefix : {"buffer:", "weight:", "tmap:", "state:"}) {
       const std::string pre = prefix;
       if (a.rfind(pre, 0) != 0)
         continue;
@@ -1758,6 +1758,9 @@ private:
       bool ok = false;
       if (n && pre == "tmap:") {
         ok = *n < c.tensorMaps.size();
+      } else if (n && pre == "state:") {
+        for (const PlanOperand &o : k.inputs)
+          ok |= o.isState && o.index == *n;
       } else if (n) {
         bool weight = pre == "weight:";
         for (const PlanOperand &o : k.inputs)
@@ -1773,7 +1776,7 @@ private:
       return true;
     }
     return fail(fmt::format("{}: unknown argument '{}' (buffer:N, weight:N, "
-                            "workspace, T or tmap:N)",
+                            "state:N, workspace, T or tmap:N)",
                             what, a));
   }
 

@@ -102,9 +102,9 @@ options:
                          max_context() = N and max_batch() = B, and take the
                          stateful form (KV caches of B slots x N positions
                          outside the arena; plan inputs tokens, positions,
-                         slots); recorded in the plan's options (host target
-                         only for now: GPU kernels of the state ops do not
-                         exist yet)
+                         slots); recorded in the plan's options; GPU
+                         targets get the state kernels of codegen/state/
+                         (correct, not yet decode-fast)
   --max-context auto     the file's <arch>.context_length, lowered until the
                          state of B slots fits --state-budget
   --state-budget BYTES   the most state --max-context auto may take, all

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# On the lent GPU machine, after test/device/state_prepare.sh here: the
+# generation plans of build-device-state/ on the cuda backend. Per model and
+# policy: strata-run -n 24 with --check (every kernel of every prefill chunk
+# and decode step, state writes included, against the cpu backend), then
+# again through CUDA graphs; ids and step logits against the CPU's f32
+# continuation. Bars: --check passes; f32 policy: every id equal and every
+# step's logits NMSE <= 1e-5; bf16 policy: reported (ids agree until the
+# first near-tie flips). One results file in RESULTS_DIR; SKIPPED (exit 77)
+# without a GPU.
+#   bash test/device/state_run.sh RESULTS_DIR
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+RES=${1:?results dir}
+mkdir -p "$RES"
+out=$RES/state-$(date -u +%Y%m%dT%H%M%SZ).txt
+if ! nvidia-smi >/dev/null 2>&1; then
+  echo "SKIPPED: no GPU" | tee "$out"
+  exit 77
+fi
+bash test/device/build_runtime.sh || exit 1
+B=build-rt/bin
+D=build-device-state
+tokens=$(cat "$D/tokens.txt")
+fail=0
+{
+  echo "state_run: $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+    for policy in f32 bf16; do
+      p=$D/$arch/$policy.sm90
+      w=$D/$arch/run-$policy
+      mkdir -p "$w"
+      if ! "$B/strata-run" "$p" --gguf "$D/$arch/model.gguf" --backend cuda \
+          --synthetic-weights 5 --tokens "$tokens" -n 24 --ignore-eos --check \
+          --dump-ids "$w/check.ids" >/dev/null 2>"$w/check.log"; then
+        echo "FAIL $arch $policy --check: $(tail -3 "$w/check.log")"
+        fail=1
+        continue
+      fi
+      if ! "$B/strata-run" "$p" --gguf "$D/$arch/model.gguf" --backend cuda \
+          --synthetic-weights 5 --tokens "$tokens" -n 24 --ignore-eos \
+          --dump-ids "$w/graph.ids" --dump-logits "$w/graph.f32" >/dev/null 2>"$w/graph.log"; then
+        echo "FAIL $arch $policy graphs: $(tail -3 "$w/graph.log")"
+        fail=1
+        continue
+      fi
+      python3 - "$D/$arch" "$w" "$policy" "$arch" <<'PY' || fail=1
+import sys
+import numpy as np
+d, w, policy, arch = sys.argv[1:5]
+def ids(path):
+    return [l.strip() for l in open(path)][1].split(",")
+cpu, chk, gr = ids(f"{d}/cpu.ids"), ids(f"{w}/check.ids"), ids(f"{w}/graph.ids")
+a = np.fromfile(f"{d}/cpu.f32", dtype=np.float32).reshape(len(cpu), -1)
+b = np.fromfile(f"{w}/graph.f32", dtype=np.float32).reshape(len(gr), -1)
+same = 0
+while same < min(len(cpu), len(gr)) and cpu[same] == gr[same]:
+    same += 1
+steps = min(same + 1, len(cpu), len(gr))
+worst = max(float(((b[i] - a[i]) ** 2).sum() / (a[i] ** 2).sum()) for i in range(steps))
+ok = policy != "f32" or (same == len(cpu) and worst <= 1e-5)
+print(f"{'PASS' if ok else 'FAIL'} {arch:9s} {policy:4s} --check ok; graphs: ids equal to the CPU's {same}/{len(cpu)}, "
+      f"check-run ids equal to graph-run ids: {chk == gr}, worst step logits NMSE over the agreeing steps {worst:.3g}")
+sys.exit(0 if ok else 1)
+PY
+      grep -h "graph:\|timings" "$w/graph.log" | sed "s/^/  $arch $policy: /"
+    done
+  done
+  echo "state_run: $([ $fail = 0 ] && echo all passed || echo FAILURES)"
+} 2>&1 | tee "$out"
+exit $fail
