@@ -155,8 +155,7 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
 }
 
 Executor::~Executor() {
-  if (device_)
-    device_->releaseGraph(graph_);
+  releaseGraphs();
   for (Bound *b : {&main_, &check_})
     if (b->device) {
       b->device->release(b->arena);
@@ -290,11 +289,42 @@ bool Executor::encodeTensorMap(CodeLaunch &l, const format::PlanTensorMap &m,
   return true;
 }
 
+void Executor::releaseGraphs() {
+  if (!device_)
+    return;
+  device_->releaseGraph(graph_);
+  for (auto &[t, sh] : shapes_)
+    device_->releaseGraph(sh.graph);
+  shapes_.clear();
+}
+
 bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
   if (launchesT_ == tokens)
     return true;
-  // The graph holds the launches (grids, T) of another prompt length.
-  device_->releaseGraph(graph_);
+  // The graph holds the launches (grids, T) of another row count: kept
+  // with them for when that count comes back.
+  if (launchesT_ >= 0) {
+    if (shapes_.size() >= kShapesKept) {
+      for (auto &[t, sh] : shapes_)
+        device_->releaseGraph(sh.graph);
+      shapes_.clear();
+    }
+    Shape &sh = shapes_[launchesT_];
+    sh.launches = std::move(launches_);
+    sh.preLaunches = std::move(preLaunches_);
+    sh.graph = graph_;
+    sh.runs = runsAtT_;
+    graph_ = DeviceGraph{};
+  }
+  if (auto it = shapes_.find(tokens); it != shapes_.end()) {
+    launches_ = std::move(it->second.launches);
+    preLaunches_ = std::move(it->second.preLaunches);
+    graph_ = it->second.graph;
+    runsAtT_ = it->second.runs;
+    shapes_.erase(it);
+    launchesT_ = tokens;
+    return true;
+  }
   launchesT_ = -1;
   runsAtT_ = 0;
   launches_.assign(plan_.kernels.size(), CodeLaunch{});
@@ -379,8 +409,8 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
 
 void Executor::setGraphs(bool on) {
   graphs_ = on;
-  if (!on && device_)
-    device_->releaseGraph(graph_);
+  if (!on)
+    releaseGraphs();
 }
 
 std::string Executor::graphsOffBecause() const {

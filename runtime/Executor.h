@@ -271,6 +271,19 @@ private:
   /// setGraphs: launches_ as one device graph (empty until captured).
   bool graphs_ = true;
   DeviceGraph graph_;
+  /// The launches and graph of other row counts, kept so that generation,
+  /// which alternates between prefill chunks and decode steps of a few row
+  /// counts, replays one graph per shape instead of recapturing (at most
+  /// kShapesKept; past that the kept ones are released).
+  struct Shape {
+    std::vector<CodeLaunch> launches, preLaunches;
+    DeviceGraph graph;
+    int64_t runs = 0;
+  };
+  static constexpr size_t kShapesKept = 8;
+  std::map<int64_t, Shape> shapes_;
+  /// Releases graph_ and every kept shape's graph.
+  void releaseGraphs();
   std::string graphFailure_; ///< a capture failed: why (graphs stay off)
   GraphUse graphUse_;
   /// --check: the CPU backend that reruns every kernel.

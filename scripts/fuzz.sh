@@ -37,7 +37,8 @@ fi
 # vocabulary), token ids to decode, or a GGUF image as the vocabulary.
 run strata-tokenizer-fuzzer test/fuzz/corpus/tokenizer -max_len=4096
 # Plans: seeds are real plans of the four archs (tiny models, T = 4, host
-# and gfx1151 storage policies) and hand-made minimal plans; each validating
+# and gfx1151 storage policies, and the stateful form with --max-context 16)
+# and hand-made minimal plans; each validating
 # plan runs on the tiny GGUF of its arch (STRATA_PLAN_FUZZ_DIR). Huge
 # allocations a plan asks for are errors, not fuzzer crashes.
 mkdir -p "$work/plan-seeds" "$work/plan-gguf"
@@ -54,6 +55,12 @@ for arch in qwen3 qwen3moe qwen3next qwen4exp; do
     cp "$work/plan-$arch-$precision/plan.json" \
       "$work/plan-seeds/$arch-$precision.json"
   done
+  # The stateful form (plan version 3: KV caches, conv windows, delta-rule
+  # states, QSA indexer keys, the PLE history; rows of slot 0).
+  build-fuzz/bin/strata-compile "models/$arch.strata" \
+    --gguf "$work/plan-gguf/$arch.gguf" --max-tokens 4 --max-context 16 \
+    --max-batch 2 -o "$work/plan-$arch-state" >/dev/null
+  cp "$work/plan-$arch-state/plan.json" "$work/plan-seeds/$arch-state.json"
 done
 STRATA_PLAN_FUZZ_DIR="$work/plan-gguf" \
   ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" \

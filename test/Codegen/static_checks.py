@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Static checks of the generated kernels (no GPU): the codegen issue's bars.
 
-For every bundled model (tiny GGUFs with the quantised mix the goldens use)
-and the full-size shapes-only qwen4exp (UD-IQ4_XS-like layout, T = 16384),
+For every bundled model (tiny GGUFs with the quantised mix the goldens use;
+qwen4exp also in its stateful form, --max-context 128 --max-batch 4) and the
+full-size shapes-only qwen4exp (UD-IQ4_XS-like layout, T = 16384),
 for gfx1151 and sm_90:
   - strata-compile generates and compiles every kernel (cold, into a fresh
     cache), then again warm (the cache answers: the second run's time is
@@ -160,22 +161,26 @@ def main():
         mix = ARCH_MIX.get(arch, (MIX, None))[0]
         run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
              "--seed", "3", "--types", mix, "-o", gguf])
-        cases.append((arch, gguf, 64))
+        cases.append((arch, gguf, 64, []))
+    # The stateful form of qwen4exp (generation: every state op, the state
+    # family's kernels).
+    cases.append(("qwen4exp-state", os.path.join(a.workdir, "qwen4exp.gguf"), 64,
+                  ["--max-context", "128", "--max-batch", "4"]))
     if not a.skip_full:
         full = os.path.join(a.workdir, "qwen4exp-full.gguf")
         run([tool("strata-gguf"), "synth", "--arch", "qwen4exp", "--preset", "full",
              "--seed", "0", "--types", FULL_TYPES, "--shapes-only", "-o", full])
-        cases.append(("qwen4exp-full", full, 16384))
+        cases.append(("qwen4exp-full", full, 16384, []))
     failures = []
     lines = []
     for target in ["gfx1151", "sm_90"]:
         cache = os.path.join(a.workdir, f"cache-{target}")
-        for tag, gguf, t in cases:
+        for tag, gguf, t, extra in cases:
             arch = tag.split("-")[0]
             plan_dir = os.path.join(a.workdir, f"{tag}.{target}")
             cmd = [tool("strata-compile"), os.path.join(ROOT, "models", arch + ".strata"),
                    "--gguf", gguf, "--max-tokens", str(t), "--target", target,
-                   "--cache-dir", cache, "-o", plan_dir, "--report=json"]
+                   "--cache-dir", cache, "-o", plan_dir, "--report=json", *extra]
             t0 = time.time()
             report = json.loads(run(cmd))
             cold = time.time() - t0

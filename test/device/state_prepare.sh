@@ -2,12 +2,15 @@
 # On the development machine: what test/device/state_run.sh needs to run
 # generation plans (plan v3 state: KV caches, conv windows, delta-rule
 # states, QSA indexer keys, the PLE history) on the GPU, in
-# build-device-state/ (carry it). Per bundled model (tiny preset,
-# shapes-only GGUF: weights synthesised with seed 5 on both sides): sm_90
-# plans with state (--max-context 128 --max-batch 1 --max-tokens 16
-# --logits last) under the bf16 and f32 policies, and the CPU backend's
-# greedy continuation of a 37-token prompt (prefill chunks of 16, 16, 5,
-# then 24 decode steps) from the host f32 plan: ids and every step's logits.
+# build-device-state/ (carry it). Per bundled model (tiny preset, seed 1,
+# the goldens' quantised mixes as in test/codegen/identity.py; qwen4exp
+# with QSA, compress ratio 4): sm_90 plans with state (--max-context 128
+# --max-batch 1 --max-tokens 16 --logits last) under the bf16 and f32
+# policies; for the cache consistency check the f32 policy's plan with 4
+# slots (--max-context 64 --max-batch 4 --max-tokens 16) and its
+# prefill-only reference (--max-tokens 64); and the CPU backend's greedy
+# continuation of a 37-token prompt (prefill chunks of 16, 16, 5, then 24
+# decode steps) from the host f32 plan: ids and every step's logits.
 #   bash test/device/state_prepare.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +24,13 @@ common=(--max-context 128 --max-batch 1 --max-tokens 16 --logits last)
 for arch in qwen3 qwen3moe qwen3next qwen4exp; do
   d=$OUT/$arch
   mkdir -p "$d"
-  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 1 --shapes-only -o "$d/model.gguf" >/dev/null
+  case $arch in
+    qwen3) types=q8_0 ;;
+    qwen3moe) types='q8_0,*_exps*=iq4_nl' ;;
+    qwen3next) types='q8_0,*_exps*=iq4_xs' ;;
+    qwen4exp) types='q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl' ;;
+  esac
+  "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 1 --types "$types" -o "$d/model.gguf" >/dev/null
   "$B/strata-compile" "models/$arch.strata" --gguf "$d/model.gguf" "${common[@]}" \
     --target host --precision f32 -o "$d/host" >/dev/null
   for policy in bf16 f32; do
@@ -30,7 +39,15 @@ for arch in qwen3 qwen3moe qwen3next qwen4exp; do
     # Cubins only: the GPU machine loads them (PTX and sources stay here).
     find "$d/$policy.sm90/kernels" -name '*.cu' -o -name '*.ptx' -o -name '*.hip' | xargs rm -f
   done
-  "$B/strata-run" "$d/host" --gguf "$d/model.gguf" --synthetic-weights 5 \
+  "$B/strata-compile" "models/$arch.strata" --gguf "$d/model.gguf" \
+    --max-context 64 --max-batch 4 --max-tokens 16 --target sm_90 \
+    --precision f32 -o "$d/cc-gen.sm90" >/dev/null
+  "$B/strata-compile" "models/$arch.strata" --gguf "$d/model.gguf" \
+    --max-tokens 64 --target sm_90 --precision f32 -o "$d/cc-ref.sm90" >/dev/null
+  for p in cc-gen cc-ref; do
+    find "$d/$p.sm90/kernels" -name '*.cu' -o -name '*.ptx' -o -name '*.hip' | xargs rm -f
+  done
+  "$B/strata-run" "$d/host" --gguf "$d/model.gguf" \
     --tokens "$tokens" -n 24 --ignore-eos --dump-ids "$d/cpu.ids" \
     --dump-logits "$d/cpu.f32" >/dev/null 2>"$d/cpu.log"
   rm -rf "$d/host"

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, after test/device/state_prepare.sh here: the
-# generation plans of build-device-state/ on the cuda backend. Per model and
-# policy: strata-run -n 24 with --check (every kernel of every prefill chunk
-# and decode step, state writes included, against the cpu backend), then
-# again through CUDA graphs; ids and step logits against the CPU's f32
-# continuation. Bars: --check passes; f32 policy: every id equal and every
-# step's logits NMSE <= 1e-5; bf16 policy: reported (ids agree until the
-# first near-tie flips). One results file in RESULTS_DIR; SKIPPED (exit 77)
-# without a GPU.
+# generation plans of build-device-state/ on the cuda backend. Per model:
+#   - cache consistency (cache-consistency-check --backend cuda, f32
+#     policy): decode steps against prefill rows of the prefill-only plan
+#     (chunks of 1, 7 and 16), 4 sequences decoded together against each
+#     alone; bars NMSE <= 1e-6 (another kernel: the prefill's attention
+#     tiles and chunked delta rule sum in other orders than the state
+#     kernels) and 1e-8;
+#   - per policy, strata-run -n 24 with --check (every kernel of every
+#     prefill chunk and decode step, state writes included, against the cpu
+#     backend), then again through CUDA graphs: ids and step logits against
+#     the CPU's f32 continuation. Bars: f32 policy every id equal and every
+#     step's logits NMSE <= 1e-5; bf16 policy the logits bar of run.sh
+#     (NMSE <= 1e-3) on every step both ran on the same sequence.
+# One results file in RESULTS_DIR; SKIPPED (exit 77) without a GPU.
 #   bash test/device/state_run.sh RESULTS_DIR
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,19 +32,22 @@ fail=0
 {
   echo "state_run: $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+    echo "== $arch cache consistency (cuda, f32 policy)"
+    "$B/cache-consistency-check" "$D/$arch/cc-gen.sm90" "$D/$arch/cc-ref.sm90" \
+      "$D/$arch/model.gguf" --backend cuda --decode-bar 1e-6 --batch-bar 1e-8 || fail=1
     for policy in f32 bf16; do
       p=$D/$arch/$policy.sm90
       w=$D/$arch/run-$policy
       mkdir -p "$w"
       if ! "$B/strata-run" "$p" --gguf "$D/$arch/model.gguf" --backend cuda \
-          --synthetic-weights 5 --tokens "$tokens" -n 24 --ignore-eos --check \
+          --tokens "$tokens" -n 24 --ignore-eos --check \
           --dump-ids "$w/check.ids" >/dev/null 2>"$w/check.log"; then
         echo "FAIL $arch $policy --check: $(tail -3 "$w/check.log")"
         fail=1
         continue
       fi
       if ! "$B/strata-run" "$p" --gguf "$D/$arch/model.gguf" --backend cuda \
-          --synthetic-weights 5 --tokens "$tokens" -n 24 --ignore-eos \
+          --tokens "$tokens" -n 24 --ignore-eos \
           --dump-ids "$w/graph.ids" --dump-logits "$w/graph.f32" >/dev/null 2>"$w/graph.log"; then
         echo "FAIL $arch $policy graphs: $(tail -3 "$w/graph.log")"
         fail=1
@@ -58,7 +67,7 @@ while same < min(len(cpu), len(gr)) and cpu[same] == gr[same]:
     same += 1
 steps = min(same + 1, len(cpu), len(gr))
 worst = max(float(((b[i] - a[i]) ** 2).sum() / (a[i] ** 2).sum()) for i in range(steps))
-ok = policy != "f32" or (same == len(cpu) and worst <= 1e-5)
+ok = worst <= 1e-3 if policy == "bf16" else (same == len(cpu) and worst <= 1e-5)
 print(f"{'PASS' if ok else 'FAIL'} {arch:9s} {policy:4s} --check ok; graphs: ids equal to the CPU's {same}/{len(cpu)}, "
       f"check-run ids equal to graph-run ids: {chk == gr}, worst step logits NMSE over the agreeing steps {worst:.3g}")
 sys.exit(0 if ok else 1)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """strata-run's greedy generation against llama.cpp's, token for token.
 
-For each arch (qwen3, qwen3moe, qwen3next) and weight set (all F32; the
-quantised mix of llama_golden.py: Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_S),
-on a tiny synthetic model:
+For each arch (qwen3, qwen3moe, qwen3next; qwen4exp with dense attention,
+F32 only) and weight set (all F32; the quantised mix of llama_golden.py:
+Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS, IQ3_S), on a tiny synthetic model:
   strata-gguf synth -> strata-compile --logits last --max-tokens 8
   --max-context P+N (the stateful plan: the prompt prefilled in chunks of 8,
   then one decode row a token over the KV caches and recurrent state) ->
@@ -54,7 +54,12 @@ except ImportError as e:
     sys.exit(77)
 from llama_golden import MIX  # noqa: E402
 
-ARCHS = ["qwen3", "qwen3moe", "qwen3next"]
+ARCHS = ["qwen3", "qwen3moe", "qwen3next", "qwen4exp"]
+# Qwen4-Exp with dense attention (synth --compress-ratio 0; llama.cpp's QSA
+# selection departs from HF's, docs/qsa-llamacpp.md, so the QSA path is
+# checked against HF in qwen4exp_generate_golden.py), F32 weights only.
+SYNTH_EXTRA = {"qwen4exp": ["--compress-ratio", "0"]}
+KINDS = {"qwen4exp": ["f32"]}
 TIE = 1e-4
 # Rows per run of the stateful plans: the 16-token prompt runs in two chunks.
 CHUNK = 8
@@ -146,12 +151,14 @@ def main():
     for arch in a.archs.split(","):
         for seed in [int(s) for s in a.seeds.split(",")]:
             for kind in a.kinds.split(","):
+                if kind not in KINDS.get(arch, [kind]):
+                    continue
                 tag = f"{arch}-s{seed}-{kind}"
                 gguf = os.path.join(a.workdir, tag + ".gguf")
                 plan = os.path.join(a.workdir, tag + ".plan")
                 run([tool("strata-gguf"), "synth", "--arch", arch, "--preset", "tiny",
                      "--seed", str(seed), "--types", "f32" if kind == "f32" else MIX,
-                     "-o", gguf])
+                     *SYNTH_EXTRA.get(arch, []), "-o", gguf])
                 desc = os.path.join(ROOT, "models", arch + ".strata")
                 run([tool("strata-compile"), desc, "--gguf", gguf, "--max-tokens",
                      str(CHUNK), "--max-context", str(p + n), "--logits", "last",

@@ -983,19 +983,31 @@ TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   EXPECT_EQ(fake->launches.back().args.back(), 3u);
   EXPECT_EQ(fake->launches.back().grid[0], 3u);
 
-  // Another length: its first run plain (the old graph released), then a
-  // capture of its own.
+  // Another length: its first run plain, then a capture of its own; the
+  // graph of T = 3 is kept (generation alternates between prefill chunks
+  // and decode steps of a few row counts) and replays when T = 3 returns.
   std::vector<int32_t> c = {7, 5};
   ASSERT_TRUE(ex->run(c, out, error)) << error;
   EXPECT_EQ(out.data, p.expected(c));
   EXPECT_FALSE(ex->graphUse().used);
-  EXPECT_EQ(fake->liveGraphExecs, 0) << "the graph of T = 3 is released";
+  EXPECT_EQ(fake->liveGraphExecs, 1) << "the graph of T = 3 is kept";
   ASSERT_TRUE(ex->run(c, out, error)) << error;
   EXPECT_EQ(out.data, p.expected(c));
   EXPECT_TRUE(ex->graphUse().captured);
   EXPECT_EQ(fake->captures, 2);
-  EXPECT_EQ(fake->liveGraphExecs, 1);
+  EXPECT_EQ(fake->liveGraphExecs, 2);
   EXPECT_EQ(fake->launches.back().args.back(), 2u);
+  ASSERT_TRUE(ex->run(a, out, error)) << error;
+  EXPECT_EQ(out.data, plain);
+  EXPECT_TRUE(ex->graphUse().used);
+  EXPECT_FALSE(ex->graphUse().captured) << "T = 3's graph replays at once";
+  EXPECT_EQ(fake->captures, 2);
+  EXPECT_EQ(fake->graphLaunches, 4);
+  EXPECT_EQ(fake->launches.back().args.back(), 3u);
+  ASSERT_TRUE(ex->run(c, out, error)) << error;
+  EXPECT_TRUE(ex->graphUse().used);
+  EXPECT_FALSE(ex->graphUse().captured);
+  EXPECT_EQ(fake->graphLaunches, 5);
 
   // Plain launches give the same bytes.
   std::vector<float> graphed = out.data;
@@ -1005,8 +1017,8 @@ TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   EXPECT_EQ(out.data, graphed);
   EXPECT_FALSE(ex->graphUse().used);
   EXPECT_EQ(ex->graphUse().off, "turned off");
-  EXPECT_EQ(fake->graphLaunches, 3);
-  EXPECT_EQ(fake->launches.size(), 12u);
+  EXPECT_EQ(fake->graphLaunches, 5);
+  EXPECT_EQ(fake->launches.size(), 16u);
 
   // A per-kernel mode launches one at a time.
   ex->setGraphs(true);
@@ -1024,7 +1036,7 @@ TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   EXPECT_EQ(out.data, p.expected(a));
   EXPECT_TRUE(ex->graphUse().used);
   EXPECT_TRUE(ex->graphUse().captured);
-  EXPECT_EQ(fake->graphLaunches, 4);
+  EXPECT_EQ(fake->graphLaunches, 6);
   ex.reset();
   EXPECT_EQ(fake->liveGraphExecs, 0);
   EXPECT_TRUE(fake->allocations.empty());
