@@ -167,15 +167,19 @@ PlanPoly costQsaSelectCached(const Operation &op) {
          (constDim(keys, 1) * 2 * constDim(q, 1) * constDim(q, 2));
 }
 
-/// Recurrent gated delta rule: about 8 FLOPs per state element per token.
-PlanPoly costDelta(const Operation &op) {
-  Type k = operandType(op, 0), v = operandType(op, 2);
+/// The delta rule over q, k, v from operand \p base on: about 8 FLOPs per
+/// state element per token.
+PlanPoly deltaFlops(const Operation &op, size_t base) {
+  Type k = operandType(op, base), v = operandType(op, base + 2);
   auto t = dimPoly(v, 0);
   if (!t)
     return {};
   double h = constDim(v, 1), dk = constDim(k, 2), dv = constDim(v, 2);
   return PlanPoly::of(*t) * (8 * h * dk * dv);
 }
+
+/// Recurrent gated delta rule.
+PlanPoly costDelta(const Operation &op) { return deltaFlops(op, 0); }
 
 /// conv1d_cached: conv1d_causal's 2*K FLOPs per input element.
 PlanPoly costConv1dCached(const Operation &op) {
@@ -185,15 +189,8 @@ PlanPoly costConv1dCached(const Operation &op) {
   return *x * (2 * constDim(operandType(op, 2), 1));
 }
 
-/// gated_delta_cached: the recurrence's 8 FLOPs per state element per row.
-PlanPoly costGatedDeltaCached(const Operation &op) {
-  Type k = operandType(op, 1), v = operandType(op, 3);
-  auto t = dimPoly(v, 0);
-  if (!t)
-    return {};
-  double h = constDim(v, 1), dk = constDim(k, 2), dv = constDim(v, 2);
-  return PlanPoly::of(*t) * (8 * h * dk * dv);
-}
+/// gated_delta_cached: the recurrence's FLOPs, as the prefill's.
+PlanPoly costGatedDeltaCached(const Operation &op) { return deltaFlops(op, 1); }
 
 /// ngram_hash_cached: about one operation per id.
 PlanPoly costNgramHashCached(const Operation &op) {

@@ -415,20 +415,24 @@ bool inferAttention(RuleCtx &c) {
   return true;
 }
 
-bool inferConv1d(RuleCtx &c) {
+/// The depthwise conv's dilation, input x [T, C] (operand \p x) and weight
+/// [C, K] (operand x + 1); sets result \p out to f32 [T, C].
+bool checkConv1d(RuleCtx &c, size_t x, size_t out) {
   auto dilation = c.intAttr("dilation");
   if (dilation && *dilation <= 0)
     return c.error(fmt::format("attribute 'dilation' must be positive, got {}",
                                *dilation));
-  if (!checkActivation(c, 0, "the input") ||
-      !checkRank(c, 0, 2, "an input [T, C]") ||
-      !checkRank(c, 1, 2, "a weight [C, K]") ||
-      !checkDim(c, 0, 1, 1, 0, "channel count"))
+  if (!checkActivation(c, x, "the input") ||
+      !checkRank(c, x, 2, "an input [T, C]") ||
+      !checkRank(c, x + 1, 2, "a weight [C, K]") ||
+      !checkDim(c, x, 1, x + 1, 0, "channel count"))
     return false;
-  if (c.in[0].isTensor())
-    c.out[0] = Type::tensor(f32(), c.in[0].dims);
+  if (c.in[x].isTensor())
+    c.out[out] = Type::tensor(f32(), c.in[x].dims);
   return true;
 }
+
+bool inferConv1d(RuleCtx &c) { return checkConv1d(c, 0, 0); }
 
 /// The delta rule's operands q, k, v, g, beta from operand \p base on;
 /// sets result \p out to f32 [T, H, Dv].
@@ -1046,27 +1050,18 @@ bool checkDimIs(RuleCtx &c, size_t i, size_t d, std::optional<int64_t> want,
 /// conv1d_cached(win[S, W, C], x[T, C], w[C, K], seq, pos) {dilation}
 /// -> (the window, f32[T, C]), W = (K - 1) * dilation.
 bool inferConv1dCached(RuleCtx &c) {
-  auto dilation = c.intAttr("dilation");
-  if (dilation && *dilation <= 0)
-    return c.error(fmt::format("attribute 'dilation' must be positive, got {}",
-                               *dilation));
   if (!checkStateOperand(c, 0, 3, "a window [S, W, C]") ||
-      !checkActivation(c, 1, "the input") ||
-      !checkRank(c, 1, 2, "an input [T, C]") ||
-      !checkRank(c, 2, 2, "a weight [C, K]") ||
-      !checkDim(c, 1, 1, 2, 0, "channel count") ||
+      !checkConv1d(c, 1, 1) ||
       !checkDim(c, 0, 2, 1, 1, "window channel count") ||
       !checkRowPlaces(c, 3, 1))
     return false;
   if (c.in[2].isTensor())
     if (auto k = c.in[2].dims[1].constant())
-      if (!checkDimIs(c, 0, 1, (*k - 1) * dilation.value_or(1),
+      if (!checkDimIs(c, 0, 1, (*k - 1) * c.intAttr("dilation").value_or(1),
                       "the window length (K - 1) * dilation"))
         return false;
   if (c.in[0].isTensor())
     c.out[0] = c.in[0];
-  if (c.in[1].isTensor())
-    c.out[1] = Type::tensor(f32(), c.in[1].dims);
   return true;
 }
 

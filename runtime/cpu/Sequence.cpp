@@ -227,34 +227,55 @@ void runConv1dCausal(KernelCtx &ctx) {
     }
 }
 
-void runGatedDeltaRule(KernelCtx &ctx) {
+namespace {
+
+/// The delta rule's inputs q, k, v, g, beta from input \p base on, checked,
+/// with its attributes (gated_delta_rule and gated_delta_cached).
+struct DeltaInputs {
+  int64_t t, hk, dk, h, dv;
+  float scale;
+  bool tiled;
+};
+
+DeltaInputs deltaInputs(KernelCtx &ctx, size_t base) {
   static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
                                  "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
   static const size_t kRanks[] = {3, 3, 3, 2, 2};
   for (size_t i = 0; i < 5; ++i)
-    ctx.expectInRank(i, kRanks[i], kNames[i]);
-  int64_t t = ctx.inShape(0)[0], hk = ctx.inShape(0)[1];
-  int64_t dk = ctx.inShape(0)[2];
-  int64_t h = ctx.inShape(2)[1], dv = ctx.inShape(2)[2];
-  if (ctx.inShape(1) != ctx.inShape(0))
-    fail(fmt::format("{} and {} must have the same shape", ctx.describeIn(0),
-                     ctx.describeIn(1)));
-  expectDim(ctx, 2, 0, t, "the token count");
-  for (size_t i = 3; i < 5; ++i)
-    if (ctx.inShape(i) != std::vector<int64_t>{t, h})
-      fail(fmt::format("{} must be [{}, {}]", ctx.describeIn(i), t, h));
-  if (hk == 0 || h % hk != 0)
-    fail(fmt::format("value heads {} are not a multiple of key heads {}", h,
-                     hk));
-  ctx.expectOutShape(0, {t, h, dv});
-  float scale = ctx.floatAttr(
-      "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
+    ctx.expectInRank(base + i, kRanks[i], kNames[i]);
+  DeltaInputs d;
+  d.t = ctx.inShape(base)[0], d.hk = ctx.inShape(base)[1];
+  d.dk = ctx.inShape(base)[2];
+  d.h = ctx.inShape(base + 2)[1], d.dv = ctx.inShape(base + 2)[2];
+  if (ctx.inShape(base + 1) != ctx.inShape(base))
+    fail(fmt::format("{} and {} must have the same shape", ctx.describeIn(base),
+                     ctx.describeIn(base + 1)));
+  expectDim(ctx, base + 2, 0, d.t, "the token count");
+  for (size_t i = base + 3; i < base + 5; ++i)
+    if (ctx.inShape(i) != std::vector<int64_t>{d.t, d.h})
+      fail(fmt::format("{} must be [{}, {}]", ctx.describeIn(i), d.t, d.h));
+  if (d.hk == 0 || d.h % d.hk != 0)
+    fail(fmt::format("value heads {} are not a multiple of key heads {}", d.h,
+                     d.hk));
+  ctx.expectOutShape(0, {d.t, d.h, d.dv});
+  d.scale = ctx.floatAttr("scale", 1.0f / std::sqrt(static_cast<float>(
+                                              std::max<int64_t>(d.dk, 1))));
   std::string heads = ctx.strAttr("heads");
   if (heads != "grouped" && heads != "tiled")
     fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
                      "got \"{}\"",
                      heads));
-  const bool tiled = heads == "tiled";
+  d.tiled = heads == "tiled";
+  return d;
+}
+
+} // namespace
+
+void runGatedDeltaRule(KernelCtx &ctx) {
+  const DeltaInputs d = deltaInputs(ctx, 0);
+  const int64_t t = d.t, hk = d.hk, dk = d.dk, h = d.h, dv = d.dv;
+  const float scale = d.scale;
+  const bool tiled = d.tiled;
   const float *q = ctx.f32(0), *k = ctx.f32(1), *v = ctx.f32(2);
   const float *g = ctx.f32(3), *beta = ctx.f32(4);
   float *out = ctx.outF32(0);
@@ -528,38 +549,15 @@ void runConv1dCached(KernelCtx &ctx) {
 
 void runGatedDeltaCached(KernelCtx &ctx) {
   float *st = stateOperand(ctx, 0, 4, "a recurrent state [S, H, Dk, Dv]");
-  static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
-                                 "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
-  static const size_t kRanks[] = {3, 3, 3, 2, 2};
-  for (size_t i = 0; i < 5; ++i)
-    ctx.expectInRank(i + 1, kRanks[i], kNames[i]);
-  int64_t t = ctx.inShape(1)[0], hk = ctx.inShape(1)[1];
-  int64_t dk = ctx.inShape(1)[2];
-  int64_t h = ctx.inShape(3)[1], dv = ctx.inShape(3)[2];
-  if (ctx.inShape(2) != ctx.inShape(1))
-    fail(fmt::format("{} and {} must have the same shape", ctx.describeIn(1),
-                     ctx.describeIn(2)));
-  expectDim(ctx, 3, 0, t, "the token count");
-  for (size_t i = 4; i < 6; ++i)
-    if (ctx.inShape(i) != std::vector<int64_t>{t, h})
-      fail(fmt::format("{} must be [{}, {}]", ctx.describeIn(i), t, h));
-  if (hk == 0 || h % hk != 0)
-    fail(fmt::format("value heads {} are not a multiple of key heads {}", h,
-                     hk));
+  const DeltaInputs d = deltaInputs(ctx, 1);
+  const int64_t t = d.t, hk = d.hk, dk = d.dk, h = d.h, dv = d.dv;
+  const float scale = d.scale;
+  const bool tiled = d.tiled;
   expectDim(ctx, 0, 1, h, "the value head count");
   expectDim(ctx, 0, 2, dk, "the key head dim");
   expectDim(ctx, 0, 3, dv, "the value head dim");
-  ctx.expectOutShape(0, {t, h, dv});
   const int32_t *seq = nullptr, *pos = nullptr;
   rowPlaces(ctx, 6, t, ctx.inShape(0)[0], INT32_MAX, seq, pos);
-  float scale = ctx.floatAttr(
-      "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
-  std::string heads = ctx.strAttr("heads");
-  if (heads != "grouped" && heads != "tiled")
-    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
-                     "got \"{}\"",
-                     heads));
-  const bool tiled = heads == "tiled";
   const float *q = ctx.f32(1), *k = ctx.f32(2), *v = ctx.f32(3);
   const float *g = ctx.f32(4), *beta = ctx.f32(5);
   float *out = ctx.outF32(0);
