@@ -4,6 +4,7 @@
 #include "runtime/format/Quants.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace strata::ir {
@@ -285,6 +286,38 @@ PlanPoly readBytes(const Operation &reader, size_t i) {
   return *rowsRead * (whole / tableElems->at(0));
 }
 
+double expectedExperts(double e, double k, int64_t t) {
+  if (e <= 0 || k >= e)
+    return std::max(e, 0.0);
+  return e * (1 - std::pow(1 - k / e, static_cast<double>(t)));
+}
+
+PlanPoly expertFraction(double e, double k) {
+  if (e <= 0 || k >= e)
+    return PlanPoly::constant(1);
+  PlanPoly p;
+  auto f = [&](int64_t t) { return expectedExperts(e, k, t) / e; };
+  // Samples 1, 2, 3, 4, 6, 8, 12, 16, ...
+  std::vector<int64_t> at = {1, 2};
+  while (at.back() < (int64_t(1) << 40)) {
+    int64_t last = at.back();
+    bool pow2 = (last & (last - 1)) == 0;
+    at.push_back(pow2 ? last / 2 * 3 : last / 3 * 4);
+  }
+  p.pieces.push_back({0, {0}}); // T = 0 reads nothing
+  for (size_t i = 0; i + 1 < at.size(); ++i) {
+    double y0 = f(at[i]), y1 = f(at[i + 1]);
+    if (y0 >= 1 - 1e-6) {
+      p.pieces.push_back({at[i], {1}});
+      return p;
+    }
+    double slope = (y1 - y0) / double(at[i + 1] - at[i]);
+    p.pieces.push_back({at[i], {y0 - slope * double(at[i]), slope}});
+  }
+  p.pieces.push_back({at.back(), {1}});
+  return p;
+}
+
 /// The recipe of a registry op or kernel<...>, if any.
 static std::optional<format::Recipe> recipeOfOp(const Operation &op) {
   if (const OpInfo *info = opInfo(op.kind))
@@ -354,6 +387,42 @@ static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
   return std::nullopt;
 }
 
+/// Bytes of operand \p i of \p op when it is an expert stack (a weight
+/// [E, ...] of moe_experts or a grouped expert GEMM): T rows route to k
+/// experts each, so only the expected distinct experts are read
+/// (expertFraction); a decode step at small T reads few.
+static std::optional<PlanPoly> expertStackBytes(const Operation &op, size_t i) {
+  std::optional<format::Recipe> r = recipeOfOp(op);
+  if (!r || i >= op.operands.size() || !op.operands[i].isWeight())
+    return std::nullopt;
+  double k = 0;
+  if (*r == format::Recipe::MoeExperts && i >= 2) {
+    k = constDim(operandType(op, 1), 1); // ids [T, k]
+  } else if ((*r == format::Recipe::MoeGroupedSwiglu && i >= 3) ||
+             (*r == format::Recipe::MoeGroupedDown && i == 2)) {
+    // The expert rows: S = k * T (perm, or the rows of h).
+    auto rows = elementsPoly(
+        operandType(op, *r == format::Recipe::MoeGroupedDown ? 0 : 1));
+    Type first = operandType(op, *r == format::Recipe::MoeGroupedDown ? 0 : 1);
+    if (!rows || rows->pieces.empty() || rows->pieces.back().c.size() < 2)
+      return std::nullopt;
+    double perRow = first.rank() > 1 ? constDim(first, first.rank() - 1) : 1;
+    k = rows->pieces.back().c[1] / std::max(perRow, 1.0);
+  } else {
+    return std::nullopt;
+  }
+  Type w = operandType(op, i);
+  double e = constDim(w, 0);
+  if (w.rank() != 3 || e <= 0 || k <= 0)
+    return std::nullopt;
+  PlanPoly whole = tensorBytes(w);
+  PlanPoly frac = expertFraction(e, k);
+  for (auto &piece : frac.pieces)
+    for (double &c : piece.c)
+      c *= whole.at(0);
+  return frac;
+}
+
 KernelCost kernelCost(const Operation &op) {
   KernelCost c;
   // A state write's result 0 is its operand 0: counted as the rows stored.
@@ -376,6 +445,10 @@ KernelCost kernelCost(const Operation &op) {
     }
     if (std::optional<PlanPoly> sb = stateBytes(reader, i)) {
       c.bytes += *sb;
+      return;
+    }
+    if (std::optional<PlanPoly> eb = expertStackBytes(reader, i)) {
+      c.bytes += *eb;
       return;
     }
     c.bytes += readBytes(reader, i);

@@ -24,6 +24,15 @@ std::optional<format::PlanPoly> elementsPoly(const Type &t);
 /// size, weights as whole rows of their blocks.
 format::PlanPoly tensorBytes(const Type &t);
 
+/// The expected number of distinct experts \p t rows read when each row
+/// routes to \p k of \p e experts uniformly: e * (1 - (1 - k/e)^t).
+double expectedExperts(double e, double k, int64_t t);
+
+/// expectedExperts(e, k, T) / e as a function of T: exact at T = 1, 2, 3,
+/// 4, 6, 8, 12, 16, ... (powers of two and their halfway points), linear in
+/// between (below the concave curve: a floor), 1 once within 1e-6 of it.
+format::PlanPoly expertFraction(double e, double k);
+
 /// FLOPs of a registry op or `kernel<recipe>` by its cost rule.
 format::PlanPoly opFlops(const Operation &op);
 

@@ -39,8 +39,8 @@ cmake --build build-asan -j "$jobs"
 # prefixes 64 times each at -O0: past its 300 s timeout here; the same
 # Generator and strata-run paths run here through ExecutorTest and the lit
 # generation test. cache_consistency (6 models, 36 s in the main suite)
-# passes 600 s here; cache_consistency_quick (qwen3next and qwen4exp with
-# QSA: every state op) runs instead.
+# passes 600 s here; cache_consistency_quick (qwen4exp with QSA: every
+# state op) runs instead.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
     -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|codegen_identity|synth_llama_load|generate_golden|cache_consistency)$'

@@ -40,7 +40,7 @@ const char *kUsage =
                       [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
                       [--codegen-opt NAME=VALUE ...]
-                      [--max-context N|auto [--max-batch B]
+                      [--max-context N|auto [--max-batch B] [--context P]
                       [--state-budget BYTES]]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
@@ -111,6 +111,11 @@ options:
                          slots together (default 8589934592, 8 GiB)
   --max-batch B          the sequence slots of the state (default 1; needs
                          --max-context)
+  --context P            with --report and --max-context: the decode step's
+                         line counts P cached positions per row (default:
+                         the whole context): bytes moved (expert stacks:
+                         the expected distinct experts of B rows) and the
+                         floor at the target's bandwidth
   --help                 show this help
 
 Environment: STRATA_DEVICE_CC names the device compiler (default clang-19).
@@ -325,8 +330,56 @@ uint64_t maxBatchOf(const format::Plan &p) {
              : static_cast<uint64_t>(it->second);
 }
 
+/// One decode step of a plan with state: every slot decodes one row
+/// (T = B = max_batch) with P positions in its caches. The plan's byte
+/// counts are at T (expert stacks: the expected distinct experts of B rows);
+/// cache reads are counted there at the full context and scaled here to the
+/// P positions a row attends (QSA: at most its selected blocks).
+struct DecodeStep {
+  int64_t rows = 0, context = 0;
+  double bytes = 0, cacheBytes = 0;
+};
+
+DecodeStep decodeStep(const format::Plan &p, int64_t context) {
+  DecodeStep d;
+  d.rows = static_cast<int64_t>(maxBatchOf(p));
+  const double full = double(p.options.at("max_context"));
+  d.context = std::min<int64_t>(context, p.options.at("max_context"));
+  context = d.context;
+  for (const format::PlanKernel &k : p.kernels) {
+    double b = k.bytes.at(d.rows);
+    bool attention =
+        !k.isFused() && k.recipe == format::Recipe::AttentionCached;
+    bool select = !k.isFused() && k.recipe == format::Recipe::QsaSelectCached;
+    if (attention || select) {
+      // What the plan counts: min(B, S) slots of the whole cache.
+      double slots = double(maxBatchOf(p)), read = 0;
+      for (size_t i = 1; i < (attention ? 3u : 2u); ++i) {
+        const format::PlanState &st = p.states[k.inputs[i].index];
+        read += double(st.bytes) / slots * std::min<double>(d.rows, slots);
+      }
+      double keys = double(context), all = full;
+      auto block = k.attrs.find("block");
+      if (select && block != k.attrs.end() && block->second.i > 0) {
+        all = double(p.states[k.inputs[1].index].shape[1]);
+        keys = std::min(all, double(context) / double(block->second.i));
+      } else if (attention && block != k.attrs.end() && block->second.i > 0) {
+        const format::PlanBuffer &index = p.buffers[k.inputs.back().index];
+        keys = std::min<double>(keys, double(index.shape[1].constant) *
+                                          double(block->second.i));
+      }
+      double scaled = read * std::min(1.0, keys / all);
+      b += scaled - read;
+      d.cacheBytes += scaled;
+    }
+    d.bytes += b;
+  }
+  return d;
+}
+
 void printReport(const format::Plan &p, const ir::Target &target, bool json,
-                 const std::vector<std::optional<KernelUse>> &uses) {
+                 const std::vector<std::optional<KernelUse>> &uses,
+                 int64_t decodeContext) {
   const int64_t t = p.maxTokens;
   struct Row {
     std::string label, body, variant, shape;
@@ -416,10 +469,17 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                std::isfinite(totalS) ? totalS : -1.0);
     fmt::print(" \"arena\": {{\"bytes\": {}, \"lower_bound\": {}}},\n",
                p.arenaBytes, p.arenaLowerBound);
-    if (!p.states.empty())
+    if (!p.states.empty()) {
       fmt::print(" \"state\": {{\"states\": {}, \"bytes\": {}, "
                  "\"bytes_per_sequence\": {}}},\n",
                  p.states.size(), stateBytes(p), stateBytes(p) / maxBatchOf(p));
+      DecodeStep d = decodeStep(p, decodeContext);
+      fmt::print(" \"decode_step\": {{\"rows\": {}, \"context\": {}, "
+                 "\"bytes\": {:.0f}, \"cache_bytes\": {:.0f}, "
+                 "\"floor_seconds\": {:.6g}}},\n",
+                 d.rows, d.context, d.bytes, d.cacheBytes,
+                 d.bytes / (target.memGBs * 1e9));
+    }
     fmt::print(" \"hc_sites\": {{\"sites\": {}, \"bytes\": {:.0f}, "
                "\"three_kernel_floor\": {:.0f}, \"one_pass_bound\": {:.0f}, "
                "\"worst_ratio\": {:.4f}}}}}\n",
@@ -483,6 +543,14 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                human(double(stateBytes(p)), "B"), stateBytes(p) / maxBatchOf(p),
                human(double(stateBytes(p) / maxBatchOf(p)), "B"), maxBatchOf(p),
                p.options.at("max_context"));
+  if (!p.states.empty()) {
+    DecodeStep d = decodeStep(p, decodeContext);
+    double floor = d.bytes / (target.memGBs * 1e9);
+    fmt::print("decode step: {} row(s) (one per slot) at {} cached positions: "
+               "{} moved (caches {}), floor {} at {} GB/s ({:.0f} steps/s)\n",
+               d.rows, d.context, human(d.bytes, "B"), human(d.cacheBytes, "B"),
+               human(floor, "s"), target.memGBs, floor > 0 ? 1 / floor : 0.0);
+  }
   if (hc.sites)
     fmt::print("hyper-connection sites: {}, {} per site; three-kernel floor {} "
                "(ratio {:.3f}, worst site {:.3f}); one-pass bound {} (ratio "
@@ -674,6 +742,7 @@ static int compileMain(int argc, char **argv) {
   // --max-context auto: the file's context length, capped by stateBudget.
   bool autoContext = false;
   uint64_t stateBudget = kDefaultStateBudget;
+  int64_t decodeContext = 0; ///< --context: the decode step's cached rows
   bool report = false, reportJson = false, printAll = false, fusion = true;
   bool lastOnly = false, codegenOn = true, budgetGiven = false;
   std::string cacheDir, emitSource;
@@ -782,6 +851,14 @@ static int compileMain(int argc, char **argv) {
         return usageError("--state-budget needs a byte count (an integer > 0)");
       stateBudget = n;
       budgetGiven = true;
+    } else if (a.rfind("--context", 0) == 0) {
+      auto v = value("--context");
+      char *end = nullptr;
+      long long n = v ? std::strtoll(v->c_str(), &end, 10) : 0;
+      if (!v || v->empty() || *end || n <= 0 || n > (1 << 24))
+        return usageError(
+            fmt::format("--context needs an integer in 1..{}", 1 << 24));
+      decodeContext = n;
     } else if (a.rfind("--max-batch", 0) == 0) {
       auto v = value("--max-batch");
       char *end = nullptr;
@@ -819,6 +896,12 @@ static int compileMain(int argc, char **argv) {
     return usageError("--max-tokens T is required");
   if (maxBatch && !maxContext)
     return usageError("--max-batch needs --max-context (generation)");
+  if (decodeContext && (!report || !maxContext))
+    return usageError("--context P sizes the decode step --report prints; "
+                      "give --report and --max-context too");
+  if (decodeContext && !autoContext && decodeContext > maxContext)
+    return usageError(fmt::format("--context {} is past --max-context {}",
+                                  decodeContext, maxContext));
   if (budgetGiven && !autoContext)
     return usageError("--state-budget sizes --max-context auto; give "
                       "--max-context auto too");
@@ -995,7 +1078,10 @@ static int compileMain(int argc, char **argv) {
     std::vector<std::optional<KernelUse>> uses;
     if (gpu && codegenOn && !loadKernelUses(plan, out, *tgt, uses, error))
       return fail(error);
-    printReport(plan, *tgt, reportJson, uses);
+    printReport(plan, *tgt, reportJson, uses,
+                decodeContext         ? decodeContext
+                : plan.states.empty() ? 0
+                                      : plan.options.at("max_context"));
   }
   return 0;
 }

@@ -105,3 +105,52 @@ TEST(OpTable, QsaSelectCountsTheIndexerDotProducts) {
     EXPECT_NEAR(c.flops.at(t), expected, 1e-9 * expected) << "T = " << t;
   }
 }
+
+// Expert stacks are read in part: T rows routed to k of E experts each read
+// the expected distinct experts E (1 - (1 - k/E)^T). The fraction is exact
+// at its samples, linear (below the curve) between them, 1 once saturated.
+TEST(OpTable, ExpertStacksReadTheExpectedDistinctExperts) {
+  const double e = 512, k = 10;
+  format::PlanPoly f = ir::expertFraction(e, k);
+  EXPECT_EQ(f.at(0), 0);
+  for (int64_t t : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
+    EXPECT_NEAR(f.at(t), ir::expectedExperts(e, k, t) / e, 1e-12) << t;
+  EXPECT_NEAR(f.at(1), k / e, 1e-15);
+  double last = 0;
+  for (int64_t t = 1; t <= 5000; ++t) {
+    double v = f.at(t), exact = ir::expectedExperts(e, k, t) / e;
+    EXPECT_GE(v, last) << "monotone at T = " << t;
+    // A floor, but for the saturated tail (1 once within 1e-6 of it).
+    EXPECT_LE(v, exact + (v == 1 ? 1e-6 : 1e-12)) << "a floor at T = " << t;
+    EXPECT_GE(v, exact - 0.02) << "close at T = " << t;
+    last = v;
+  }
+  EXPECT_EQ(f.at(100000), 1);
+  EXPECT_EQ(ir::expertFraction(4, 4).at(1), 1) << "every expert routed";
+
+  // moe_experts of the round trip (E = 8, k = 2): its three stacks count
+  // k/E of their bytes at T = 1 and all of them at large T.
+  std::string path = kRoundTrips[0];
+  std::string text = readFile(path);
+  ir::SourceMgr sm;
+  std::ostringstream diags;
+  ir::DiagnosticEngine diag(sm, diags);
+  auto m = ir::parseModule(sm, sm.addBuffer(path, text), diag);
+  ASSERT_TRUE(m && ir::verifyModule(*m, diag)) << diags.str();
+  const ir::Operation *experts = nullptr;
+  for (const auto &fn : m->funcs)
+    for (const auto &op : fn->body.ops)
+      if (ir::opInfo(op->kind) &&
+          std::string(ir::opInfo(op->kind)->mnemonic) == "moe_experts")
+        experts = op.get();
+  ASSERT_NE(experts, nullptr);
+  double stacks = 0;
+  for (size_t i = 2; i < 5; ++i)
+    stacks += ir::tensorBytes(experts->operands[i].type()).at(0);
+  ir::KernelCost c = ir::kernelCost(*experts);
+  double rest1 = c.bytes.at(1) - stacks * 2 / 8;
+  double restBig = c.bytes.at(4096) - stacks;
+  // What is left is the activations: linear in T.
+  EXPECT_GT(rest1, 0);
+  EXPECT_NEAR(restBig / 4096, rest1, 1e-6 * restBig);
+}
