@@ -133,6 +133,7 @@ int generate(Options &o) {
   std::unique_ptr<runtime::Executor> ex = createExecutor(o, plan, error);
   if (!ex)
     return fail(error);
+  ex->setProfile(o.profile);
   std::function<bool(int32_t)> endOfGeneration;
 #ifdef STRATA_HAVE_TOKENIZER
   if (!o.ignoreEos && tok->hasVocab())
@@ -257,6 +258,18 @@ int generate(Options &o) {
              t.modelRuns == 1 ? std::string("1 model run")
                               : fmt::format("{} model runs", t.modelRuns),
              o.backend, stopped);
+  // --profile: the last model run (a decode step of one row, or the
+  // prompt's last chunk when nothing was generated), after the text.
+  if (o.profile) {
+    std::fflush(stdout);
+    fmt::print("\n");
+    const int64_t prompt = static_cast<int64_t>(t.promptTokens);
+    const int64_t chunks = (prompt + plan.maxTokens - 1) / plan.maxTokens;
+    const int64_t rows = static_cast<int64_t>(t.modelRuns) > chunks
+                             ? 1
+                             : (prompt - 1) % plan.maxTokens + 1;
+    printProfile(plan, ex->kernelSeconds(), rows, o.backend, o.profileJson);
+  }
   return 0;
 }
 

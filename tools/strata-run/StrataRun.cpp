@@ -144,6 +144,116 @@ std::string f32Bytes(const std::vector<float> &v) {
   return bytes;
 }
 
+/// A kernel's floor at the plan's roofline: the larger of its bytes over
+/// the bandwidth and its FLOPs over the peak of the units it runs on (the
+/// matrix units for matmul/expert variants on them and bf16 attention).
+double floorSeconds(const format::Plan &plan, const format::PlanKernel &k,
+                    double bytes, double flops) {
+  const format::PlanRoofline &r = plan.roofline;
+  if (r.memGBs <= 0)
+    return 0;
+  bool matrix = k.variant.find("wmma") != std::string::npos ||
+                k.variant.find("mma_bf16") != std::string::npos;
+  if (!matrix && plan.options.count("bf16_activations"))
+    for (const format::BodyOp &op : k.body)
+      matrix |= op.recipe == format::Recipe::Attention;
+  if (!k.isFused() && k.recipe == format::Recipe::Attention &&
+      plan.options.count("bf16_activations"))
+    matrix = true;
+  double peak = matrix ? r.matTflops : r.vecTflops;
+  return std::max(bytes / (r.memGBs * 1e9),
+                  peak > 0 ? flops / (peak * 1e12) : 0.0);
+}
+
+/// The --profile tables: per kernel family (label), calls, time, share,
+/// achieved GB/s and TFLOP/s from the compiler's byte and FLOP counts at
+/// the run's T, the floor at the plan's roofline and the share of it
+/// reached; then the ten slowest kernels; totals with the sum of floors.
+/// --profile=json prints every kernel instead.
+void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
+                  int64_t tokens, const std::string &backend, bool json) {
+  struct Row {
+    std::string label;
+    uint64_t calls = 0;
+    double bytes = 0, flops = 0, seconds = 0, floor = 0;
+  };
+  std::vector<Row> families, kernels;
+  double total = 0, totalFloor = 0;
+  for (size_t k = 0; k < plan.kernels.size() && k < seconds.size(); ++k) {
+    const format::PlanKernel &pk = plan.kernels[k];
+    Row r{pk.label(),          1,          pk.bytes.at(tokens),
+          pk.flops.at(tokens), seconds[k], 0};
+    r.floor = floorSeconds(plan, pk, r.bytes, r.flops);
+    kernels.push_back(r);
+    auto it = std::find_if(families.begin(), families.end(),
+                           [&](const Row &f) { return f.label == r.label; });
+    if (it == families.end()) {
+      families.push_back({r.label});
+      it = families.end() - 1;
+    }
+    ++it->calls;
+    it->bytes += r.bytes;
+    it->flops += r.flops;
+    it->seconds += r.seconds;
+    it->floor += r.floor;
+    total += r.seconds;
+    totalFloor += r.floor;
+  }
+  auto pct = [](double floor, double s) {
+    return floor > 0 && s > 0 ? 100.0 * floor / s : 0.0;
+  };
+  if (json) {
+    fmt::print("{{\"backend\": \"{}\", \"tokens\": {}, \"seconds\": {:.9g}, "
+               "\"floor_seconds\": {:.9g}, \"tokens_per_second\": {:.6g},\n "
+               "\"kernels\": [\n",
+               backend, tokens, total, totalFloor,
+               total > 0 ? tokens / total : 0.0);
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      const Row &r = kernels[k];
+      fmt::print("  {{\"index\": {}, \"label\": \"{}\", \"seconds\": {:.9g}, "
+                 "\"bytes\": {:.0f}, \"flops\": {:.0f}, \"floor_seconds\": "
+                 "{:.9g}, \"roofline_pct\": {:.4g}}}{}\n",
+                 k, r.label, r.seconds, r.bytes, r.flops, r.floor,
+                 pct(r.floor, r.seconds), k + 1 < kernels.size() ? "," : "");
+    }
+    fmt::print(" ]}}\n");
+    return;
+  }
+  std::sort(families.begin(), families.end(), [](const Row &a, const Row &b) {
+    return a.seconds != b.seconds ? a.seconds > b.seconds : a.label < b.label;
+  });
+  fmt::print("profile: {} kernels on {}, {} tokens, {:.3f} ms in kernels "
+             "({:.0f} tokens/s); sum of per-kernel floors {:.3f} ms ({:.1f} % "
+             "of roofline)\n",
+             plan.kernels.size(), backend, tokens, total * 1e3,
+             total > 0 ? tokens / total : 0.0, totalFloor * 1e3,
+             pct(totalFloor, total));
+  fmt::print("  {:<34} {:>6} {:>10} {:>7} {:>9} {:>9} {:>10} {:>7}\n", "kernel",
+             "calls", "ms", "share", "GB/s", "TFLOP/s", "floor ms", "%roof");
+  auto line = [&](const Row &r) {
+    fmt::print("  {:<34} {:>6} {:>10.3f} {:>6.1f}% {:>9.1f} {:>9.2f} {:>10.3f} "
+               "{:>6.1f}%\n",
+               r.label, r.calls, r.seconds * 1e3,
+               total > 0 ? 100.0 * r.seconds / total : 0.0,
+               r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0.0,
+               r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0.0, r.floor * 1e3,
+               pct(r.floor, r.seconds));
+  };
+  for (const Row &r : families)
+    line(r);
+  std::vector<size_t> order(kernels.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return kernels[a].seconds > kernels[b].seconds;
+  });
+  fmt::print("slowest kernels:\n");
+  for (size_t i = 0; i < std::min<size_t>(10, order.size()); ++i) {
+    Row r = kernels[order[i]];
+    r.label = fmt::format("{} {}", order[i], r.label);
+    line(r);
+  }
+}
+
 } // namespace strata::tools::run
 
 using namespace strata::tools::run;
@@ -283,9 +393,10 @@ constexpr const char *kUsage =
     "  Generation needs a plan compiled with --max-context N (its decode\n"
     "  entry): the prompt is prefilled in chunks of --max-tokens rows, then\n"
     "  each token is one row over the KV caches and recurrent state.\n"
-    "  --top, --repeat, --profile and --dump-buffer describe a single run\n"
-    "  and are refused with -n. Files are written atomically, at the end,\n"
-    "  and only on success.\n"
+    "  --top, --repeat and --dump-buffer describe a single run and are\n"
+    "  refused with -n; --profile with -n prints, after the text, the\n"
+    "  profile of the last model run (a decode step). Files are written\n"
+    "  atomically, at the end, and only on success.\n"
     "\n"
     "  --help               show this help\n"
     "\n"
@@ -365,7 +476,6 @@ int parseArgs(int argc, char **argv, Options &o) {
     if (a == "--profile" || a == "--profile=json") {
       o.profile = true;
       o.profileJson = a == "--profile=json";
-      o.singleRunOnly.push_back("--profile");
       continue;
     }
     if (a == "--no-special" || a == "--ignore-eos") {
@@ -516,116 +626,6 @@ int parseArgs(int argc, char **argv, Options &o) {
     return usageError("give exactly one of --prompt, --prompt-file, --tokens "
                       "and --tokens-file (see --help)");
   return 0;
-}
-
-/// A kernel's floor at the plan's roofline: the larger of its bytes over
-/// the bandwidth and its FLOPs over the peak of the units it runs on (the
-/// matrix units for matmul/expert variants on them and bf16 attention).
-double floorSeconds(const format::Plan &plan, const format::PlanKernel &k,
-                    double bytes, double flops) {
-  const format::PlanRoofline &r = plan.roofline;
-  if (r.memGBs <= 0)
-    return 0;
-  bool matrix = k.variant.find("wmma") != std::string::npos ||
-                k.variant.find("mma_bf16") != std::string::npos;
-  if (!matrix && plan.options.count("bf16_activations"))
-    for (const format::BodyOp &op : k.body)
-      matrix |= op.recipe == format::Recipe::Attention;
-  if (!k.isFused() && k.recipe == format::Recipe::Attention &&
-      plan.options.count("bf16_activations"))
-    matrix = true;
-  double peak = matrix ? r.matTflops : r.vecTflops;
-  return std::max(bytes / (r.memGBs * 1e9),
-                  peak > 0 ? flops / (peak * 1e12) : 0.0);
-}
-
-/// The --profile tables: per kernel family (label), calls, time, share,
-/// achieved GB/s and TFLOP/s from the compiler's byte and FLOP counts at
-/// the run's T, the floor at the plan's roofline and the share of it
-/// reached; then the ten slowest kernels; totals with the sum of floors.
-/// --profile=json prints every kernel instead.
-void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
-                  int64_t tokens, const std::string &backend, bool json) {
-  struct Row {
-    std::string label;
-    uint64_t calls = 0;
-    double bytes = 0, flops = 0, seconds = 0, floor = 0;
-  };
-  std::vector<Row> families, kernels;
-  double total = 0, totalFloor = 0;
-  for (size_t k = 0; k < plan.kernels.size() && k < seconds.size(); ++k) {
-    const format::PlanKernel &pk = plan.kernels[k];
-    Row r{pk.label(),          1,          pk.bytes.at(tokens),
-          pk.flops.at(tokens), seconds[k], 0};
-    r.floor = floorSeconds(plan, pk, r.bytes, r.flops);
-    kernels.push_back(r);
-    auto it = std::find_if(families.begin(), families.end(),
-                           [&](const Row &f) { return f.label == r.label; });
-    if (it == families.end()) {
-      families.push_back({r.label});
-      it = families.end() - 1;
-    }
-    ++it->calls;
-    it->bytes += r.bytes;
-    it->flops += r.flops;
-    it->seconds += r.seconds;
-    it->floor += r.floor;
-    total += r.seconds;
-    totalFloor += r.floor;
-  }
-  auto pct = [](double floor, double s) {
-    return floor > 0 && s > 0 ? 100.0 * floor / s : 0.0;
-  };
-  if (json) {
-    fmt::print("{{\"backend\": \"{}\", \"tokens\": {}, \"seconds\": {:.9g}, "
-               "\"floor_seconds\": {:.9g}, \"tokens_per_second\": {:.6g},\n "
-               "\"kernels\": [\n",
-               backend, tokens, total, totalFloor,
-               total > 0 ? tokens / total : 0.0);
-    for (size_t k = 0; k < kernels.size(); ++k) {
-      const Row &r = kernels[k];
-      fmt::print("  {{\"index\": {}, \"label\": \"{}\", \"seconds\": {:.9g}, "
-                 "\"bytes\": {:.0f}, \"flops\": {:.0f}, \"floor_seconds\": "
-                 "{:.9g}, \"roofline_pct\": {:.4g}}}{}\n",
-                 k, r.label, r.seconds, r.bytes, r.flops, r.floor,
-                 pct(r.floor, r.seconds), k + 1 < kernels.size() ? "," : "");
-    }
-    fmt::print(" ]}}\n");
-    return;
-  }
-  std::sort(families.begin(), families.end(), [](const Row &a, const Row &b) {
-    return a.seconds != b.seconds ? a.seconds > b.seconds : a.label < b.label;
-  });
-  fmt::print("profile: {} kernels on {}, {} tokens, {:.3f} ms in kernels "
-             "({:.0f} tokens/s); sum of per-kernel floors {:.3f} ms ({:.1f} % "
-             "of roofline)\n",
-             plan.kernels.size(), backend, tokens, total * 1e3,
-             total > 0 ? tokens / total : 0.0, totalFloor * 1e3,
-             pct(totalFloor, total));
-  fmt::print("  {:<34} {:>6} {:>10} {:>7} {:>9} {:>9} {:>10} {:>7}\n", "kernel",
-             "calls", "ms", "share", "GB/s", "TFLOP/s", "floor ms", "%roof");
-  auto line = [&](const Row &r) {
-    fmt::print("  {:<34} {:>6} {:>10.3f} {:>6.1f}% {:>9.1f} {:>9.2f} {:>10.3f} "
-               "{:>6.1f}%\n",
-               r.label, r.calls, r.seconds * 1e3,
-               total > 0 ? 100.0 * r.seconds / total : 0.0,
-               r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0.0,
-               r.seconds > 0 ? r.flops / r.seconds / 1e12 : 0.0, r.floor * 1e3,
-               pct(r.floor, r.seconds));
-  };
-  for (const Row &r : families)
-    line(r);
-  std::vector<size_t> order(kernels.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return kernels[a].seconds > kernels[b].seconds;
-  });
-  fmt::print("slowest kernels:\n");
-  for (size_t i = 0; i < std::min<size_t>(10, order.size()); ++i) {
-    Row r = kernels[order[i]];
-    r.label = fmt::format("{} {}", order[i], r.label);
-    line(r);
-  }
 }
 
 /// The --check summary: per kernel label, the kernels compared and the

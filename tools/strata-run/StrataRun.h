@@ -78,4 +78,9 @@ std::string f32Bytes(const std::vector<float> &v);
 /// stderr, the dumps written at the end. Returns the exit status.
 int generate(Options &o);
 
+/// The --profile tables of one run of \p tokens rows (kernel times
+/// \p seconds, as Executor::kernelSeconds gives them).
+void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
+                  int64_t tokens, const std::string &backend, bool json);
+
 } // namespace strata::tools::run
