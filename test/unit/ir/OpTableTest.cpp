@@ -84,21 +84,39 @@ TEST(OpTable, EveryOpHasALitRoundTripAndACostRule) {
 // qsa_select's FLOPs are the indexer's dot products: query t scores its
 // (t + 1) / block visible blocks, 2 * Hi * Di each (here Hi = 4, Di = 32,
 // block = 4), not one operation per result element.
-TEST(OpTable, QsaSelectCountsTheIndexerDotProducts) {
-  std::string path = kRoundTrips[1];
-  std::string text = readFile(path);
+/// A verified round-trip file and its last op named \p mnemonic at the top
+/// level of a function (null if none; \p error says why).
+struct FoundOp {
   ir::SourceMgr sm;
+  std::unique_ptr<ir::Module> module;
+  const ir::Operation *op = nullptr;
+  std::string error;
+};
+static std::unique_ptr<FoundOp> findOp(const char *path,
+                                       const std::string &mnemonic) {
+  auto found = std::make_unique<FoundOp>();
+  std::string text = readFile(path);
   std::ostringstream diags;
-  ir::DiagnosticEngine diag(sm, diags);
-  auto m = ir::parseModule(sm, sm.addBuffer(path, text), diag);
-  ASSERT_TRUE(m && ir::verifyModule(*m, diag)) << diags.str();
-  const ir::Operation *select = nullptr;
-  for (const auto &f : m->funcs)
+  ir::DiagnosticEngine diag(found->sm, diags);
+  found->module =
+      ir::parseModule(found->sm, found->sm.addBuffer(path, text), diag);
+  if (!found->module || !ir::verifyModule(*found->module, diag)) {
+    found->error = diags.str();
+    return found;
+  }
+  for (const auto &f : found->module->funcs)
     for (const auto &op : f->body.ops)
-      if (ir::opInfo(op->kind) &&
-          std::string(ir::opInfo(op->kind)->mnemonic) == "qsa_select")
-        select = op.get();
-  ASSERT_NE(select, nullptr);
+      if (ir::opInfo(op->kind) && ir::opInfo(op->kind)->mnemonic == mnemonic)
+        found->op = op.get();
+  if (!found->op)
+    found->error = "no " + mnemonic + " in " + path;
+  return found;
+}
+
+TEST(OpTable, QsaSelectCountsTheIndexerDotProducts) {
+  auto found = findOp(kRoundTrips[1], "qsa_select");
+  ASSERT_NE(found->op, nullptr) << found->error;
+  const ir::Operation *select = found->op;
   ir::KernelCost c = ir::kernelCost(*select);
   for (int64_t t : {4, 64, 4096}) {
     double expected = t * (t + 1) / 2.0 / 4 * (2 * 4 * 32);
@@ -130,20 +148,9 @@ TEST(OpTable, ExpertStacksReadTheExpectedDistinctExperts) {
 
   // moe_experts of the round trip (E = 8, k = 2): its three stacks count
   // k/E of their bytes at T = 1 and all of them at large T.
-  std::string path = kRoundTrips[0];
-  std::string text = readFile(path);
-  ir::SourceMgr sm;
-  std::ostringstream diags;
-  ir::DiagnosticEngine diag(sm, diags);
-  auto m = ir::parseModule(sm, sm.addBuffer(path, text), diag);
-  ASSERT_TRUE(m && ir::verifyModule(*m, diag)) << diags.str();
-  const ir::Operation *experts = nullptr;
-  for (const auto &fn : m->funcs)
-    for (const auto &op : fn->body.ops)
-      if (ir::opInfo(op->kind) &&
-          std::string(ir::opInfo(op->kind)->mnemonic) == "moe_experts")
-        experts = op.get();
-  ASSERT_NE(experts, nullptr);
+  auto found = findOp(kRoundTrips[0], "moe_experts");
+  ASSERT_NE(found->op, nullptr) << found->error;
+  const ir::Operation *experts = found->op;
   double stacks = 0;
   for (size_t i = 2; i < 5; ++i)
     stacks += ir::tensorBytes(experts->operands[i].type()).at(0);
