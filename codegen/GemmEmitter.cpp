@@ -220,6 +220,21 @@ public:
 
 private:
   Emitter &e;
+  /// Whether every chain can take the decode form at \p rows rows of T
+  /// (one weight, K of whole 8-element pieces, no stream mean, at most 32
+  /// accumulator rows: one per lane for the epilogue).
+  static bool gemvFits(const std::vector<Chain> &chains,
+                       const std::vector<Gemm> &gemms, int64_t rows);
+  /// Emits the chains' decode form as the kernel's own code, for runs of at
+  /// most \p rows rows of T: a warp per output column (a row of W) walks K
+  /// 8 elements a lane, decoding each weight piece once and multiplying it
+  /// with every row of A (A's few rows stay in L1), then sums over the
+  /// warp; lane m runs the epilogue of row m. Each chain takes its own
+  /// blocks of grid x. Every weight byte is read once for all rows, and
+  /// the columns spread over the whole GPU (the tiles give a one-row run
+  /// N / 64 blocks, most of their rows empty: 117 GB/s on the H200).
+  void emitGemv(const std::vector<Chain> &chains,
+                const std::vector<Gemm> &gemms, int64_t rows);
   /// Two LDS buffers per staged tile (one barrier per K step), where every
   /// chain's doubled tiles fit the static LDS budget.
   bool doubleBuffer_ = false;
@@ -1275,7 +1290,26 @@ void GemmEmitter::runChains() {
   // 128 x 256 tiles leave short prompts few blocks. The kernel's own code
   // keeps the cp.async tiles (decode and short prompts as before).
   std::vector<Gemm> alt = gemms;
-  emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@");
+  // Plans with state decode: runs of a few rows take the decode form (the
+  // kernel's own code) and the tiles become an alternate from the row after
+  // it. Prefill-only plans keep the tiles as their own code.
+  const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
+  if (!e.plan.states.empty() && decodeRows > 0 &&
+      gemvFits(chains, gemms, decodeRows)) {
+    emitGemv(chains, gemms, decodeRows);
+    if (e.plan.maxTokens > decodeRows) {
+      EmittedKernel own = std::move(e.out);
+      e.out = EmittedKernel{};
+      emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@_tile");
+      EmittedKernel tile = std::move(e.out);
+      tile.minTokens = decodeRows + 1;
+      tile.suffix = "_tile";
+      e.out = std::move(own);
+      e.out.alternates.push_back(std::move(tile));
+    }
+  } else {
+    emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@");
+  }
   // Quantised weights too (their pre-launch dequantises W): measured on the
   // H200 at T = 16,384, the dense GEMMs 381 -> 213 ms, all kernels 1,174 ->
   // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
@@ -1303,6 +1337,86 @@ void GemmEmitter::runChains() {
   e.out = std::move(own);
   e.workspace = ownWs;
   e.out.alternates.push_back(std::move(big));
+}
+
+bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
+                           const std::vector<Gemm> &gemms, int64_t rows) {
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    if (chains[ci].streamMean || g.w.size() != 1 || g.k % 8 != 0 ||
+        rows * g.mPer > 32 || (g.w[0].quant() && g.w[0].blockSize % 8 != 0))
+      return false;
+  }
+  return true;
+}
+
+void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
+                           const std::vector<Gemm> &gemms, int64_t rows) {
+  // Four warps a block: small N (the delta rule's 48 gate columns) still
+  // spreads over a dozen SMs.
+  constexpr int kWarps = 4;
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kWarps * 32, e.params());
+  e.prologue();
+  if (std::any_of(gemms.begin(), gemms.end(), [](const Gemm &g) {
+        return g.w[0].ggml == format::GgmlType::IQ3_S;
+      })) {
+    e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
+    e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
+           "strata_iq3s_grid[i];",
+           kWarps * 32);
+    e.line("  sync_block();");
+  }
+  e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
+  int64_t base = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    const int64_t blocks = (g.n + kWarps - 1) / kWarps, acc = rows * g.mPer;
+    e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
+    e.line("  const long M = {};", g.mRows);
+    e.line("  const long n = (long)(bid_x() - {}) * {} + wave;", base, kWarps);
+    e.line("  if (n >= {}L) return;", g.n);
+    const Tensor &w = g.w[0];
+    if (w.quant())
+      e.line("  const uint8_t *wrow = {} + n * {}L;", w.ptr,
+             g.k / w.blockSize * w.blockBytes);
+    else
+      e.line("  const {} *wrow = {} + n * {}L;", w.ctype, w.ptr, g.k);
+    e.line("  float acc[{}] = {{}};", acc);
+    // Two pieces a lane in flight: the loads of the next do not wait on
+    // this one's FMAs.
+    e.line("#pragma unroll 2");
+    e.line("  for (long k = lane * 8L; k < {}L; k += 256) {{", g.k);
+    e.line("    float v[8];");
+    decodeW(w, "wrow", "k", "v");
+    e.line("#pragma unroll");
+    e.line("    for (int r = 0; r < {}; ++r) {{", acc);
+    e.line("      if (r >= M) break;");
+    e.line("      const long m = r;");
+    e.line("      {}", aRowOf(g));
+    e.line("      float av[8];");
+    e.line("      ld8(arow, k, av);");
+    e.line("#pragma unroll");
+    e.line("      for (int u = 0; u < 8; ++u) acc[r] += av[u] * v[u];");
+    e.line("    }}");
+    e.line("  }}");
+    e.line("#pragma unroll");
+    e.line("  for (int r = 0; r < {}; ++r) acc[r] = warp_sum(acc[r]);", acc);
+    e.line("  if (lane < M) {{");
+    e.line("    const long m = lane;");
+    e.line("    float v = acc[0];");
+    e.line("#pragma unroll");
+    e.line("    for (int r = 1; r < {}; ++r) v = lane == r ? acc[r] : v;", acc);
+    for (const std::string &l : g.epilogue)
+      e.line("    {}", l);
+    e.line("  }}");
+    e.line("  return;");
+    e.line("  }}");
+    base += blocks;
+  }
+  e.line("}}");
+  e.out.grid = {{0, base, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.block = {kWarps * 32, 1, 1};
+  e.out.sharedBytes = 0;
 }
 
 void GemmEmitter::emitVariant(const std::vector<Chain> &chains,

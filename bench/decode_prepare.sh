@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On the development machine: what bench/decode_run.sh needs on the GPU
+# machine, in build-decode/ (carry it):
+#   full.gguf      the full-size qwen4exp as shapes only (bench/prepare.sh's
+#                  UD-IQ4_XS-like mix)
+#   plan/          its sm_90 plan with state: --max-tokens 64 (prefill
+#                  chunks) --max-context 4224 --max-batch 1 --logits last
+#                  (cubins only), and the --report of one decode step at
+#                  P = 4096 (plan/decode-report.txt)
+#   tokens-P.txt   prompts of P = 1024 and 4096 ids
+# The plan is always remade (it follows the code generator); the GGUF and
+# prompts only when missing.
+#   bash bench/decode_prepare.sh [BUILD_DIR] [OUT_DIR]   (build, build-decode)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build}/bin
+OUT=${2:-build-decode}
+TYPES='q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,*ffn_down_shexp*=q8_0'
+for tool in strata-gguf strata-compile; do
+  [ -x "$B/$tool" ] || { echo "error: $B/$tool missing: build the project first"; exit 1; }
+done
+mkdir -p "$OUT"
+[ -f "$OUT/full.gguf" ] ||
+  "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$OUT/full.gguf"
+rm -rf "$OUT/plan"
+"$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 4224 \
+  --max-batch 1 --logits last --target sm_90 -o "$OUT/plan" > /dev/null
+"$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 4224 \
+  --max-batch 1 --logits last --target sm_90 --no-codegen --context 4096 --report -o "$OUT/plan-report" |
+  grep -i "decode step" > "$OUT/plan/decode-report.txt"
+rm -rf "$OUT/plan-report"
+(git describe --always --dirty 2>/dev/null || echo unknown) > "$OUT/plan/COMMIT"
+find "$OUT/plan" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
+for p in 1024 4096; do
+  [ -f "$OUT/tokens-$p.txt" ] || python3 bench/strata_bench.py tokens --T "$p" --vocab 248320 -o "$OUT/tokens-$p.txt"
+done
+du -sh "$OUT"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On the GPU machine, after bench/decode_prepare.sh (carry build-decode):
+# decode of the full Qwen4-Exp (synthetic weights) at B = 1 after prompts of
+# P = 1024 and 4096 tokens (prefilled in chunks of 64, then 64 decode steps,
+# one CUDA graph per row count), and the profile of one decode step at
+# P ~ 4096 (strata-run -n 4 --profile: the last run's kernels). One results
+# file in RESULTS_DIR (default bench/results) with the machine, the date,
+# the commit and every number.
+#   bash bench/decode_run.sh [RESULTS_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RES=${1:-bench/results}
+mkdir -p "$RES"
+out=$RES/decode-$(date -u +%Y%m%dT%H%M%SZ).txt
+if ! nvidia-smi >/dev/null 2>&1; then
+  echo "SKIPPED: no GPU" | tee "$out"
+  exit 77
+fi
+bash test/device/build_runtime.sh || exit 1
+B=build-rt/bin
+D=build-decode
+{
+  echo "# decode of the full Qwen4-Exp (shapes-only GGUF, synthetic weights), B = 1"
+  echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plan commit $(cat $D/plan/COMMIT)"
+  echo "# plan: --max-tokens 64 --max-context 4224 --max-batch 1 --logits last --target sm_90"
+  echo "# floor: $(cat $D/plan/decode-report.txt)"
+  for p in 1024 4096; do
+    echo "== prompt $p"
+    "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
+      --tokens-file "$D/tokens-$p.txt" -n 64 --ignore-eos 2>&1 >/dev/null | grep -E "timings|error"
+  done
+  echo "== profile of one decode step at P ~ 4099"
+  "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
+    --tokens-file "$D/tokens-4096.txt" -n 4 --ignore-eos --profile 2>&1 | grep -v "^[0-9]*$" | head -64
+} 2>&1 | tee "$out"
