@@ -235,6 +235,34 @@ private:
   /// N / 64 blocks, most of their rows empty: 117 GB/s on the H200).
   void emitGemv(const std::vector<Chain> &chains,
                 const std::vector<Gemm> &gemms, int64_t rows);
+  /// Warps of a block in the decode forms.
+  static constexpr int kGemvWarps = 8;
+  /// Warps that share one column of the decode form (each a slice of K),
+  /// so that short rows still put enough loads in flight: the most (a
+  /// power of two, at most kGemvWarps) that leaves each at least 512 of K.
+  static int gemvSlices(int64_t k);
+  /// Opens a decode-form kernel over weights \p ws: IQ3_S's grid in LDS
+  /// where any is IQ3_S, `wave`, `lane` and the slices' reduction area.
+  void gemvOpen(const std::vector<const Tensor *> &ws);
+  /// The decode form's column: with `base` (the block's first of its
+  /// chain) and rowBase_ (W's first row: the expert's) defined, the warps'
+  /// dot products over rows \p first .. \p end (C expressions, uniform in
+  /// the block) in passes of \p rows, summed over \p slices warps, then
+  /// the epilogue by lane m - m0 of the column's first slice.
+  void gemvBody(const Gemm &g, int64_t rows, int slices,
+                const std::string &first, const std::string &end);
+  /// W's first row in gemvBody (a C expression).
+  std::string rowBase_ = "0L";
+
+  /// Emits the grouped GEMM \p g's decode form as the kernel's own code,
+  /// for runs of at most \p rows rows of T (\p slotsPerToken slots each,
+  /// sorted by expert: \p off holds the \p experts + 1 offsets): grid x is
+  /// (slot, column group); the block of an expert's first slot takes all
+  /// its slots (a warp per column: each weight piece decoded once for
+  /// them), every other block exits. Only the routed experts' weights are
+  /// read, each once.
+  void emitGroupedGemv(const Gemm &g, const Tensor &off, int64_t experts,
+                       int64_t slotsPerToken, int64_t rows);
   /// Two LDS buffers per staged tile (one barrier per K step), where every
   /// chain's doubled tiles fit the static LDS budget.
   bool doubleBuffer_ = false;
@@ -1350,72 +1378,131 @@ bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
   return true;
 }
 
-void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
-                           const std::vector<Gemm> &gemms, int64_t rows) {
-  // Four warps a block: small N (the delta rule's 48 gate columns) still
-  // spreads over a dozen SMs.
-  constexpr int kWarps = 4;
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kWarps * 32, e.params());
+int GemmEmitter::gemvSlices(int64_t k) {
+  int slices = 1;
+  while (slices < kGemvWarps && k / (slices * 2) >= 512)
+    slices *= 2;
+  return slices;
+}
+
+void GemmEmitter::gemvOpen(const std::vector<const Tensor *> &ws) {
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kGemvWarps * 32, e.params());
   e.prologue();
-  if (std::any_of(gemms.begin(), gemms.end(), [](const Gemm &g) {
-        return g.w[0].ggml == format::GgmlType::IQ3_S;
+  if (std::any_of(ws.begin(), ws.end(), [](const Tensor *w) {
+        return w->ggml == format::GgmlType::IQ3_S;
       })) {
     e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
     e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
            "strata_iq3s_grid[i];",
-           kWarps * 32);
+           kGemvWarps * 32);
     e.line("  sync_block();");
   }
   e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
+  e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
+}
+
+void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
+                           const std::string &first, const std::string &end) {
+  const size_t nb = g.w.size();
+  // Warps in groups of `slices` per column; slice j of a column takes the
+  // 256-element chunks j, j + slices, ... of K.
+  e.line("  const int slice = wave % {}, col = wave / {};", slices, slices);
+  e.line("  const long n = (long)(bid_x() - base) * {} + col;",
+         kGemvWarps / slices);
+  e.line("  const bool live = n < {}L;", g.n);
+  e.line("  const long nr = live ? n : 0;");
+  for (size_t b = 0; b < nb; ++b) {
+    const Tensor &w = g.w[b];
+    const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
+    e.line("  const {} *wrow{} = {} + ({} + nr) * {}L;",
+           w.quant() ? "uint8_t" : w.ctype, b, w.ptr, rowBase_, rowBytes);
+  }
+  e.line("  const long M = {};", end);
+  // Rows in passes of `rows` (one pass for a decode run); the block agrees
+  // on every bound, so its barriers are uniform.
+  e.line("  for (long m0 = {}; m0 < M; m0 += {}) {{", first, rows);
+  for (size_t b = 0; b < nb; ++b)
+    e.line("  float acc{}[{}] = {{}};", b, rows);
+  e.line("  if (live) {{");
+  // Two pieces a lane in flight: the next one's loads do not wait on this
+  // one's FMAs.
+  e.line("#pragma unroll 2");
+  e.line("  for (long k = (slice * 32L + lane) * 8L; k < {}L; k += {}L) {{",
+         g.k, 256 * slices);
+  for (size_t b = 0; b < nb; ++b) {
+    e.line("    float w{}[8];", b);
+    decodeW(g.w[b], fmt::format("wrow{}", b), "k", fmt::format("w{}", b));
+  }
+  e.line("#pragma unroll");
+  e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+  e.line("      if (m0 + r >= M) break;");
+  e.line("      const long m = m0 + r;");
+  e.line("      {}", aRowOf(g));
+  e.line("      float av[8];");
+  e.line("      ld8(arow, k, av);");
+  e.line("#pragma unroll");
+  e.line("      for (int u = 0; u < 8; ++u) {{");
+  for (size_t b = 0; b < nb; ++b)
+    e.line("        acc{}[r] += av[u] * w{}[u];", b, b);
+  e.line("      }}");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  }}");
+  // Sum over the warp, then lane r of each slice hands row r to the
+  // column's slice 0, which adds the slices in order (deterministic).
+  e.line("#pragma unroll");
+  e.line("  for (int r = 0; r < {}; ++r) {{", rows);
+  for (size_t b = 0; b < nb; ++b)
+    e.line("    acc{}[r] = warp_sum(acc{}[r]);", b, b);
+  e.line("  }}");
+  e.line("  if (lane < {}) {{", rows);
+  for (size_t b = 0; b < nb; ++b) {
+    e.line("    {{ float x = acc{}[0];", b);
+    e.line("#pragma unroll");
+    e.line("    for (int r = 1; r < {}; ++r) x = lane == r ? acc{}[r] : x;",
+           rows, b);
+    e.line("    red[{}][wave][lane] = x; }}", b);
+  }
+  e.line("  }}");
+  e.line("  sync_block();");
+  e.line("  if (live && slice == 0 && lane < {} && m0 + lane < M) {{", rows);
+  e.line("    const long m = m0 + lane;");
+  e.line("    float v = 0.0f{};", nb > 1 ? ", v2 = 0.0f" : "");
+  e.line("    for (int j = 0; j < {}; ++j) {{", slices);
+  e.line("      v += red[0][wave + j][lane];");
+  if (nb > 1)
+    e.line("      v2 += red[1][wave + j][lane];");
+  e.line("    }}");
+  for (const std::string &l : g.epilogue)
+    e.line("    {}", l);
+  e.line("  }}");
+  e.line("  sync_block();");
+  e.line("  }}");
+}
+
+void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
+                           const std::vector<Gemm> &gemms, int64_t rows) {
+  (void)chains;
+  std::vector<const Tensor *> ws;
+  for (const Gemm &g : gemms)
+    ws.push_back(&g.w[0]);
+  gemvOpen(ws);
   int64_t base = 0;
-  for (size_t ci = 0; ci < gemms.size(); ++ci) {
-    const Gemm &g = gemms[ci];
-    const int64_t blocks = (g.n + kWarps - 1) / kWarps, acc = rows * g.mPer;
+  for (const Gemm &g : gemms) {
+    const int slices = gemvSlices(g.k);
+    const int64_t cols = kGemvWarps / slices;
+    const int64_t blocks = (g.n + cols - 1) / cols;
     e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
-    e.line("  const long M = {};", g.mRows);
-    e.line("  const long n = (long)(bid_x() - {}) * {} + wave;", base, kWarps);
-    e.line("  if (n >= {}L) return;", g.n);
-    const Tensor &w = g.w[0];
-    if (w.quant())
-      e.line("  const uint8_t *wrow = {} + n * {}L;", w.ptr,
-             g.k / w.blockSize * w.blockBytes);
-    else
-      e.line("  const {} *wrow = {} + n * {}L;", w.ctype, w.ptr, g.k);
-    e.line("  float acc[{}] = {{}};", acc);
-    // Two pieces a lane in flight: the loads of the next do not wait on
-    // this one's FMAs.
-    e.line("#pragma unroll 2");
-    e.line("  for (long k = lane * 8L; k < {}L; k += 256) {{", g.k);
-    e.line("    float v[8];");
-    decodeW(w, "wrow", "k", "v");
-    e.line("#pragma unroll");
-    e.line("    for (int r = 0; r < {}; ++r) {{", acc);
-    e.line("      if (r >= M) break;");
-    e.line("      const long m = r;");
-    e.line("      {}", aRowOf(g));
-    e.line("      float av[8];");
-    e.line("      ld8(arow, k, av);");
-    e.line("#pragma unroll");
-    e.line("      for (int u = 0; u < 8; ++u) acc[r] += av[u] * v[u];");
-    e.line("    }}");
-    e.line("  }}");
-    e.line("#pragma unroll");
-    e.line("  for (int r = 0; r < {}; ++r) acc[r] = warp_sum(acc[r]);", acc);
-    e.line("  if (lane < M) {{");
-    e.line("    const long m = lane;");
-    e.line("    float v = acc[0];");
-    e.line("#pragma unroll");
-    e.line("    for (int r = 1; r < {}; ++r) v = lane == r ? acc[r] : v;", acc);
-    for (const std::string &l : g.epilogue)
-      e.line("    {}", l);
-    e.line("  }}");
+    e.line("  const long base = {};", base);
+    rowBase_ = "0L";
+    gemvBody(g, rows * g.mPer, slices, "0L", g.mRows);
     e.line("  return;");
     e.line("  }}");
     base += blocks;
   }
   e.line("}}");
   e.out.grid = {{0, base, 1}, {0, 1, 1}, {0, 1, 1}};
-  e.out.block = {kWarps * 32, 1, 1};
+  e.out.block = {kGemvWarps * 32, 1, 1};
   e.out.sharedBytes = 0;
 }
 
@@ -2178,6 +2265,40 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
       1024 + ring + (2 * int64_t(maxStages) + (persist ? 2 : 1)) * 8);
 }
 
+void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
+                                  int64_t experts, int64_t slotsPerToken,
+                                  int64_t rows) {
+  const int slices = gemvSlices(g.k);
+  const int64_t cols = kGemvWarps / slices;
+  const int64_t colBlocks = (g.n + cols - 1) / cols;
+  std::vector<const Tensor *> ws;
+  for (const Tensor &w : g.w)
+    ws.push_back(&w);
+  gemvOpen(ws);
+  e.line("  const long s = bid_x() / {}L;", colBlocks);
+  e.line("  const long base = s * {}L;", colBlocks);
+  e.line("  if (s >= T * {}L) return;", slotsPerToken);
+  // The slot's expert: the last whose first slot is at most s (empty
+  // experts share their offset with the next).
+  e.line("  int lo = 0, hi = {};", experts);
+  e.line("  while (hi - lo > 1) {{");
+  e.line("    const int mid = (lo + hi) >> 1;");
+  e.line("    if ({}[mid] <= s) lo = mid; else hi = mid;", off.ptr);
+  e.line("  }}");
+  e.line("  const int ex = lo;");
+  // The expert's first slot takes all its slots (distinct tokens: at most
+  // T, one pass for a decode run): its weights are read once.
+  e.line("  if ({}[ex] != s) return;", off.ptr);
+  rowBase_ = fmt::format("(long)ex * {}L", g.n);
+  gemvBody(g, rows, slices, "s", fmt::format("{}[ex + 1]", off.ptr));
+  e.line("}}");
+  // (slot, column group) pairs of T * slotsPerToken slots: grid x, which
+  // holds them at any T.
+  e.out.grid = {{slotsPerToken * colBlocks, 0, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.block = {kGemvWarps * 32, 1, 1};
+  e.out.sharedBytes = 0;
+}
+
 void GemmEmitter::runGrouped() {
   if (e.body.size() != 1)
     throw Unsupported("a grouped GEMM with a fused body");
@@ -2205,11 +2326,28 @@ void GemmEmitter::runGrouped() {
     throw Unsupported("grouped rows are not T * k");
   g.epilogue.push_back(fmt::format("st({}, m * {}L + n, {});", y.ptr, g.n,
                                    swiglu ? "sm_silu(v) * v2" : "v"));
+  if (swiglu)
+    g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
+  // Plans with state decode: runs of a few rows take the decode form (the
+  // kernel's own code), the tiles are an alternate from the row after it.
+  const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
+  const bool gemv = !e.plan.states.empty() && decodeRows > 0 && g.k % 8 == 0 &&
+                    (!g.w[0].quant() || g.w[0].blockSize % 8 == 0);
+  EmittedKernel gemvOwn;
+  std::string sym = "@SYMBOL@";
+  if (gemv) {
+    emitGroupedGemv(g, off, experts, slotsPerToken, decodeRows);
+    if (e.plan.maxTokens <= decodeRows)
+      return;
+    gemvOwn = std::move(e.out);
+    e.out = EmittedKernel{};
+    sym = "@SYMBOL@_tile";
+  }
   std::string params = e.params();
   const int nt = g.nt;
   planBuffers({&g}, int64_t(nt) * 4 + 8); // + the tile scan
-  e.line("STRATA_KERNEL_MIN({}, {}) void @SYMBOL@({}) {{", nt,
-         minBlocks({&g}, nt), params);
+  e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", nt, minBlocks({&g}, nt),
+         sym, params);
   e.prologue();
   declareRegion();
   format::PlanDim tiles = tilesOf(y.shape[0], 1, g.bm);
@@ -2256,8 +2394,6 @@ void GemmEmitter::runGrouped() {
   e.line("  const long M = {}[ex + 1];", off.ptr);
   e.line("  const long m0 = {}[ex] + (long)pick[1] * {};", off.ptr, g.bm);
   e.line("  const long n0 = (long)ct * {};", g.bn);
-  if (swiglu)
-    g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
   std::string aRow = aRowOf(g);
   std::vector<std::string> wRows;
   for (const Tensor &w : g.w) {
@@ -2274,6 +2410,13 @@ void GemmEmitter::runGrouped() {
   e.out.grid = {
       colsFast ? colTiles : tiles, colsFast ? tiles : colTiles, {0, 1, 1}};
   e.out.block = {nt, 1, 1};
+  if (gemv) {
+    EmittedKernel tile = std::move(e.out);
+    tile.minTokens = decodeRows + 1;
+    tile.suffix = "_tile";
+    e.out = std::move(gemvOwn);
+    e.out.alternates.push_back(std::move(tile));
+  }
   // The alternate's pre-launch dequantises every expert's weights whatever
   // T is: it pays off from kGroupedTmaRows rows per expert.
   const int64_t minTokens = std::max<int64_t>(

@@ -66,12 +66,12 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       SCOPED_TRACE(std::string(target) + " " +
                    format::ggmlTypeInfo(type).irName);
       codegen::EmittedKernel k = emit(matmulPlan(target, type, true));
-      // Four warps a block, a warp per column: 200 columns in 50 blocks
-      // whatever T is.
+      // Eight warps a block, a warp per column (K = 256: one slice): 200
+      // columns in 25 blocks whatever T is.
       ASSERT_EQ(k.grid.size(), 3u);
       EXPECT_EQ(k.grid[0].coef, 0);
-      EXPECT_EQ(k.grid[0].constant, 50);
-      EXPECT_EQ(k.block[0], 128);
+      EXPECT_EQ(k.grid[0].constant, 25);
+      EXPECT_EQ(k.block[0], 256);
       // The tiles from 9 rows on (the default gemm-decode-rows is 8).
       ASSERT_EQ(k.alternates.size(), 1u);
       EXPECT_EQ(k.alternates[0].minTokens, 9);
@@ -79,7 +79,7 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       EXPECT_NE(k.alternates[0].grid[0].coef + k.alternates[0].grid[1].coef, 0)
           << "the tiles' grid follows T";
       // Every weight byte once for up to 8 rows: one accumulator a row.
-      EXPECT_NE(k.body.find("float acc[8] = {};"), std::string::npos);
+      EXPECT_NE(k.body.find("float acc0[8] = {};"), std::string::npos);
     }
 }
 
@@ -88,7 +88,7 @@ TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
       emit(matmulPlan("sm_90", format::GgmlType::Q4_K, false));
   EXPECT_TRUE(prefill.alternates.empty());
   EXPECT_NE(prefill.grid[0].coef + prefill.grid[1].coef, 0);
-  EXPECT_EQ(prefill.body.find("float acc["), std::string::npos);
+  EXPECT_EQ(prefill.body.find("float red["), std::string::npos);
 
   format::Plan off = matmulPlan("sm_90", format::GgmlType::Q4_K, true);
   std::string error;
@@ -104,5 +104,5 @@ TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
   codegen::EmittedKernel k = emit(wide);
   ASSERT_EQ(k.alternates.size(), 1u);
   EXPECT_EQ(k.alternates[0].minTokens, 17);
-  EXPECT_NE(k.body.find("float acc[16] = {};"), std::string::npos);
+  EXPECT_NE(k.body.find("float acc0[16] = {};"), std::string::npos);
 }
