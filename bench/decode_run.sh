@@ -33,3 +33,18 @@ D=build-decode
   "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
     --tokens-file "$D/tokens-4096.txt" -n 4 --ignore-eos --profile 2>&1 | grep -v "^[0-9]*$" | head -64
 } 2>&1 | tee "$out"
+# Every kernel of that step (JSON, after the generated ids on stdout).
+"$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
+  --tokens-file "$D/tokens-4096.txt" -n 4 --ignore-eos --profile=json 2>/dev/null |
+  sed -n '/^{"backend"/,$p' > "${out%.txt}-profile.json"
+python3 - "${out%.txt}-profile.json" <<'PY' | tee -a "$out"
+import collections, json, sys
+p = json.load(open(sys.argv[1]))
+groups = collections.defaultdict(lambda: [0, 0.0, 0.0])
+for k in p["kernels"]:
+    g = groups[(k["label"], round(k["bytes"] / 1e6, 2))]
+    g[0] += 1; g[1] += k["seconds"]; g[2] += k["floor_seconds"]
+print("== decode step kernels by (label, MB at T = 1): calls, us each, GB/s, % of floor")
+for (label, mb), (n, s, f) in sorted(groups.items(), key=lambda x: -x[1][1])[:40]:
+    print(f"  {label:36s} {mb:9.2f} MB {n:4d} calls {1e6 * s / n:8.1f} us {mb * 1e-3 * n / s:8.1f} GB/s {100 * f / s:5.1f} %")
+PY

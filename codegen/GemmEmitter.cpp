@@ -2278,14 +2278,16 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   e.line("  const long s = bid_x() / {}L;", colBlocks);
   e.line("  const long base = s * {}L;", colBlocks);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);
-  // The slot's expert: the last whose first slot is at most s (empty
-  // experts share their offset with the next).
-  e.line("  int lo = 0, hi = {};", experts);
-  e.line("  while (hi - lo > 1) {{");
-  e.line("    const int mid = (lo + hi) >> 1;");
-  e.line("    if ({}[mid] <= s) lo = mid; else hi = mid;", off.ptr);
-  e.line("  }}");
-  e.line("  const int ex = lo;");
+  // The slot's expert: the one whose slots [off[x], off[x + 1]) hold s,
+  // looked for by all the block's threads at once (one round of loads; a
+  // binary search waited on nine in a row).
+  e.line("  STRATA_SHARED int found;");
+  e.line("  if (tid_x() == 0) found = 0;");
+  e.line("  sync_block();");
+  e.line("  for (int x = tid_x(); x < {}; x += {})", experts, kGemvWarps * 32);
+  e.line("    if ({}[x] <= s && s < {}[x + 1]) found = x;", off.ptr, off.ptr);
+  e.line("  sync_block();");
+  e.line("  const int ex = found;");
   // The expert's first slot takes all its slots (distinct tokens: at most
   // T, one pass for a decode run): its weights are read once.
   e.line("  if ({}[ex] != s) return;", off.ptr);
