@@ -3,8 +3,9 @@
 // The state family: kernels that read or write a plan state (a KV cache, a
 // conv window, a delta-rule state, a token history; docs/IR.md) over rows
 // that carry their slot and position. Checked against the CPU backend
-// (strata-run --check). The decode step's attention is split over the GPU
-// (issue 33); the rest are simple (one block per row, or rows in order).
+// (strata-run --check). The decode step's two heavy readers are split
+// over the GPU (issue 33); the rest are simple (one block per row, or rows
+// in order).
 //
 //   kv_store            one block per row, the row copied to its place
 //   attention_cached    split-K (flash-decoding): the pre-launch, block
@@ -15,8 +16,10 @@
 //                       block (row, head, 32 columns), merges the chunks
 //                       and gates (dense, gated, block-sparse)
 //   block_mean_cached   one block per row
-//   qsa_select_cached   one block per row: scores into the workspace, then
-//                       `top` block-wide argmax rounds (ties: lower block)
+//   qsa_select_cached   the pre-launch, block (row, 32 blocks), scores a
+//                       warp per block into the workspace; the kernel,
+//                       block (row, 32 candidates), ranks them by counting
+//                       (no sequential rounds over `top`)
 //   conv1d_cached       one thread per channel, rows in order (the ring)
 //   gated_delta_cached  one thread per (value head, value column): that
 //                       column of the state in registers, rows in order
@@ -467,6 +470,12 @@ void emitBlockMeanCached(Emitter &e, const BodyOp &op) {
   e.out.block = {kThreads, 1, 1};
 }
 
+/// Block scores a qsa_select_cached pre-launch block computes (8 a warp)
+/// and candidates a kernel block ranks (4 threads each).
+constexpr int64_t kScoresPerBlock = 32, kRanksPerBlock = 32;
+/// Scores the ranking stages in shared memory at once.
+constexpr int64_t kRankTile = 2048;
+
 void emitQsaSelectCached(Emitter &e, const BodyOp &op) {
   std::vector<int64_t> ks = stateDims(e, 1);
   Tensor q = e.tensor(op.inputs[0]);
@@ -474,65 +483,139 @@ void emitQsaSelectCached(Emitter &e, const BodyOp &op) {
   int64_t hi = constDim(q, 1), di = constDim(q, 2), nb = ks[1];
   int64_t block = e.intAttr(op, "block"), top = e.intAttr(op, "top");
   float inv = 1.0f / std::sqrt(static_cast<float>(di));
+  if (hi * di * 4 > staticSharedBudget())
+    throw Unsupported("indexer queries that do not fit shared memory");
+  // Lanes over the key dim: np pieces of vk elements, nu a lane; a warp's
+  // keys load in batches of at most 32 floats a lane.
+  const int64_t vk = di % 4 == 0 ? 4 : 1, np = di / vk, nu = (np + 31) / 32;
+  const int64_t perWarp = kScoresPerBlock / 4;
+  const int64_t kbat = std::clamp<int64_t>(32 / (nu * vk), 1, perWarp);
+  const int64_t tile = std::min(std::max<int64_t>(nb, 1), kRankTile);
   e.workspace = true;
-  begin(e, kThreads);
-  e.line("  const long r = bid_x();");
-  e.line("  if (r >= T) return;");
-  e.line("  const int lane = lane_id(), w = tid_x() >> 5;");
-  e.line("  const long s = in2[r], p = in3[r];");
-  e.line("  const bool ok = s >= 0 && s < {}L && p >= 0;", ks[0]);
-  e.line("  long nc = ok ? (p + 1) / {}L : 0;", block);
-  e.line("  if (nc > {}L) nc = {}L;", nb, nb);
-  e.line("  float *score = (float *)ws + r * {}L;", nb);
-  e.line("  const float *kb = in1 + s * {}L;", nb * di);
-  // selectBlocksRow's score: sum over heads of relu(q.k), / sqrt(di); NaN
-  // ranks last (-inf). Taken blocks become NaN below.
-  e.line("  for (long b = tid_x(); b < nc; b += {}) {{", kThreads);
-  e.line("    float sc = 0.0f;");
-  e.line("    for (long h = 0; h < {}L; ++h) {{", hi);
-  e.line("      float d = 0.0f;");
-  e.line("      for (long c = 0; c < {}L; ++c) d += ld(in0, (r * {}L + h) * "
-         "{}L + c) * kb[b * {}L + c];",
-         di, hi, di, di);
-  e.line("      sc += d < 0.0f ? 0.0f : d;");
-  e.line("    }}");
-  e.line("    sc *= {};", floatLit(inv));
-  e.line("    score[b] = sc != sc ? -__builtin_inff() : sc;");
-  e.line("  }}");
+  const std::string params = e.params();
+  auto rowHead = [&] {
+    e.line("  const long r = bid_x();");
+    e.line("  const int tid = tid_x(), lane = lane_id(), w = tid >> 5;");
+    e.line("  const long s = in2[r], p = in3[r];");
+    e.line("  const bool ok = s >= 0 && s < {}L && p >= 0;", ks[0]);
+    e.line("  long nc = ok ? (p + 1) / {}L : 0;", block);
+    e.line("  if (nc > {}L) nc = {}L;", nb, nb);
+    e.line("  float *score = (float *)ws + r * {}L;", nb);
+  };
+
+  // Pre-launch: block (row, y) scores blocks 32 y .. 32 y + 31 into the
+  // workspace, a warp per block score with lanes over the key dim:
+  // selectBlocksRow's score, the sum over heads of relu(q.k), / sqrt(di);
+  // NaN ranks last (-inf).
+  e.line("STRATA_KERNEL({}) void @SYMBOL@_prep({}) {{", kThreads, params);
+  e.prologue();
+  rowHead();
+  e.line("  const long b0 = (long)bid_y() * {}L;", kScoresPerBlock);
+  e.line("  if (b0 >= nc) return;");
+  e.line("  STRATA_SHARED __attribute__((aligned(16))) float qs[{}];", hi * di);
+  e.line("  for (long i = tid; i < {}L; i += {}) qs[i] = ld(in0, r * {}L + i);",
+         hi * di, kThreads, hi * di);
   e.line("  sync_block();");
-  e.line("  STRATA_SHARED float bv[4];");
-  e.line("  STRATA_SHARED long bi[4];");
-  e.line("  const long chosen = nc < {}L ? nc : {}L;", top, top);
-  e.line("  for (long k = 0; k < chosen; ++k) {{");
-  e.line("    float v = -__builtin_inff();");
-  e.line("    long i = -1;");
-  e.line("    for (long b = tid_x(); b < nc; b += {}) {{", kThreads);
-  e.line("      float x = score[b];");
-  e.line("      if (x != x) continue;");
-  e.line("      if (i < 0 || x > v || (x == v && b < i)) v = x, i = b;");
+  e.line("  const float *kb = in1 + s * {}L;", nb * di);
+  e.line("  for (int i0 = 0; i0 < {}; i0 += {}) {{", perWarp, kbat);
+  e.line("    if (b0 + w * {}L + i0 >= nc) break;", perWarp);
+  e.line("    float kv[{}][{}][{}];", kbat, nu, vk);
+  e.line("#pragma unroll");
+  e.line("    for (int i = 0; i < {}; ++i) {{", kbat);
+  e.line("      const long b = b0 + w * {}L + i0 + i;", perWarp);
+  e.line("#pragma unroll");
+  e.line("      for (int u = 0; u < {}; ++u) {{", nu);
+  e.line("        const long pc = u * 32L + lane;");
+  if (vk == 4) {
+    e.line("        if (b < nc && pc < {}L) ld4(kb + b * {}L, pc * 4, "
+           "kv[i][u]);",
+           np, di);
+    e.line("        else kv[i][u][0] = kv[i][u][1] = kv[i][u][2] = kv[i][u][3] "
+           "= 0.0f;");
+  } else {
+    e.line("        kv[i][u][0] = b < nc && pc < {}L ? kb[b * {}L + pc] : "
+           "0.0f;",
+           np, di);
+  }
+  e.line("      }}");
   e.line("    }}");
-  e.line("    for (int o = 16; o > 0; o >>= 1) {{");
-  e.line("      float ov = shfl_xor_f(v, o);");
-  e.line("      long oi = (long)shfl_xor_i((int)i, o);");
-  e.line("      if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = "
-         "ov, i = oi;");
+  e.line("#pragma unroll");
+  e.line("    for (int i = 0; i < {}; ++i) {{", kbat);
+  e.line("      const long b = b0 + w * {}L + i0 + i;", perWarp);
+  e.line("      if (b >= nc) break;");
+  e.line("      float sc = 0.0f;");
+  e.line("      for (int h = 0; h < {}; ++h) {{", hi);
+  e.line("        float dot = 0.0f;");
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < {}; ++u) {{", nu);
+  e.line("          const long pc = u * 32L + lane;");
+  e.line("          if (pc >= {}L) continue;", np);
+  if (vk == 4) {
+    e.line("          float qv[4];");
+    e.line("          ld4(qs + h * {}L, pc * 4, qv);", di);
+    e.line("          dot += qv[0] * kv[i][u][0] + qv[1] * kv[i][u][1] + qv[2] "
+           "* kv[i][u][2] + qv[3] * kv[i][u][3];");
+  } else {
+    e.line("          dot += qs[h * {}L + pc] * kv[i][u][0];", di);
+  }
+  e.line("        }}");
+  e.line("        dot = warp_sum(dot);");
+  e.line("        sc += dot < 0.0f ? 0.0f : dot;");
+  e.line("      }}");
+  e.line("      sc *= {};", floatLit(inv));
+  e.line("      if (lane == 0) score[b] = sc != sc ? -__builtin_inff() : sc;");
   e.line("    }}");
-  e.line("    if (lane == 0) bv[w] = v, bi[w] = i;");
-  e.line("    sync_block();");
-  e.line("    if (tid_x() == 0) {{");
-  e.line("      for (int u = 1; u < 4; ++u)");
-  e.line("        if (bi[u] >= 0 && (i < 0 || bv[u] > v || (bv[u] == v && "
-         "bi[u] < i))) v = bv[u], i = bi[u];");
-  e.line("      out0[r * {}L + k] = (int32_t)i;", top + 1);
-  e.line("      score[i] = __builtin_nanf(\"\");");
-  e.line("    }}");
-  e.line("    sync_block();");
   e.line("  }}");
-  e.line("  for (long k = chosen + tid_x(); k <= {}L; k += {})", top, kThreads);
-  e.line("    out0[r * {}L + k] = k == chosen ? (int32_t)nc : -1;", top + 1);
   e.line("}}");
-  e.out.grid = {kRows, {0, 1, 1}, {0, 1, 1}};
+
+  // The kernel: block (row, y) ranks candidates 32 y .. 32 y + 31 by
+  // counting, 4 threads a candidate: rank b = the blocks with a greater
+  // score or an equal one and a lower index (selectBlocksRow's order, a
+  // strict total order); ranks below `top` are the chosen blocks in order.
+  // Block 0 writes the tail: the block count, then -1.
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.prologue();
+  rowHead();
+  e.line("  (void)w;");
+  e.line("  const long chosen = nc < {}L ? nc : {}L;", top, top);
+  e.line("  int32_t *row = out0 + r * {}L;", top + 1);
+  e.line("  if (bid_y() == 0)");
+  e.line("    for (long k = chosen + tid; k <= {}L; k += {})", top, kThreads);
+  e.line("      row[k] = k == chosen ? (int32_t)nc : -1;");
+  e.line("  if ((long)bid_y() * {}L >= nc) return;", kRanksPerBlock);
+  e.line("  const long b = (long)bid_y() * {}L + (tid >> 2);", kRanksPerBlock);
+  e.line("  const int ph = tid & 3;");
+  e.line("  const float sb = b < nc ? score[b] : 0.0f;");
+  e.line("  STRATA_SHARED float tile[{}];", tile);
+  e.line("  int rank = 0;");
+  e.line("  for (long t0 = 0; t0 < nc; t0 += {}L) {{", tile);
+  e.line("    const long nt = nc - t0 < {}L ? nc - t0 : {}L;", tile, tile);
+  e.line("    sync_block();");
+  e.line("    for (long i = tid; i < nt; i += {}) tile[i] = score[t0 + i];",
+         kThreads);
+  e.line("    sync_block();");
+  e.line("    for (long i = ph; i < nt; i += 4) {{");
+  e.line("      const float x = tile[i];");
+  e.line("      rank += x > sb || (x == sb && t0 + i < b);");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  rank += shfl_xor_i(rank, 1);");
+  e.line("  rank += shfl_xor_i(rank, 2);");
+  e.line("  if (ph == 0 && b < nc && rank < {}L) row[rank] = (int32_t)b;", top);
+  e.line("}}");
+  e.out.grid = {
+      kRows,
+      {0, std::max<int64_t>(1, (nb + kRanksPerBlock - 1) / kRanksPerBlock), 1},
+      {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
+  format::PlanPreLaunch pre;
+  pre.grid = {
+      kRows,
+      {0, std::max<int64_t>(1, (nb + kScoresPerBlock - 1) / kScoresPerBlock),
+       1},
+      {0, 1, 1}};
+  pre.block = {kThreads, 1, 1};
+  e.out.pre = std::move(pre);
   e.out.workspace = {nb * 4, 0, 1};
 }
 

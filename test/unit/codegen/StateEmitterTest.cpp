@@ -2,8 +2,8 @@
 //
 // The generation state ops become kernels of the `state` family on both GPU
 // targets: states are `state:N` arguments (written in place: no const), the
-// grids follow the rows (and heads), the decode step's attention is split
-// over the GPU by a pre-launch, and what the family
+// grids follow the rows (and heads), the decode step's attention and QSA
+// selection are split over the GPU by a pre-launch, and what the family
 // cannot express is refused with a reason. (Their numbers are checked on
 // the H200 by test/device/state_run.sh against the cpu backend.)
 //
@@ -151,6 +151,50 @@ format::Plan sparsePlan(const std::string &target) {
   return p;
 }
 
+/// One qsa_select_cached over block keys of 2 slots x \p nb blocks of 4
+/// positions: q [T, 4, 128] (bf16), out i32 [T, top + 1].
+format::Plan selectPlan(const std::string &target, uint64_t nb, int64_t top) {
+  format::Plan p;
+  p.model = p.arch = "m";
+  p.target = target;
+  p.maxTokens = 16;
+  p.version = 3;
+  const format::PlanDim t{1, 0, 1};
+  using D = format::PlanDType;
+  auto add = [&](const char *name, D dt, std::vector<format::PlanDim> shape,
+                 uint64_t bytes) {
+    p.buffers.push_back({name, dt, std::move(shape), p.arenaBytes, bytes});
+    p.arenaBytes += (bytes + 255) / 256 * 256;
+    return static_cast<uint32_t>(p.buffers.size() - 1);
+  };
+  uint32_t tok = add("tok", D::I32, {t}, 64);
+  uint32_t pos = add("pos", D::I32, {t}, 64);
+  uint32_t seq = add("seq", D::I32, {t}, 64);
+  uint32_t q = add("q", D::BF16, {t, {0, 4, 1}, {0, 128, 1}}, 16 * 512 * 2);
+  uint32_t o = add("o", D::I32, {t, {0, top + 1, 1}}, 16 * (top + 1) * 4);
+  p.states.push_back(
+      {"blk.0.indexer_keys", D::F32, {2, nb, 1, 128}, 2 * nb * 128 * 4});
+  format::PlanOperand keys;
+  keys.index = 0;
+  keys.isState = true;
+  format::PlanKernel sel;
+  sel.recipe = format::Recipe::QsaSelectCached;
+  sel.inputs = {{false, q}, keys, {false, seq}, {false, pos}};
+  sel.outputs = {o};
+  format::PlanAttr block, topAttr;
+  block.kind = topAttr.kind = format::PlanAttr::Kind::Int;
+  block.i = 4;
+  topAttr.i = top;
+  sel.attrs["block"] = block;
+  sel.attrs["top"] = topAttr;
+  p.kernels.push_back(sel);
+  p.inputs = {tok, pos, seq};
+  p.outputs = {o};
+  p.options["max_context"] = static_cast<int64_t>(nb * 4);
+  p.options["max_batch"] = 2;
+  return p;
+}
+
 } // namespace
 
 TEST(StateEmitter, CachedAttentionSplitsKeysOverChunks) {
@@ -218,5 +262,43 @@ TEST(StateEmitter, BlockSparseGatedAttention) {
     EXPECT_EQ(att.pre->grid[2].constant, 1);
     EXPECT_NE(att.body.find("in6[r * 5L"), std::string::npos) << att.body;
     EXPECT_NE(att.body.find("ld(in5, "), std::string::npos);
+  }
+}
+
+TEST(StateEmitter, QsaSelectRanksWithoutRoundsOverTop) {
+  for (const char *target : {"sm_90", "gfx1151"}) {
+    SCOPED_TRACE(target);
+    codegen::EmittedKernel sel;
+    std::string error;
+    ASSERT_TRUE(codegen::emitKernel(selectPlan(target, 1024, 512), 0, target,
+                                    sel, error))
+        << error;
+    EXPECT_EQ(sel.family, "state");
+    EXPECT_EQ(sel.args, (std::vector<std::string>{
+                            "buffer:3", "state:0", "buffer:2", "buffer:1",
+                            "buffer:4", "workspace", "T"}));
+    // Scores: a pre-launch block per (row, 32 block scores); ranks: a
+    // kernel block per (row, 32 candidates); one score per block key and
+    // row in the workspace.
+    ASSERT_TRUE(sel.pre.has_value());
+    EXPECT_EQ(sel.pre->grid[0].coef, 1);
+    EXPECT_EQ(sel.pre->grid[1].constant, 1024 / 32);
+    EXPECT_EQ(sel.grid[0].coef, 1);
+    EXPECT_EQ(sel.grid[1].constant, 1024 / 32);
+    EXPECT_EQ(sel.workspace.coef, 1024 * 4);
+    EXPECT_EQ(sel.workspace.constant, 0);
+    // No loop runs over the chosen blocks but the tail's (count, then -1):
+    // each candidate's rank is counted and places it.
+    size_t at = 0, loops = 0;
+    while ((at = sel.body.find("for (", at)) != std::string::npos) {
+      std::string line = sel.body.substr(at, sel.body.find('\n', at) - at);
+      if (line.find("chosen") != std::string::npos) {
+        EXPECT_NE(line.find("k = chosen + tid"), std::string::npos) << line;
+        ++loops;
+      }
+      ++at;
+    }
+    EXPECT_EQ(loops, 1u);
+    EXPECT_NE(sel.body.find("row[rank] = (int32_t)b"), std::string::npos);
   }
 }
