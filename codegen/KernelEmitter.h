@@ -19,8 +19,8 @@
 //   delta     the gated delta rule, one block per value head
 //   sort      moe_sort: expert histogram, offsets and the stable permutation
 //   state     the generation state ops (kv_store, attention_cached, the
-//             recurrent and QSA cached forms; codegen/state/): correct,
-//             not yet decode-fast
+//             recurrent and QSA cached forms; codegen/state/): cached
+//             attention and QSA selection split over the GPU for decode
 //
 //===----------------------------------------------------------------------===//
 #pragma once

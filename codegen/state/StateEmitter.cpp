@@ -2,17 +2,24 @@
 //
 // The state family: kernels that read or write a plan state (a KV cache, a
 // conv window, a delta-rule state, a token history; docs/IR.md) over rows
-// that carry their slot and position. Correct and checked against the CPU
-// backend (strata-run --check), not yet fast: decode-speed kernels
-// (split-K attention, GEMV) are the decode issue's.
+// that carry their slot and position. Checked against the CPU backend
+// (strata-run --check). The decode step's two heavy readers are split
+// over the GPU (issue 33); the rest are simple (one block per row, or rows
+// in order).
 //
 //   kv_store            one block per row, the row copied to its place
-//   attention_cached    one block per (row, head): four waves take every
-//                       fourth key with an online softmax each, merged at
-//                       the end (dense, gated, block-sparse)
+//   attention_cached    split-K (flash-decoding): the pre-launch, block
+//                       (row, kv head, chunk), scores a chunk of the row's
+//                       keys for every query head of the GQA group (each
+//                       K/V row read once) into partials (max, sum,
+//                       unnormalised p.V) in the workspace; the kernel,
+//                       block (row, head, 32 columns), merges the chunks
+//                       and gates (dense, gated, block-sparse)
 //   block_mean_cached   one block per row
-//   qsa_select_cached   one block per row: scores into the workspace, then
-//                       `top` block-wide argmax rounds (ties: lower block)
+//   qsa_select_cached   the pre-launch, block (row, 32 blocks), scores a
+//                       warp per block into the workspace; the kernel,
+//                       block (row, 32 candidates), ranks them by counting
+//                       (no sequential rounds over `top`)
 //   conv1d_cached       one thread per channel, rows in order (the ring)
 //   gated_delta_cached  one thread per (value head, value column): that
 //                       column of the state in registers, rows in order
@@ -24,7 +31,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
+#include "codegen/Limits.h"
+#include "ir/Target.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -92,9 +102,75 @@ void emitKvStore(Emitter &e, const BodyOp &op) {
   e.out.block = {kThreads, 1, 1};
 }
 
+/// attention_cached's split over key slots (flash-decoding). A row's slots
+/// are its keys 0 .. p (dense) or, with a block index, `block` slots per
+/// index entry up to its last listed block (entry e, slot i: key
+/// index[e] * block + i where index[e] >= 0 and the key <= p).
+struct CachedAttentionForm {
+  int64_t group = 1;  ///< query heads per kv head (one block serves them)
+  int64_t chunks = 1; ///< pre-launch blocks per (row, kv head)
+  int64_t cols = 1;   ///< value columns a thread accumulates (dv / 128)
+  int64_t pieces = 1; ///< key elements a lane loads at once (4: ld4)
+  /// Workspace floats per row: acc [hkv][chunks][group][dv], then (m, l)
+  /// [hkv][chunks][group][2].
+  int64_t rowFloats = 0;
+};
+
+/// Slots a block scores at once (shared memory; a multiple of 32).
+constexpr int64_t kTile = 64;
+/// Slots a chunk takes at least: below it the q staging and the partials
+/// (group * (dv + 2) floats) outweigh the keys read.
+constexpr int64_t kMinChunk = 32;
+/// The partials at max_tokens rows stay below this: the chunk count is a
+/// compile-time constant and the workspace grows with it and T.
+constexpr int64_t kAttentionWorkspace = int64_t(64) << 20;
+
+/// The split of attention_cached for e.target: h query heads over hkv kv
+/// heads, key dim d, value dim dv, at most maxSlots slots a row. The chunk
+/// count is fixed here; at run time a row's n slots go to the chunks in
+/// equal runs of at least kMinChunk, so a short row takes fewer blocks and
+/// a long one stays spread over the units.
+CachedAttentionForm selectCachedAttention(const Emitter &e, int64_t h,
+                                          int64_t hkv, int64_t d, int64_t dv,
+                                          int64_t maxSlots) {
+  CachedAttentionForm f;
+  if (hkv <= 0 || h % hkv != 0)
+    throw Unsupported(fmt::format(
+        "query heads {} are not a multiple of kv heads {}", h, hkv));
+  f.group = h / hkv;
+  f.cols = (dv + kThreads - 1) / kThreads;
+  f.pieces = d % 4 == 0 ? 4 : 1;
+  // A lane holds an eighth of a key in registers.
+  if (d > 256)
+    throw Unsupported("a head dim above 256");
+  // The group's queries and a tile of its scores sit in shared memory; its
+  // accumulators (group x cols a thread) in registers.
+  if (f.group * (d + kTile) * 4 > staticSharedBudget())
+    throw Unsupported(fmt::format(
+        "a GQA group of {} heads of dim {} does not fit shared memory", f.group,
+        d));
+  if (f.group * f.cols > 64)
+    throw Unsupported(fmt::format(
+        "a GQA group of {} heads of value dim {} does not fit registers",
+        f.group, dv));
+  // Two blocks a unit at T = 1 and a full context (one block's loads leave
+  // the memory idle while it computes), no chunk shorter than kMinChunk
+  // there, and the partials of max_tokens rows within the budget.
+  const ir::Target *t = ir::lookupTarget(e.target);
+  const int64_t units = t ? t->units : 1;
+  const int64_t rows = std::max<int64_t>(1, e.plan.maxTokens);
+  const int64_t record = h * (dv + 2) * 4;
+  f.chunks = (2 * units + hkv - 1) / hkv;
+  f.chunks = std::min(f.chunks, (maxSlots + kMinChunk - 1) / kMinChunk);
+  f.chunks = std::min(f.chunks, kAttentionWorkspace / (rows * record));
+  f.chunks = std::max<int64_t>(f.chunks, 1);
+  f.rowFloats = (h * f.chunks * (dv + 2) + 3) / 4 * 4;
+  return f;
+}
+
 void emitAttentionCached(Emitter &e, const BodyOp &op) {
   std::vector<int64_t> ks = stateDims(e, 1), vs = stateDims(e, 2);
-  Tensor q = e.tensor(op.inputs[0]), y = e.tensor(op.outputs[0]);
+  Tensor q = e.tensor(op.inputs[0]);
   expectLoadable(q, "the queries");
   int64_t h = constDim(q, 1), d = constDim(q, 2);
   int64_t ctx = ks[1], hkv = ks[2], dv = vs[3];
@@ -106,89 +182,268 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     nb = constDim(e.tensor(op.inputs[indexIn]), 1);
   if (gated)
     expectLoadable(e.tensor(op.inputs[gateIn]), "the gate");
-  // Per lane: every 32nd element of q and of the output row.
-  const int64_t qpl = (d + 31) / 32, opl = (dv + 31) / 32;
-  if (qpl > 8 || opl > 8)
-    throw Unsupported("a head dim above 256");
+  const CachedAttentionForm f =
+      selectCachedAttention(e, h, hkv, d, dv, block > 0 ? nb * block : ctx);
+  const int64_t g = f.group, nc = f.chunks, vk = f.pieces;
+  // Key pieces (vk elements) a lane of an 8-lane group loads per key.
+  const int64_t np = d / vk, nu = (np + 7) / 8;
   float scale = static_cast<float>(e.floatAttr(op, "scale"));
-  begin(e, kThreads);
-  e.line("  const long r = bid_x(), hi = bid_y();");
-  e.line("  if (r >= T) return;");
-  e.line("  const int lane = lane_id(), w = tid_x() >> 5;");
+  const std::string idx = fmt::format("in{}", indexIn);
+  e.workspace = true;
+  const std::string params = e.params();
+
+  // Pre-launch: block (row r, kv head, chunk c) takes the chunk's slots in
+  // tiles of kTile: scores of the group's heads (8 lanes a key, 4 keys a
+  // warp), the tile's max and exp per head (rescaling what the earlier
+  // tiles summed), then p.V with a thread per value column. Each K/V row is
+  // read once for the whole group.
+  e.line("STRATA_KERNEL({}) void @SYMBOL@_prep({}) {{", kThreads, params);
+  e.prologue();
+  e.line("  const long r = bid_x(), kvh = bid_y(), c = bid_z();");
+  e.line("  const int tid = tid_x(), lane = lane_id(), w = tid >> 5;");
   e.line("  const long s = in3[r], p = in4[r];");
   e.line("  const bool ok = s >= 0 && s < {}L && p >= 0 && p < {}L;", ks[0],
          ctx);
-  e.line("  const long kvh = hi / {}L;", h / hkv);
-  e.line("  float qv[{}], acc[{}];", qpl, opl);
-  e.line("  for (int u = 0; u < {}; ++u) {{", qpl);
-  e.line("    long c = lane + 32L * u;");
-  e.line("    qv[u] = c < {}L ? ld(in0, (r * {}L + hi) * {}L + c) : 0.0f;", d,
-         h, d);
-  e.line("  }}");
-  e.line("  for (int u = 0; u < {}; ++u) acc[u] = 0.0f;", opl);
-  e.line("  float m = -__builtin_inff(), l = 0.0f;");
-  e.line("  const float *kb = in1 + s * {}L, *vb = in2 + s * {}L;",
-         ctx * hkv * d, ctx * hkv * dv);
-  // One key: the dot over the wave, then the online softmax update.
-  e.line("  auto key = [&](long j) {{");
-  e.line("    const float *kr = kb + (j * {}L + kvh) * {}L;", hkv, d);
-  e.line("    float dot = 0.0f;");
-  e.line("    for (int u = 0; u < {}; ++u) {{", qpl);
-  e.line("      long c = lane + 32L * u;");
-  e.line("      if (c < {}L) dot += qv[u] * kr[c];", d);
-  e.line("    }}");
-  e.line("    for (int o = 16; o > 0; o >>= 1) dot += shfl_xor_f(dot, o);");
-  e.line("    float sc = dot * {};", floatLit(scale));
-  e.line("    float mn = sc > m ? sc : m;");
-  e.line("    float a = strata_exp(m - mn), pj = strata_exp(sc - mn);");
-  e.line("    l = l * a + pj;");
-  e.line("    const float *vr = vb + (j * {}L + kvh) * {}L;", hkv, dv);
-  e.line("    for (int u = 0; u < {}; ++u) {{", opl);
-  e.line("      long c = lane + 32L * u;");
-  e.line("      acc[u] = acc[u] * a + (c < {}L ? pj * vr[c] : 0.0f);", dv);
-  e.line("    }}");
-  e.line("    m = mn;");
-  e.line("  }};");
+  e.line("  float *part = (float *)ws + r * {}L;", f.rowFloats);
+  e.line("  float *acc_out = part + (kvh * {}L + c) * {}L;", nc, g * dv);
+  e.line("  float *ml_out = part + {}L + (kvh * {}L + c) * {}L;", h * nc * dv,
+         nc, g * 2);
   if (block > 0) {
-    // The keys of the row's selected blocks (attention's block-sparse set).
-    const char *idx = gated ? "in6" : "in5";
-    e.line("  for (long b = 0; ok && b < {}L; ++b) {{", nb);
-    e.line("    long blk = {}[r * {}L + b];", idx, nb);
-    e.line("    if (blk < 0) continue;");
-    e.line("    for (long j = blk * {}L + w; j <= p && j < (blk + 1) * {}L; j "
-           "+= 4) key(j);",
-           block, block);
+    // The slots end after the row's last listed block (qsa_select_cached
+    // lists -1 after its blocks): the chunks share what is there.
+    e.line("  STRATA_SHARED int last_w[4];");
+    e.line("  int last = -1;");
+    e.line("  for (long i = tid; ok && i < {}L; i += {})", nb, kThreads);
+    e.line("    if ({}[r * {}L + i] >= 0) last = (int)i;", idx, nb);
+    e.line("  for (int o = 16; o > 0; o >>= 1) {{");
+    e.line("    const int x = shfl_xor_i(last, o);");
+    e.line("    last = x > last ? x : last;");
     e.line("  }}");
+    e.line("  if (lane == 0) last_w[w] = last;");
+    e.line("  sync_block();");
+    e.line("  for (int i = 0; i < 4; ++i) last = last_w[i] > last ? last_w[i] "
+           ": last;");
+    e.line("  const long n = (last + 1L) * {}L;", block);
   } else {
-    e.line("  for (long j = w; ok && j <= p; j += 4) key(j);");
+    e.line("  const long n = ok ? p + 1 : 0;");
   }
-  // Merge the four waves: each rescaled to the common max.
-  e.line("  STRATA_SHARED float wm[4], wl[4], wacc[4][{}];", opl * 32);
-  e.line("  if (lane == 0) wm[w] = m, wl[w] = l;");
-  e.line("  for (int u = 0; u < {}; ++u) wacc[w][lane + 32 * u] = acc[u];",
-         opl);
-  e.line("  sync_block();");
-  e.line("  float mx = wm[0];");
-  e.line("  for (int i = 1; i < 4; ++i) mx = wm[i] > mx ? wm[i] : mx;");
-  e.line("  float f[4], den = 0.0f;");
-  e.line("  for (int i = 0; i < 4; ++i) {{");
-  e.line("    f[i] = wl[i] > 0.0f ? strata_exp(wm[i] - mx) : 0.0f;");
-  e.line("    den += wl[i] * f[i];");
+  e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
+  e.line("  if (len < {}L) len = {}L;", kMinChunk, kMinChunk);
+  e.line("  const long first = c * len, end = n < first + len ? n : first + "
+         "len;");
+  // No slot: l < 0 tells the kernel that this chunk wrote nothing else.
+  e.line("  if (first >= end) {{");
+  e.line("    if (tid < {}) ml_out[2 * tid] = -__builtin_inff(), ml_out[2 * "
+         "tid + 1] = -1.0f;",
+         g);
+  e.line("    return;");
   e.line("  }}");
-  e.line("  for (long c = tid_x(); c < {}L; c += {}) {{", dv, kThreads);
-  e.line("    float o = 0.0f;");
-  e.line("    for (int i = 0; i < 4; ++i) o += wacc[i][c] * f[i];");
-  e.line("    o = den > 0.0f ? o / den : 0.0f;");
-  if (gated)
-    e.line("    o *= 1.0f / (1.0f + strata_exp(-ld(in5, (r * {}L + hi) * {}L "
-           "+ c)));",
-           h, dv);
-  e.line("    st(out0, (r * {}L + hi) * {}L + c, o);", h, dv);
+  e.line("  STRATA_SHARED __attribute__((aligned(16))) float qs[{}];", g * d);
+  e.line("  STRATA_SHARED __attribute__((aligned(16))) float ps[{}];",
+         g * kTile);
+  e.line("  STRATA_SHARED long key_s[{}];", kTile);
+  e.line("  STRATA_SHARED float m_s[{}], l_s[{}], a_s[{}];", g, g, g);
+  e.line("  for (long i = tid; i < {}L; i += {}) qs[i] = ld(in0, (r * {}L + "
+         "kvh * {}L) * {}L + i);",
+         g * d, kThreads, h, g, d);
+  e.line("  if (tid < {}) m_s[tid] = -__builtin_inff(), l_s[tid] = 0.0f;", g);
+  e.line("  const float *kb = in1 + (s * {}L + kvh) * {}L;", ctx * hkv, d);
+  e.line("  const float *vb = in2 + (s * {}L + kvh) * {}L;", ctx * hkv, dv);
+  e.line("  float acc[{}][{}];", g, f.cols);
+  e.line("#pragma unroll");
+  e.line("  for (int j = 0; j < {}; ++j)", g);
+  e.line("#pragma unroll");
+  e.line("    for (int u = 0; u < {}; ++u) acc[j][u] = 0.0f;", f.cols);
+  e.line("  for (long t0 = first; t0 < end; t0 += {}L) {{", kTile);
+  e.line("    const long nt = end - t0 < {}L ? end - t0 : {}L;", kTile, kTile);
+  e.line("    sync_block();");
+  e.line("    for (long i = tid; i < {}L; i += {}) {{", kTile, kThreads);
+  e.line("      long key = -1;");
+  if (block > 0) {
+    e.line("      if (i < nt) {{");
+    e.line("        const long sl = t0 + i, blk = {}[r * {}L + sl / {}L];", idx,
+           nb, block);
+    e.line("        key = blk < 0 ? -1 : blk * {}L + sl % {}L;", block, block);
+    e.line("        if (key > p) key = -1;");
+    e.line("      }}");
+  } else {
+    e.line("      if (i < nt) key = t0 + i;");
+  }
+  e.line("      key_s[i] = key;");
+  e.line("    }}");
+  e.line("    sync_block();");
+  // Scores: lanes 8q .. 8q+7 of warp w take slot 16 it + 4 w + q, each
+  // every 8th piece of the key (a group reads 32 contiguous bytes a step).
+  e.line("    for (int it = 0; it * 16 < nt; ++it) {{");
+  e.line("      const int k = it * 16 + w * 4 + (lane >> 3), sub = lane & 7;");
+  e.line("      const long key = key_s[k];");
+  e.line("      const float *kr = kb + (key < 0 ? 0 : key) * {}L;", hkv * d);
+  e.line("      float kv[{}][{}];", nu, vk);
+  e.line("#pragma unroll");
+  e.line("      for (int u = 0; u < {}; ++u) {{", nu);
+  e.line("        const long pc = u * 8L + sub;");
+  if (vk == 4) {
+    e.line("        if (key >= 0 && pc < {}L) ld4(kr, pc * 4, kv[u]);", np);
+    e.line("        else kv[u][0] = kv[u][1] = kv[u][2] = kv[u][3] = 0.0f;");
+  } else {
+    e.line("        kv[u][0] = key >= 0 && pc < {}L ? kr[pc] : 0.0f;", np);
+  }
+  e.line("      }}");
+  // One head at a time (not unrolled): unrolled, the compiler hoists every
+  // head's q loads at once and spills.
+  e.line("#pragma unroll 1");
+  e.line("      for (int j = 0; j < {}; ++j) {{", g);
+  e.line("        float x = 0.0f;");
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < {}; ++u) {{", nu);
+  e.line("          const long pc = u * 8L + sub;");
+  e.line("          if (pc >= {}L) continue;", np);
+  if (vk == 4) {
+    e.line("          float qv[4];");
+    e.line("          ld4(qs + j * {}L, pc * 4, qv);", d);
+    e.line("          x += qv[0] * kv[u][0] + qv[1] * kv[u][1] + qv[2] * "
+           "kv[u][2] + qv[3] * kv[u][3];");
+  } else {
+    e.line("          x += qs[j * {}L + pc] * kv[u][0];", d);
+  }
+  e.line("        }}");
+  e.line("        x += shfl_xor_f(x, 4);");
+  e.line("        x += shfl_xor_f(x, 2);");
+  e.line("        x += shfl_xor_f(x, 1);");
+  e.line("        if ((j & 7) == sub) ps[j * {}L + k] = key >= 0 ? x * {} : "
+         "-__builtin_inff();",
+         kTile, floatLit(scale));
+  e.line("      }}");
+  e.line("    }}");
+  e.line("    sync_block();");
+  // Per head: the tile's max joins the running one; earlier sums rescale
+  // by a = exp(m_old - m_new) (1 while no key was seen).
+  e.line("    for (int j = w; j < {}; j += 4) {{", g);
+  e.line("      float sc[{}], mt = -__builtin_inff();", kTile / 32);
+  e.line("#pragma unroll");
+  e.line("      for (int i = 0; i < {}; ++i) {{", kTile / 32);
+  e.line("        const int k = lane + 32 * i;");
+  e.line("        sc[i] = k < nt ? ps[j * {}L + k] : -__builtin_inff();",
+         kTile);
+  e.line("        mt = sc[i] > mt ? sc[i] : mt;");
+  e.line("      }}");
+  e.line("      mt = warp_max(mt);");
+  e.line("      const float mo = m_s[j], mn = mt > mo ? mt : mo;");
+  e.line("      const bool none = mn == -__builtin_inff();");
+  e.line("      float sum = 0.0f;");
+  e.line("#pragma unroll");
+  e.line("      for (int i = 0; i < {}; ++i) {{", kTile / 32);
+  e.line("        const float pj = none ? 0.0f : strata_exp(sc[i] - mn);");
+  e.line("        ps[j * {}L + lane + 32 * i] = pj;", kTile);
+  e.line("        sum += pj;");
+  e.line("      }}");
+  e.line("      sum = warp_sum(sum);");
+  e.line("      if (lane == 0) {{");
+  e.line("        const float a = none ? 1.0f : strata_exp(mo - mn);");
+  e.line("        a_s[j] = a, l_s[j] = l_s[j] * a + sum, m_s[j] = mn;");
+  e.line("      }}");
+  e.line("    }}");
+  e.line("    sync_block();");
+  // p.V: column tid + 128 u of every head of the group, four keys a step.
+  e.line("#pragma unroll");
+  e.line("    for (int j = 0; j < {}; ++j) {{", g);
+  e.line("      const float a = a_s[j];");
+  e.line("#pragma unroll");
+  e.line("      for (int u = 0; u < {}; ++u) acc[j][u] *= a;", f.cols);
+  e.line("    }}");
+  e.line("    for (int k = 0; k < nt; k += 4) {{");
+  e.line("      float v[{}][4];", f.cols);
+  e.line("#pragma unroll");
+  e.line("      for (int i = 0; i < 4; ++i) {{");
+  e.line("        const long key = key_s[k + i];");
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < {}; ++u) {{", f.cols);
+  e.line("          const long col = tid + {}L * u;", kThreads);
+  e.line("          v[u][i] = key >= 0 && col < {}L ? vb[key * {}L + col] : "
+         "0.0f;",
+         dv, hkv * dv);
+  e.line("        }}");
+  e.line("      }}");
+  e.line("#pragma unroll");
+  e.line("      for (int j = 0; j < {}; ++j) {{", g);
+  e.line("        float pv[4];");
+  e.line("        ld4(ps + j * {}L, k, pv);", kTile);
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < {}; ++u)", f.cols);
+  e.line("          acc[j][u] += pv[0] * v[u][0] + pv[1] * v[u][1] + pv[2] * "
+         "v[u][2] + pv[3] * v[u][3];");
+  e.line("      }}");
+  e.line("    }}");
   e.line("  }}");
+  e.line("#pragma unroll");
+  e.line("  for (int j = 0; j < {}; ++j)", g);
+  e.line("#pragma unroll");
+  e.line("    for (int u = 0; u < {}; ++u) {{", f.cols);
+  e.line("      const long col = tid + {}L * u;", kThreads);
+  e.line("      if (col < {}L) acc_out[j * {}L + col] = acc[j][u];", dv, dv);
+  e.line("    }}");
+  e.line("  if (tid < {}) ml_out[2 * tid] = m_s[tid], ml_out[2 * tid + 1] = "
+         "l_s[tid];",
+         g);
   e.line("}}");
-  (void)y;
-  e.out.grid = {kRows, {0, h, 1}, {0, 1, 1}};
+
+  // The kernel: block (row, query head, 32 columns) merges the chunks
+  // rescaled to their common max; warp w takes every fourth chunk, the four
+  // sums added in order (deterministic). The chunks that wrote partials are
+  // a prefix (l >= 0); those with l = 0 saw no key.
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.prologue();
+  e.line("  const long r = bid_x(), hi = bid_y();");
+  e.line("  const int tid = tid_x(), lane = lane_id(), w = tid >> 5;");
+  e.line("  const long col = bid_z() * 32L + lane;");
+  e.line("  const long kvh = hi / {}L, j = hi % {}L;", g, g);
+  e.line("  const float *part = (const float *)ws + r * {}L;", f.rowFloats);
+  e.line("  const float *acc_in = part + kvh * {}L + j * {}L + col;",
+         nc * g * dv, dv);
+  e.line("  const float *ml_in = part + {}L + kvh * {}L + j * 2;", h * nc * dv,
+         nc * g * 2);
+  e.line("  STRATA_SHARED float cm[{}], cl[{}], cw[{}], part_w[4][32];", nc, nc,
+         nc);
+  e.line("  for (long c = tid; c < {}L; c += {}) {{", nc, kThreads);
+  e.line("    cm[c] = ml_in[c * {}L];", g * 2);
+  e.line("    cl[c] = ml_in[c * {}L + 1];", g * 2);
+  e.line("  }}");
+  e.line("  sync_block();");
+  e.line("  float mx = -__builtin_inff();");
+  e.line("  long na = 0;");
+  e.line("  for (long c = 0; c < {}L; ++c) {{", nc);
+  e.line("    if (cl[c] > 0.0f && cm[c] > mx) mx = cm[c];");
+  e.line("    if (cl[c] >= 0.0f) na = c + 1;");
+  e.line("  }}");
+  e.line("  for (long c = tid; c < na; c += {})", kThreads);
+  e.line("    cw[c] = cl[c] > 0.0f ? strata_exp(cm[c] - mx) : 0.0f;");
+  e.line("  sync_block();");
+  e.line("  float o = 0.0f;");
+  e.line("#pragma unroll 4");
+  e.line("  for (long c = w; col < {}L && c < na; c += 4) o += cw[c] * "
+         "acc_in[c * {}L];",
+         dv, g * dv);
+  e.line("  part_w[w][lane] = o;");
+  e.line("  sync_block();");
+  e.line("  if (w != 0 || col >= {}L) return;", dv);
+  e.line("  float den = 0.0f;");
+  e.line("  for (long c = 0; c < na; ++c) den += cl[c] * cw[c];");
+  e.line("  o = part_w[0][lane] + part_w[1][lane] + part_w[2][lane] + "
+         "part_w[3][lane];");
+  e.line("  o = den > 0.0f ? o / den : 0.0f;");
+  if (gated)
+    e.line("  o *= 1.0f / (1.0f + strata_exp(-ld(in5, (r * {}L + hi) * {}L + "
+           "col)));",
+           h, dv);
+  e.line("  st(out0, (r * {}L + hi) * {}L + col, o);", h, dv);
+  e.line("}}");
+  e.out.grid = {kRows, {0, h, 1}, {0, (dv + 31) / 32, 1}};
   e.out.block = {kThreads, 1, 1};
+  format::PlanPreLaunch pre;
+  pre.grid = {kRows, {0, hkv, 1}, {0, nc, 1}};
+  pre.block = {kThreads, 1, 1};
+  e.out.pre = std::move(pre);
+  e.out.workspace = {f.rowFloats * 4, 0, 1};
 }
 
 void emitBlockMeanCached(Emitter &e, const BodyOp &op) {
@@ -215,6 +470,12 @@ void emitBlockMeanCached(Emitter &e, const BodyOp &op) {
   e.out.block = {kThreads, 1, 1};
 }
 
+/// Block scores a qsa_select_cached pre-launch block computes (8 a warp)
+/// and candidates a kernel block ranks (4 threads each).
+constexpr int64_t kScoresPerBlock = 32, kRanksPerBlock = 32;
+/// Scores the ranking stages in shared memory at once.
+constexpr int64_t kRankTile = 2048;
+
 void emitQsaSelectCached(Emitter &e, const BodyOp &op) {
   std::vector<int64_t> ks = stateDims(e, 1);
   Tensor q = e.tensor(op.inputs[0]);
@@ -222,65 +483,139 @@ void emitQsaSelectCached(Emitter &e, const BodyOp &op) {
   int64_t hi = constDim(q, 1), di = constDim(q, 2), nb = ks[1];
   int64_t block = e.intAttr(op, "block"), top = e.intAttr(op, "top");
   float inv = 1.0f / std::sqrt(static_cast<float>(di));
+  if (hi * di * 4 > staticSharedBudget())
+    throw Unsupported("indexer queries that do not fit shared memory");
+  // Lanes over the key dim: np pieces of vk elements, nu a lane; a warp's
+  // keys load in batches of at most 32 floats a lane.
+  const int64_t vk = di % 4 == 0 ? 4 : 1, np = di / vk, nu = (np + 31) / 32;
+  const int64_t perWarp = kScoresPerBlock / 4;
+  const int64_t kbat = std::clamp<int64_t>(32 / (nu * vk), 1, perWarp);
+  const int64_t tile = std::min(std::max<int64_t>(nb, 1), kRankTile);
   e.workspace = true;
-  begin(e, kThreads);
-  e.line("  const long r = bid_x();");
-  e.line("  if (r >= T) return;");
-  e.line("  const int lane = lane_id(), w = tid_x() >> 5;");
-  e.line("  const long s = in2[r], p = in3[r];");
-  e.line("  const bool ok = s >= 0 && s < {}L && p >= 0;", ks[0]);
-  e.line("  long nc = ok ? (p + 1) / {}L : 0;", block);
-  e.line("  if (nc > {}L) nc = {}L;", nb, nb);
-  e.line("  float *score = (float *)ws + r * {}L;", nb);
-  e.line("  const float *kb = in1 + s * {}L;", nb * di);
-  // selectBlocksRow's score: sum over heads of relu(q.k), / sqrt(di); NaN
-  // ranks last (-inf). Taken blocks become NaN below.
-  e.line("  for (long b = tid_x(); b < nc; b += {}) {{", kThreads);
-  e.line("    float sc = 0.0f;");
-  e.line("    for (long h = 0; h < {}L; ++h) {{", hi);
-  e.line("      float d = 0.0f;");
-  e.line("      for (long c = 0; c < {}L; ++c) d += ld(in0, (r * {}L + h) * "
-         "{}L + c) * kb[b * {}L + c];",
-         di, hi, di, di);
-  e.line("      sc += d < 0.0f ? 0.0f : d;");
-  e.line("    }}");
-  e.line("    sc *= {};", floatLit(inv));
-  e.line("    score[b] = sc != sc ? -__builtin_inff() : sc;");
-  e.line("  }}");
+  const std::string params = e.params();
+  auto rowHead = [&] {
+    e.line("  const long r = bid_x();");
+    e.line("  const int tid = tid_x(), lane = lane_id(), w = tid >> 5;");
+    e.line("  const long s = in2[r], p = in3[r];");
+    e.line("  const bool ok = s >= 0 && s < {}L && p >= 0;", ks[0]);
+    e.line("  long nc = ok ? (p + 1) / {}L : 0;", block);
+    e.line("  if (nc > {}L) nc = {}L;", nb, nb);
+    e.line("  float *score = (float *)ws + r * {}L;", nb);
+  };
+
+  // Pre-launch: block (row, y) scores blocks 32 y .. 32 y + 31 into the
+  // workspace, a warp per block score with lanes over the key dim:
+  // selectBlocksRow's score, the sum over heads of relu(q.k), / sqrt(di);
+  // NaN ranks last (-inf).
+  e.line("STRATA_KERNEL({}) void @SYMBOL@_prep({}) {{", kThreads, params);
+  e.prologue();
+  rowHead();
+  e.line("  const long b0 = (long)bid_y() * {}L;", kScoresPerBlock);
+  e.line("  if (b0 >= nc) return;");
+  e.line("  STRATA_SHARED __attribute__((aligned(16))) float qs[{}];", hi * di);
+  e.line("  for (long i = tid; i < {}L; i += {}) qs[i] = ld(in0, r * {}L + i);",
+         hi * di, kThreads, hi * di);
   e.line("  sync_block();");
-  e.line("  STRATA_SHARED float bv[4];");
-  e.line("  STRATA_SHARED long bi[4];");
-  e.line("  const long chosen = nc < {}L ? nc : {}L;", top, top);
-  e.line("  for (long k = 0; k < chosen; ++k) {{");
-  e.line("    float v = -__builtin_inff();");
-  e.line("    long i = -1;");
-  e.line("    for (long b = tid_x(); b < nc; b += {}) {{", kThreads);
-  e.line("      float x = score[b];");
-  e.line("      if (x != x) continue;");
-  e.line("      if (i < 0 || x > v || (x == v && b < i)) v = x, i = b;");
+  e.line("  const float *kb = in1 + s * {}L;", nb * di);
+  e.line("  for (int i0 = 0; i0 < {}; i0 += {}) {{", perWarp, kbat);
+  e.line("    if (b0 + w * {}L + i0 >= nc) break;", perWarp);
+  e.line("    float kv[{}][{}][{}];", kbat, nu, vk);
+  e.line("#pragma unroll");
+  e.line("    for (int i = 0; i < {}; ++i) {{", kbat);
+  e.line("      const long b = b0 + w * {}L + i0 + i;", perWarp);
+  e.line("#pragma unroll");
+  e.line("      for (int u = 0; u < {}; ++u) {{", nu);
+  e.line("        const long pc = u * 32L + lane;");
+  if (vk == 4) {
+    e.line("        if (b < nc && pc < {}L) ld4(kb + b * {}L, pc * 4, "
+           "kv[i][u]);",
+           np, di);
+    e.line("        else kv[i][u][0] = kv[i][u][1] = kv[i][u][2] = kv[i][u][3] "
+           "= 0.0f;");
+  } else {
+    e.line("        kv[i][u][0] = b < nc && pc < {}L ? kb[b * {}L + pc] : "
+           "0.0f;",
+           np, di);
+  }
+  e.line("      }}");
   e.line("    }}");
-  e.line("    for (int o = 16; o > 0; o >>= 1) {{");
-  e.line("      float ov = shfl_xor_f(v, o);");
-  e.line("      long oi = (long)shfl_xor_i((int)i, o);");
-  e.line("      if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = "
-         "ov, i = oi;");
+  e.line("#pragma unroll");
+  e.line("    for (int i = 0; i < {}; ++i) {{", kbat);
+  e.line("      const long b = b0 + w * {}L + i0 + i;", perWarp);
+  e.line("      if (b >= nc) break;");
+  e.line("      float sc = 0.0f;");
+  e.line("      for (int h = 0; h < {}; ++h) {{", hi);
+  e.line("        float dot = 0.0f;");
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < {}; ++u) {{", nu);
+  e.line("          const long pc = u * 32L + lane;");
+  e.line("          if (pc >= {}L) continue;", np);
+  if (vk == 4) {
+    e.line("          float qv[4];");
+    e.line("          ld4(qs + h * {}L, pc * 4, qv);", di);
+    e.line("          dot += qv[0] * kv[i][u][0] + qv[1] * kv[i][u][1] + qv[2] "
+           "* kv[i][u][2] + qv[3] * kv[i][u][3];");
+  } else {
+    e.line("          dot += qs[h * {}L + pc] * kv[i][u][0];", di);
+  }
+  e.line("        }}");
+  e.line("        dot = warp_sum(dot);");
+  e.line("        sc += dot < 0.0f ? 0.0f : dot;");
+  e.line("      }}");
+  e.line("      sc *= {};", floatLit(inv));
+  e.line("      if (lane == 0) score[b] = sc != sc ? -__builtin_inff() : sc;");
   e.line("    }}");
-  e.line("    if (lane == 0) bv[w] = v, bi[w] = i;");
-  e.line("    sync_block();");
-  e.line("    if (tid_x() == 0) {{");
-  e.line("      for (int u = 1; u < 4; ++u)");
-  e.line("        if (bi[u] >= 0 && (i < 0 || bv[u] > v || (bv[u] == v && "
-         "bi[u] < i))) v = bv[u], i = bi[u];");
-  e.line("      out0[r * {}L + k] = (int32_t)i;", top + 1);
-  e.line("      score[i] = __builtin_nanf(\"\");");
-  e.line("    }}");
-  e.line("    sync_block();");
   e.line("  }}");
-  e.line("  for (long k = chosen + tid_x(); k <= {}L; k += {})", top, kThreads);
-  e.line("    out0[r * {}L + k] = k == chosen ? (int32_t)nc : -1;", top + 1);
   e.line("}}");
-  e.out.grid = {kRows, {0, 1, 1}, {0, 1, 1}};
+
+  // The kernel: block (row, y) ranks candidates 32 y .. 32 y + 31 by
+  // counting, 4 threads a candidate: rank b = the blocks with a greater
+  // score or an equal one and a lower index (selectBlocksRow's order, a
+  // strict total order); ranks below `top` are the chosen blocks in order.
+  // Block 0 writes the tail: the block count, then -1.
+  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
+  e.prologue();
+  rowHead();
+  e.line("  (void)w;");
+  e.line("  const long chosen = nc < {}L ? nc : {}L;", top, top);
+  e.line("  int32_t *row = out0 + r * {}L;", top + 1);
+  e.line("  if (bid_y() == 0)");
+  e.line("    for (long k = chosen + tid; k <= {}L; k += {})", top, kThreads);
+  e.line("      row[k] = k == chosen ? (int32_t)nc : -1;");
+  e.line("  if ((long)bid_y() * {}L >= nc) return;", kRanksPerBlock);
+  e.line("  const long b = (long)bid_y() * {}L + (tid >> 2);", kRanksPerBlock);
+  e.line("  const int ph = tid & 3;");
+  e.line("  const float sb = b < nc ? score[b] : 0.0f;");
+  e.line("  STRATA_SHARED float tile[{}];", tile);
+  e.line("  int rank = 0;");
+  e.line("  for (long t0 = 0; t0 < nc; t0 += {}L) {{", tile);
+  e.line("    const long nt = nc - t0 < {}L ? nc - t0 : {}L;", tile, tile);
+  e.line("    sync_block();");
+  e.line("    for (long i = tid; i < nt; i += {}) tile[i] = score[t0 + i];",
+         kThreads);
+  e.line("    sync_block();");
+  e.line("    for (long i = ph; i < nt; i += 4) {{");
+  e.line("      const float x = tile[i];");
+  e.line("      rank += x > sb || (x == sb && t0 + i < b);");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  rank += shfl_xor_i(rank, 1);");
+  e.line("  rank += shfl_xor_i(rank, 2);");
+  e.line("  if (ph == 0 && b < nc && rank < {}L) row[rank] = (int32_t)b;", top);
+  e.line("}}");
+  e.out.grid = {
+      kRows,
+      {0, std::max<int64_t>(1, (nb + kRanksPerBlock - 1) / kRanksPerBlock), 1},
+      {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
+  format::PlanPreLaunch pre;
+  pre.grid = {
+      kRows,
+      {0, std::max<int64_t>(1, (nb + kScoresPerBlock - 1) / kScoresPerBlock),
+       1},
+      {0, 1, 1}};
+  pre.block = {kThreads, 1, 1};
+  e.out.pre = std::move(pre);
   e.out.workspace = {nb * 4, 0, 1};
 }
 
