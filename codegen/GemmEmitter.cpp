@@ -241,9 +241,11 @@ private:
   /// so that short rows still put enough loads in flight: the most (a
   /// power of two, at most kGemvWarps) that leaves each at least 512 of K.
   static int gemvSlices(int64_t k);
-  /// Opens a decode-form kernel over weights \p ws: IQ3_S's grid in LDS
-  /// where any is IQ3_S, `wave`, `lane` and the slices' reduction area.
-  void gemvOpen(const std::vector<const Tensor *> &ws);
+  /// Opens a decode-form kernel: `wave`, `lane` and the slices' reduction
+  /// area; IQ3_S decodes from the grid table itself until gemvClose().
+  void gemvOpen();
+  /// Closes the decode-form kernel opened by gemvOpen.
+  void gemvClose();
   /// The decode form's column: with `base` (the block's first of its
   /// chain) and rowBase_ (W's first row: the expert's) defined, the warps'
   /// dot products over rows \p first .. \p end (C expressions, uniform in
@@ -253,6 +255,11 @@ private:
                 const std::string &first, const std::string &end);
   /// W's first row in gemvBody (a C expression).
   std::string rowBase_ = "0L";
+  /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
+  /// the tiles stage once per block; the decode forms read the table
+  /// itself (L1-resident: a block's few pieces do not repay the copy and
+  /// its barrier).
+  bool iq3sLds_ = true;
 
   /// Emits the grouped GEMM \p g's decode form as the kernel's own code,
   /// for runs of at most \p rows rows of T (\p slotsPerToken slots each,
@@ -630,7 +637,7 @@ bool GemmEmitter::useWgmma(const Gemm &g) const {
 void GemmEmitter::decodeW(const Tensor &w, const std::string &rowPtr,
                           const std::string &k, const std::string &dst) {
   if (w.quant()) {
-    bool lds = w.ggml == format::GgmlType::IQ3_S;
+    bool lds = w.ggml == format::GgmlType::IQ3_S && iq3sLds_;
     e.line(
         "        strata_dq8_{}{}({} + ({}) / {} * {}, (int)(({}) % {}), {}{});",
         format::ggmlTypeInfo(w.ggml).irName, lds ? "_grid" : "", rowPtr, k,
@@ -1385,18 +1392,15 @@ int GemmEmitter::gemvSlices(int64_t k) {
   return slices;
 }
 
-void GemmEmitter::gemvOpen(const std::vector<const Tensor *> &ws) {
+void GemmEmitter::gemvClose() {
+  e.line("}}");
+  iq3sLds_ = true;
+}
+
+void GemmEmitter::gemvOpen() {
+  iq3sLds_ = false;
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kGemvWarps * 32, e.params());
   e.prologue();
-  if (std::any_of(ws.begin(), ws.end(), [](const Tensor *w) {
-        return w->ggml == format::GgmlType::IQ3_S;
-      })) {
-    e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
-    e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
-           "strata_iq3s_grid[i];",
-           kGemvWarps * 32);
-    e.line("  sync_block();");
-  }
   e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
 }
@@ -1424,11 +1428,15 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
   for (size_t b = 0; b < nb; ++b)
     e.line("  float acc{}[{}] = {{}};", b, rows);
   e.line("  if (live) {{");
-  // Two pieces a lane in flight: the next one's loads do not wait on this
-  // one's FMAs.
-  e.line("#pragma unroll 2");
-  e.line("  for (long k = (slice * 32L + lane) * 8L; k < {}L; k += {}L) {{",
-         g.k, 256 * slices);
+  // A lane's pieces in a loop of a fixed count, unrolled: every piece's
+  // loads are issued before the first one's FMAs wait (a slice holds a few
+  // pieces a lane, each a round trip to memory when issued one by one).
+  const int64_t pieces = (g.k + 256 * slices - 1) / (256 * slices);
+  e.line("#pragma unroll {}", std::min<int64_t>(pieces, 8));
+  e.line("  for (int it = 0; it < {}; ++it) {{", pieces);
+  e.line("    const long k = (slice * 32L + lane) * 8L + it * {}L;",
+         256 * slices);
+  e.line("    if (k >= {}L) break;", g.k);
   for (size_t b = 0; b < nb; ++b) {
     e.line("    float w{}[8];", b);
     decodeW(g.w[b], fmt::format("wrow{}", b), "k", fmt::format("w{}", b));
@@ -1483,10 +1491,7 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows) {
   (void)chains;
-  std::vector<const Tensor *> ws;
-  for (const Gemm &g : gemms)
-    ws.push_back(&g.w[0]);
-  gemvOpen(ws);
+  gemvOpen();
   int64_t base = 0;
   for (const Gemm &g : gemms) {
     const int slices = gemvSlices(g.k);
@@ -1500,7 +1505,7 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
     e.line("  }}");
     base += blocks;
   }
-  e.line("}}");
+  gemvClose();
   e.out.grid = {{0, base, 1}, {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kGemvWarps * 32, 1, 1};
   e.out.sharedBytes = 0;
@@ -2271,10 +2276,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   const int slices = gemvSlices(g.k);
   const int64_t cols = kGemvWarps / slices;
   const int64_t colBlocks = (g.n + cols - 1) / cols;
-  std::vector<const Tensor *> ws;
-  for (const Tensor &w : g.w)
-    ws.push_back(&w);
-  gemvOpen(ws);
+  gemvOpen();
   e.line("  const long s = bid_x() / {}L;", colBlocks);
   e.line("  const long base = s * {}L;", colBlocks);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);
@@ -2293,7 +2295,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   e.line("  if ({}[ex] != s) return;", off.ptr);
   rowBase_ = fmt::format("(long)ex * {}L", g.n);
   gemvBody(g, rows, slices, "s", fmt::format("{}[ex + 1]", off.ptr));
-  e.line("}}");
+  gemvClose();
   // (slot, column group) pairs of T * slotsPerToken slots: grid x, which
   // holds them at any T.
   e.out.grid = {{slotsPerToken * colBlocks, 0, 1}, {0, 1, 1}, {0, 1, 1}};
