@@ -253,6 +253,11 @@ private:
   /// the epilogue by lane m - m0 of the column's first slice.
   void gemvBody(const Gemm &g, int64_t rows, int slices,
                 const std::string &first, const std::string &end);
+  /// The decode form of a chain with a stream mean (hyper-connection K3):
+  /// a warp per hidden column takes that column of every stream's gate
+  /// (K whole: the gate's K is short), then lane m - m0 averages the
+  /// streams' gate x image as streamReduce does; `base` defined.
+  void gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows);
   /// W's first row in gemvBody (a C expression).
   std::string rowBase_ = "0L";
   /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
@@ -1378,8 +1383,13 @@ bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows) {
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    if (chains[ci].streamMean || g.w.size() != 1 || g.k % 8 != 0 ||
-        rows * g.mPer > 32 || (g.w[0].quant() && g.w[0].blockSize % 8 != 0))
+    if (g.w.size() != 1 || g.k % 8 != 0 || rows * g.mPer > 32 ||
+        (g.w[0].quant() && g.w[0].blockSize % 8 != 0))
+      return false;
+    // The stream mean: a warp per hidden column takes every stream's gate
+    // column over the whole K (its sum needs no second warp).
+    if (chains[ci].streamMean &&
+        (g.mPer != 1 || gemvSlices(g.k) != 1 || g.w[0].quant()))
       return false;
   }
   return true;
@@ -1488,19 +1498,90 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
   e.line("  }}");
 }
 
+void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
+  Tensor xn = e.tensor(c.streamMean->inputs[0]);
+  Tensor y = e.tensor(c.streamMean->outputs[0]);
+  const int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+  const Tensor &w = g.w[0];
+  e.line("  const long dc = (long)(bid_x() - base) * {} + wave;", kGemvWarps);
+  e.line("  if (dc >= {}L) return;", d);
+  e.line("  const long M = {};", g.mRows);
+  for (int64_t st = 0; st < ns; ++st)
+    e.line("  const {} *wrow{} = {} + ({}L + dc) * {}L;", w.ctype, st, w.ptr,
+           st * d, g.k);
+  e.line("  for (long m0 = 0; m0 < M; m0 += {}) {{", rows);
+  e.line("  float acc[{}][{}] = {{}};", ns, rows);
+  const int64_t pieces = (g.k + 255) / 256;
+  e.line("#pragma unroll");
+  e.line("  for (int it = 0; it < {}; ++it) {{", pieces);
+  e.line("    const long k = lane * 8L + it * 256L;");
+  e.line("    if (k >= {}L) break;", g.k);
+  e.line("    float wv[{}][8];", ns);
+  for (int64_t st = 0; st < ns; ++st)
+    decodeW(w, fmt::format("wrow{}", st), "k", fmt::format("wv[{}]", st));
+  e.line("#pragma unroll");
+  e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+  e.line("      if (m0 + r >= M) break;");
+  e.line("      const long m = m0 + r;");
+  e.line("      {}", aRowOf(g));
+  e.line("      float av[8];");
+  e.line("      ld8(arow, k, av);");
+  e.line("#pragma unroll");
+  e.line("      for (int s = 0; s < {}; ++s)", ns);
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < 8; ++u) acc[s][r] += av[u] * wv[s][u];");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("#pragma unroll");
+  e.line("  for (int s = 0; s < {}; ++s)", ns);
+  e.line("#pragma unroll");
+  e.line("    for (int r = 0; r < {}; ++r) acc[s][r] = warp_sum(acc[s][r]);",
+         rows);
+  // Lane m - m0: each stream's gate (the chain's epilogue at column s D +
+  // dc) times the image, averaged over the streams as streamReduce does.
+  e.line("  if (lane < {} && m0 + lane < M) {{", rows);
+  e.line("    const long m = m0 + lane;");
+  e.line("    float a = 0;");
+  e.line("#pragma unroll");
+  e.line("    for (int s = 0; s < {}; ++s) {{", ns);
+  e.line("      float v = acc[s][0];");
+  e.line("#pragma unroll");
+  e.line("      for (int r = 1; r < {}; ++r) v = lane == r ? acc[s][r] : v;",
+         rows);
+  e.line("      const long n = s * {}L + dc;", d);
+  // The epilogue without its last line (the tiles' store of the gate into
+  // Cs).
+  for (size_t l = 0; l + 1 < g.epilogue.size(); ++l)
+    e.line("      {}", g.epilogue[l]);
+  e.line("      a += {} * ld({}, {});", c.gateVar, xn.ptr,
+         elementIndex(xn, xn.shape, "row", "i"));
+  e.line("    }}");
+  e.line("    st({}, m * {}L + dc, a / {}.0f);", y.ptr, d, ns);
+  e.line("  }}");
+  e.line("  }}");
+}
+
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows) {
-  (void)chains;
   gemvOpen();
   int64_t base = 0;
-  for (const Gemm &g : gemms) {
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
     const int slices = gemvSlices(g.k);
     const int64_t cols = kGemvWarps / slices;
-    const int64_t blocks = (g.n + cols - 1) / cols;
+    // A stream-mean chain's columns are the hidden size's (a warp each).
+    const int64_t outCols =
+        chains[ci].streamMean
+            ? e.tensor(chains[ci].streamMean->inputs[0]).shape[2].constant
+            : g.n;
+    const int64_t blocks = (outCols + cols - 1) / cols;
     e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
     e.line("  const long base = {};", base);
     rowBase_ = "0L";
-    gemvBody(g, rows * g.mPer, slices, "0L", g.mRows);
+    if (chains[ci].streamMean)
+      gemvStreamBody(g, chains[ci], rows);
+    else
+      gemvBody(g, rows * g.mPer, slices, "0L", g.mRows);
     e.line("  return;");
     e.line("  }}");
     base += blocks;
