@@ -240,10 +240,11 @@ private:
   /// Warps that share one column of the decode form (each a slice of K),
   /// so that short rows still put enough loads in flight: the most (a
   /// power of two, at most kGemvWarps) that leaves each at least 512 of K.
-  static int gemvSlices(int64_t k);
+  static int gemvSlices(int64_t k, int64_t least = 512);
   /// Opens a decode-form kernel: `wave`, `lane` and the slices' reduction
-  /// area; IQ3_S decodes from the grid table itself until gemvClose().
-  void gemvOpen();
+  /// area; with \p iq3s (IQ3_S weights) the grid's copy in LDS, else
+  /// IQ3_S would decode from the table itself until gemvClose().
+  void gemvOpen(bool iq3s = false);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
   /// The decode form's column: with `base` (the block's first of its
@@ -1395,9 +1396,9 @@ bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
   return true;
 }
 
-int GemmEmitter::gemvSlices(int64_t k) {
+int GemmEmitter::gemvSlices(int64_t k, int64_t least) {
   int slices = 1;
-  while (slices < kGemvWarps && k / (slices * 2) >= 512)
+  while (slices < kGemvWarps && k / (slices * 2) >= least)
     slices *= 2;
   return slices;
 }
@@ -1407,10 +1408,22 @@ void GemmEmitter::gemvClose() {
   iq3sLds_ = true;
 }
 
-void GemmEmitter::gemvOpen() {
-  iq3sLds_ = false;
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kGemvWarps * 32, e.params());
+void GemmEmitter::gemvOpen(bool iq3s) {
+  // At least two blocks an SM: registers capped at 128 (the unrolled pieces
+  // of gate and up took 182, one block an SM).
+  e.line("STRATA_KERNEL_MIN({}, 2) void @SYMBOL@({}) {{", kGemvWarps * 32,
+         e.params());
   e.prologue();
+  // IQ3_S's grid in LDS: a warp's 32 random lookups in the global table
+  // touch up to 16 L1 lines each (the grouped gate/up ran at 250 GB/s so).
+  iq3sLds_ = iq3s;
+  if (iq3s) {
+    e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
+    e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
+           "strata_iq3s_grid[i];",
+           kGemvWarps * 32);
+    e.line("  sync_block();");
+  }
   e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
 }
@@ -1442,7 +1455,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
   // loads are issued before the first one's FMAs wait (a slice holds a few
   // pieces a lane, each a round trip to memory when issued one by one).
   const int64_t pieces = (g.k + 256 * slices - 1) / (256 * slices);
-  e.line("#pragma unroll {}", std::min<int64_t>(pieces, 8));
+  e.line("#pragma unroll {}",
+         std::min<int64_t>(pieces, 8 / static_cast<int64_t>(nb)));
   e.line("  for (int it = 0; it < {}; ++it) {{", pieces);
   e.line("    const long k = (slice * 32L + lane) * 8L + it * {}L;",
          256 * slices);
@@ -2354,10 +2368,14 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
 void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
                                   int64_t experts, int64_t slotsPerToken,
                                   int64_t rows) {
-  const int slices = gemvSlices(g.k);
+  // Fatter blocks than the chains' (1,024 of K a warp at least): each
+  // block pays the expert search and the grid copy once.
+  const int slices = gemvSlices(g.k, 1024);
   const int64_t cols = kGemvWarps / slices;
   const int64_t colBlocks = (g.n + cols - 1) / cols;
-  gemvOpen();
+  gemvOpen(std::any_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
+    return w.ggml == format::GgmlType::IQ3_S;
+  }));
   e.line("  const long s = bid_x() / {}L;", colBlocks);
   e.line("  const long base = s * {}L;", colBlocks);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);
