@@ -580,6 +580,91 @@ TEST_F(TinyModel, SessionRewindsRecurrentStateToItsCheckpoint) {
   EXPECT_EQ(lastSession->runs(), 0u);
 }
 
+/// Speculative decoding makes the tokens, and the logits each was chosen
+/// from, of plain generation, greedy or sampled, over recurrent state.
+TEST_F(TinyModel, GeneratorSpeculationEqualsPlainGeneration) {
+  std::string error;
+  auto ex = make(recurrentPlan(40), error);
+  ASSERT_TRUE(ex) << error;
+  struct Run {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logits;
+    GenerateTimings timings;
+  };
+  auto generate = [&](const SamplerOptions &o, int64_t drafts) {
+    Run r;
+    auto gen = Generator::create(*ex, o, nullptr, error);
+    EXPECT_TRUE(gen) << error;
+    EXPECT_TRUE(gen->setSpeculation(drafts, error)) << error;
+    gen->setMaxTokens(24);
+    // Repeats in the prompt give the drafting something to find.
+    EXPECT_TRUE(
+        gen->start(std::vector<int32_t>{3, 9, 27, 3, 9, 27, 3, 9}, error))
+        << error;
+    for (int i = 0; i < 24; ++i) {
+      int32_t t = 0;
+      EXPECT_TRUE(gen->next(t, error)) << error;
+      r.tokens.push_back(t);
+      r.logits.emplace_back(gen->logits().begin(), gen->logits().end());
+    }
+    r.timings = gen->timings();
+    return r;
+  };
+  SamplerOptions greedy, sampled;
+  greedy.temperature = 0;
+  sampled.temperature = 0.8f;
+  sampled.seed = 5;
+  for (const SamplerOptions &o : {greedy, sampled}) {
+    Run plain = generate(o, 0);
+    EXPECT_EQ(plain.timings.verifyRuns, 0u);
+    size_t proposed = 0;
+    for (int64_t k : {1, 2, 4}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "temperature " << o.temperature << ", drafts " << k);
+      Run spec = generate(o, k);
+      EXPECT_EQ(spec.tokens, plain.tokens);
+      EXPECT_EQ(spec.logits, plain.logits);
+      const GenerateTimings &t = spec.timings;
+      proposed += t.draftsProposed;
+      EXPECT_LE(t.draftsAccepted, t.draftsProposed);
+      EXPECT_LE(t.draftsProposed, t.verifyRuns * static_cast<size_t>(k));
+      // Every run makes a token or more.
+      EXPECT_LE(t.modelRuns, 2 + t.generatedTokens);
+    }
+    EXPECT_GT(proposed, 0u);
+  }
+}
+
+TEST_F(TinyModel, GeneratorSpeculationErrors) {
+  std::string error;
+  auto ex = make(recurrentPlan(16), error);
+  ASSERT_TRUE(ex) << error;
+  auto gen = Generator::create(*ex, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_FALSE(gen->setSpeculation(-1, error));
+  EXPECT_EQ(error, "speculative decoding needs 0 or more draft tokens a run, "
+                   "not -1");
+  auto last = make(recurrentPlan(16, kMaxT, true), error);
+  ASSERT_TRUE(last) << error;
+  gen = Generator::create(*last, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_TRUE(gen->setSpeculation(0, error)) << "off needs nothing";
+  EXPECT_FALSE(gen->setSpeculation(4, error));
+  EXPECT_EQ(error, "speculative decoding checks each draft against the logits "
+                   "of its own row, but the plan returns a run's last row only "
+                   "(it was compiled with --logits last); recompile it with "
+                   "strata-compile --logits all");
+  auto one = make(recurrentPlan(16, 1), error);
+  ASSERT_TRUE(one) << error;
+  gen = Generator::create(*one, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_FALSE(gen->setSpeculation(2, error));
+  EXPECT_EQ(error, "speculative decoding runs a token and its drafts "
+                   "together, but the plan's runs hold one row (max_tokens "
+                   "1); recompile it with strata-compile --max-tokens 2 or "
+                   "more");
+}
+
 TEST_F(TinyModel, RowsOutsideTheStateFailBeforeAnyKernel) {
   std::string error;
   auto ex = make(statePlan(), error);
