@@ -134,6 +134,12 @@ public:
   /// Copies device memory to the host.
   virtual bool download(void *dst, const void *src, uint64_t bytes,
                         std::string &error) = 0;
+  /// Copies \p bytes of device memory to device memory (not overlapping),
+  /// in order with the launches and copies before and after it; the host
+  /// does not wait for it. What rolls generation state back (a slot's
+  /// recurrent states saved and restored) without a trip through the host.
+  virtual bool copy(void *dst, const void *src, uint64_t bytes,
+                    std::string &error) = 0;
   /// Makes \p bytes of weight data at host address \p host (the mapped GGUF,
   /// alive as long as the device) readable by kernels and returns the device
   /// address; the CPU returns \p host itself, a GPU uploads once.

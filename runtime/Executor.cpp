@@ -133,6 +133,18 @@ Executor::create(const Plan &plan, const std::string &ggufPath,
   }
   if (!ex->resetStates(error))
     return nullptr;
+  // The recurrent states: written by a State-class kernel other than
+  // kv_store (fused kernels never touch states).
+  std::vector<bool> recurrent(plan.states.size(), false);
+  for (const format::PlanKernel &pk : plan.kernels)
+    if (!pk.isFused() &&
+        format::recipeInfo(pk.recipe).cls == format::OpClass::State &&
+        pk.recipe != format::Recipe::KvStore && !pk.inputs.empty() &&
+        pk.inputs[0].isState)
+      recurrent[pk.inputs[0].index] = true;
+  for (size_t i = 0; i < recurrent.size(); ++i)
+    if (recurrent[i])
+      ex->recurrent_.push_back(i);
   // The arena rounded up to whole 32-bit words, so the poison covers it.
   uint64_t arenaBytes = (plan.arenaBytes + 3) / 4 * 4;
   ex->main_.arena =
@@ -165,6 +177,8 @@ Executor::~Executor() {
       for (void *p : b->owned)
         b->device->release(p);
     }
+  for (auto &[slot, p] : snapshots_)
+    device_->release(p);
 }
 
 TensorArg Executor::bufferArg(const Bound &bd, uint32_t index,
@@ -537,6 +551,71 @@ bool Executor::readState(size_t index, std::vector<float> &out,
   size_t n = st.bytes / format::planDTypeSize(st.dtype);
   out.resize(n);
   convertElements(st.dtype, bytes.data(), PlanDType::F32, out.data(), n);
+  return true;
+}
+
+uint64_t Executor::recurrentSlotBytes() const {
+  uint64_t bytes = 0;
+  for (size_t i : recurrent_) {
+    const format::PlanState &st = plan_.states[i];
+    bytes = (bytes + kSnapshotAlign - 1) / kSnapshotAlign * kSnapshotAlign +
+            st.bytes / st.shape[0];
+  }
+  return bytes;
+}
+
+bool Executor::saveSlot(int32_t slot, std::string &error) {
+  return copySlot(slot, true, error);
+}
+
+bool Executor::restoreSlot(int32_t slot, std::string &error) {
+  return copySlot(slot, false, error);
+}
+
+bool Executor::copySlot(int32_t slot, bool save, std::string &error) {
+  if (slot < 0 || slot >= maxBatch_) {
+    error = fmt::format("slot {} does not exist (the plan has {} slots, "
+                        "strata-compile --max-batch)",
+                        slot, maxBatch_);
+    return false;
+  }
+  auto it = snapshots_.find(slot);
+  if (it == snapshots_.end()) {
+    if (!save) {
+      error = fmt::format("slot {} has no saved state to restore", slot);
+      return false;
+    }
+    void *p =
+        device_->alloc(std::max<uint64_t>(recurrentSlotBytes(), 4), error);
+    if (!p) {
+      error = fmt::format("the snapshot of slot {}'s recurrent state: {}", slot,
+                          error);
+      return false;
+    }
+    it = snapshots_.emplace(slot, p).first;
+  }
+  uint8_t *snapshot = static_cast<uint8_t *>(it->second);
+  uint64_t at = 0;
+  for (size_t i : recurrent_) {
+    const format::PlanState &st = plan_.states[i];
+    // States are slot-major: [S, ...], slot s the s-th S-th of the bytes.
+    if (st.shape.empty() || static_cast<int64_t>(st.shape[0]) <= slot) {
+      error = fmt::format("state '{}' has no slot {} (its first dim is not "
+                          "the plan's {} slots)",
+                          st.name, slot, maxBatch_);
+      return false;
+    }
+    uint64_t per = st.bytes / st.shape[0];
+    at = (at + kSnapshotAlign - 1) / kSnapshotAlign * kSnapshotAlign;
+    uint8_t *live = static_cast<uint8_t *>(main_.states[i]) + slot * per;
+    if (!(save ? device_->copy(snapshot + at, live, per, error)
+               : device_->copy(live, snapshot + at, per, error))) {
+      error = fmt::format("{} state '{}' of slot {}: {}",
+                          save ? "saving" : "restoring", st.name, slot, error);
+      return false;
+    }
+    at += per;
+  }
   return true;
 }
 

@@ -135,6 +135,27 @@ public:
   /// The contents of state \p index (plan().states) as f32.
   bool readState(size_t index, std::vector<float> &out, std::string &error);
 
+  /// True if the plan has a recurrent state: one that every row advances
+  /// (a conv window, a delta-rule state, a token history: what a State-class
+  /// kernel other than kv_store writes) rather than one indexed by position
+  /// (a cache written by kv_store). Rows run and then taken back (rejected
+  /// speculative drafts) leave a cache to be rewritten by the next row at
+  /// each position, but a recurrent state changed for good: only
+  /// restoreSlot() takes that back.
+  bool hasRecurrentState() const { return !recurrent_.empty(); }
+  /// The bytes of one slot's part of the recurrent states: what saveSlot()
+  /// copies.
+  uint64_t recurrentSlotBytes() const;
+  /// Copies \p slot's part of every recurrent state into the executor's
+  /// snapshot of that slot (device memory, allocated at the slot's first
+  /// save; a later save replaces it), on the device, in order with the
+  /// runs. Fails naming a bad slot or the device's error.
+  bool saveSlot(int32_t slot, std::string &error);
+  /// Copies \p slot's snapshot back into its recurrent states: they are
+  /// again what they were at its saveSlot(). Fails when the slot was never
+  /// saved.
+  bool restoreSlot(int32_t slot, std::string &error);
+
   /// After every kernel, scan its floating-point outputs for NaN and fail
   /// naming the first kernel that left one (slow; for debugging).
   void setNanCheck(bool on) { nanCheck_ = on; }
@@ -297,6 +318,14 @@ private:
   std::map<uint32_t, std::string> capture_; ///< buffer index -> name
   std::map<std::string, RunOutput> captured_;
   int64_t maxContext_ = 0, maxBatch_ = 0;
+  /// The recurrent states (hasRecurrentState), in plan order.
+  std::vector<size_t> recurrent_;
+  /// Per slot saved, its snapshot: each recurrent state's slot slice, in
+  /// recurrent_ order, at offsets rounded up to kSnapshotAlign.
+  std::map<int32_t, void *> snapshots_;
+  static constexpr uint64_t kSnapshotAlign = 256;
+  /// Copies \p slot's recurrent slices to (\p save) or from its snapshot.
+  bool copySlot(int32_t slot, bool save, std::string &error);
 };
 
 } // namespace strata::runtime

@@ -15,6 +15,40 @@
 // context bounds it (contextLimit()). A plan without state has no decode
 // entry and cannot generate (create() says so).
 //
+// Speculative decoding (setSpeculation(K), strata-run --spec K): instead of
+// one row a step, a step runs the tokens not yet in the state followed by up
+// to K draft tokens guessed by prompt lookup (PromptLookup.h), as one run of
+// a plan that returns every row's logits (--logits all). How many: a limit
+// that starts at K, grows by 2 (up to K) after a step that accepted all its
+// drafts and shrinks by 1 (down to 1) after one that did not (HF
+// transformers' "heuristic" schedule): where drafts keep failing, a step
+// wastes one row instead of K (rows cost compute on the cpu, and on a GPU
+// they route to more experts in MoE layers). Row i's logits are
+// what the token after row i is chosen from, so the sampler, called on them
+// in order exactly as plain generation calls it (the same history, the same
+// PRNG state), makes the same tokens: a draft is accepted while it is the
+// sampler's own choice, and the first choice that differs ends the step (it
+// is generated too, so a run makes at least one token). Each token is the
+// sampler's output on the logits of its own prefix, so the sequence equals
+// plain generation's for every sampler setting, greedy or seeded sampling;
+// greedy accepts the most drafts.
+//
+// Rows of rejected drafts ran and must be taken back. Caches indexed by
+// position need nothing: the session forgets the rows and the next rows at
+// those positions rewrite them. Recurrent state (conv windows, delta-rule
+// states, token histories) has folded them in, so where the plan has some,
+// the session checkpoints the slot (a device copy of its recurrent state)
+// before every run with drafts and restores it when a draft is rejected;
+// the tokens that run made valid (the step's first rows, the accepted
+// drafts, the token chosen instead) are then not in the state, and run
+// again at the head of the next step's run, before its drafts: no extra
+// run, a few more rows. After a second rollback in a row the waiting tokens
+// run alone, as a plain step (no drafts), so no row runs more than three
+// times and a run holds at most 2K + 1 rows. (Always a plain step after a
+// rollback ran 3 to 10 % more runs on the tiny models; never one, so that
+// rejections in a row re-run a growing head, 2 to 6 times the rows run
+// again.)
+//
 // Tokens, text and stop strings are the caller's: the generator knows ids
 // only (the runtime does not depend on the tokenizer), and a predicate says
 // which ids end generation.
@@ -22,10 +56,12 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/PromptLookup.h"
 #include "runtime/Sampler.h"
 #include "runtime/Session.h"
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -43,6 +79,14 @@ struct GenerateTimings {
   size_t generatedTokens = 0; ///< tokens next() returned
   double generateSeconds = 0; ///< in next(): the model and the sampler
   size_t modelRuns = 0;       ///< model evaluations, start()'s included
+  // Speculative decoding (zero without it).
+  size_t verifyRuns = 0;     ///< model runs that carried drafts
+  size_t draftsProposed = 0; ///< draft tokens run
+  size_t draftsAccepted = 0; ///< of those, the sampler's own choices
+  size_t rejectedMidway = 0; ///< runs that accepted a draft, then not one
+  size_t rollbacks = 0;      ///< recurrent states restored after a rejection
+  size_t rowsRerun = 0;      ///< rows run again because a rollback undid them
+  uint64_t stateBytesCopied = 0; ///< recurrent state saved and restored
 };
 
 /// Generates one sequence from a prompt over an executor's plan.
@@ -67,6 +111,15 @@ public:
   int64_t contextLimit() const;
   /// The size of a logits row: token ids are in [0, vocabSize()).
   int64_t vocabSize() const { return vocab_; }
+
+  /// Turns speculative decoding on with at most \p drafts draft tokens a
+  /// run (see the file comment), or off with 0. Fails, changing nothing,
+  /// when \p drafts is negative, the plan returns only a run's last row of
+  /// logits (--logits last) or its runs hold one row (max_tokens 1).
+  bool setSpeculation(int64_t drafts, std::string &error);
+  /// Tells that at most \p tokens will be asked of next() after start()
+  /// (-1: no bound, the default): speculation drafts no token past them.
+  void setMaxTokens(int64_t tokens) { maxTokens_ = tokens; }
 
   /// Starts a sequence with \p prompt (1 to contextLimit() ids in
   /// [0, vocabSize()), forgetting any earlier sequence) and makes the logits
@@ -95,6 +148,8 @@ public:
     return std::span<const int32_t>(sequence_).subspan(promptSize_);
   }
   const GenerateTimings &timings() const { return timings_; }
+  /// The rows of the latest model run (0 before any).
+  int64_t lastRunRows() const { return session_->lastRunRows(); }
 
 private:
   Generator(Executor &executor, Sampler sampler,
@@ -102,12 +157,33 @@ private:
             std::unique_ptr<Session> session);
   /// The engine: makes logits_ for the position after sequence_.
   bool evaluate(std::string &error);
+  /// One speculative step: runs the tokens not yet in the state and the
+  /// drafts, and puts the tokens it decides (at least one) in ready_.
+  bool speculate(std::string &error);
+  /// True if \p token ends generation.
+  bool ends(int32_t token) const {
+    return endOfGeneration_ && endOfGeneration_(token);
+  }
 
   Executor &executor_;
-  /// Slot 0 of the plan's state; it holds sequence_'s first evaluated_
-  /// tokens.
+  /// Slot 0 of the plan's state; it holds the first evaluated_ tokens of
+  /// sequence_ followed by ready_'s tokens.
   std::unique_ptr<Session> session_;
   size_t evaluated_ = 0;
+  /// A token a speculative step decided, not yet returned by next(), and
+  /// the logits it was chosen from.
+  struct Ready {
+    int32_t token = 0;
+    std::vector<float> logits;
+  };
+  std::deque<Ready> ready_;
+  /// Draft tokens a run at most (0: no speculation), and the next step's
+  /// limit, 1 to drafts_ (see the file comment).
+  int64_t drafts_ = 0, draftLimit_ = 0;
+  PromptLookup lookup_;
+  int64_t maxTokens_ = -1;
+  /// Speculative steps in a row, up to now, that ended in a rollback.
+  int rollbacksInRow_ = 0;
   Sampler sampler_;
   std::function<bool(int32_t)> endOfGeneration_;
   int64_t vocab_ = 0;

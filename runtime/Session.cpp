@@ -44,18 +44,34 @@ std::unique_ptr<Session> Session::create(Executor &executor,
 Session::Session(Executor &executor, int64_t context, int64_t chunk,
                  int64_t vocab, int64_t slots, bool allRows)
     : executor_(executor), context_(context), chunk_(chunk), vocab_(vocab),
-      allRows_(allRows), length_(slots, 0) {}
+      allRows_(allRows), length_(slots, 0), checkpoint_(slots, -1),
+      atCheckpoint_(slots, false) {}
 
 Session::~Session() = default;
 
-bool Session::checkToken(int32_t slot, int32_t id, const std::string &where,
-                         std::string &error) const {
+void Session::reset(int32_t slot) {
+  length_.at(slot) = 0;
+  checkpoint_.at(slot) = -1;
+  atCheckpoint_.at(slot) = false;
+}
+
+bool Session::recurrent() const { return executor_.hasRecurrentState(); }
+
+bool Session::checkSlot(int32_t slot, const std::string &where,
+                        std::string &error) const {
   if (slot < 0 || slot >= slots()) {
     error = fmt::format("{}: slot {} does not exist (the plan has {} slots, "
                         "strata-compile --max-batch)",
                         where, slot, slots());
     return false;
   }
+  return true;
+}
+
+bool Session::checkToken(int32_t slot, int32_t id, const std::string &where,
+                         std::string &error) const {
+  if (!checkSlot(slot, where, error))
+    return false;
   if (id < 0 || id >= vocab_) {
     error = fmt::format("{}: id {} is out of range (vocabulary of {} tokens)",
                         where, id, vocab_);
@@ -64,8 +80,8 @@ bool Session::checkToken(int32_t slot, int32_t id, const std::string &where,
   return true;
 }
 
-bool Session::append(int32_t slot, std::span<const int32_t> ids,
-                     std::vector<float> &logits, std::string &error) {
+bool Session::checkAppend(int32_t slot, std::span<const int32_t> ids,
+                          std::string &error) const {
   if (ids.empty()) {
     error = "nothing to append: no tokens";
     return false;
@@ -81,6 +97,13 @@ bool Session::append(int32_t slot, std::span<const int32_t> ids,
                         slot, have, ids.size(), context_);
     return false;
   }
+  return true;
+}
+
+bool Session::append(int32_t slot, std::span<const int32_t> ids,
+                     std::vector<float> &logits, std::string &error) {
+  if (!checkAppend(slot, ids, error))
+    return false;
   RunOutput out;
   for (size_t begin = 0; begin < ids.size();
        begin += static_cast<size_t>(chunk_)) {
@@ -89,10 +112,12 @@ bool Session::append(int32_t slot, std::span<const int32_t> ids,
     for (size_t i = begin; i < end; ++i)
       rows.push_back(
           {ids[i], static_cast<int32_t>(length_[slot] + (i - begin)), slot});
+    atCheckpoint_[slot] = false;
     if (!executor_.runRows(rows, out, error))
       return false;
     length_[slot] += static_cast<int64_t>(rows.size());
     ++runs_;
+    lastRunRows_ = static_cast<int64_t>(rows.size());
   }
   // The last row of the last chunk: the only row of a --logits last plan.
   if (out.data.size() < static_cast<size_t>(vocab_)) {
@@ -102,6 +127,91 @@ bool Session::append(int32_t slot, std::span<const int32_t> ids,
     return false;
   }
   logits.assign(out.data.end() - vocab_, out.data.end());
+  return true;
+}
+
+bool Session::appendEach(int32_t slot, std::span<const int32_t> ids,
+                         std::vector<float> &logits, std::string &error) {
+  if (!allRows_) {
+    error = "the plan returns the logits of a run's last row only (it was "
+            "compiled with --logits last); the logits of every row need a "
+            "plan compiled with strata-compile --logits all";
+    return false;
+  }
+  if (!checkAppend(slot, ids, error))
+    return false;
+  if (static_cast<int64_t>(ids.size()) > chunk_) {
+    error = fmt::format("{} tokens in one run, more than the plan's "
+                        "max_tokens {}",
+                        ids.size(), chunk_);
+    return false;
+  }
+  std::vector<Row> rows;
+  for (size_t i = 0; i < ids.size(); ++i)
+    rows.push_back({ids[i], static_cast<int32_t>(length_[slot] + i), slot});
+  RunOutput out;
+  atCheckpoint_[slot] = false;
+  if (!executor_.runRows(rows, out, error))
+    return false;
+  ++runs_;
+  lastRunRows_ = static_cast<int64_t>(rows.size());
+  if (out.data.size() != rows.size() * static_cast<size_t>(vocab_)) {
+    error = fmt::format("the plan's output has {} values, not {} rows of {} "
+                        "logits",
+                        out.data.size(), rows.size(), vocab_);
+    return false;
+  }
+  length_[slot] += static_cast<int64_t>(rows.size());
+  logits = std::move(out.data);
+  return true;
+}
+
+bool Session::checkpoint(int32_t slot, std::string &error) {
+  if (!checkSlot(slot, "checkpoint", error))
+    return false;
+  if (checkpoint_[slot] == length_[slot] && atCheckpoint_[slot])
+    return true;
+  if (recurrent()) {
+    if (!executor_.saveSlot(slot, error))
+      return false;
+    stateBytesCopied_ += executor_.recurrentSlotBytes();
+  }
+  checkpoint_[slot] = length_[slot];
+  atCheckpoint_[slot] = true;
+  return true;
+}
+
+bool Session::rewind(int32_t slot, int64_t length, std::string &error) {
+  if (!checkSlot(slot, "rewind", error))
+    return false;
+  if (length < 0 || length > length_[slot]) {
+    error = fmt::format("rewind: slot {} holds {} tokens; it cannot go back "
+                        "to {}",
+                        slot, length_[slot], length);
+    return false;
+  }
+  if (!recurrent()) {
+    // Caches only: the next rows at those positions rewrite them.
+    length_[slot] = length;
+    return true;
+  }
+  if (checkpoint_[slot] != length) {
+    error = fmt::format("rewind: slot {} has recurrent state, which goes back "
+                        "only to its checkpoint ({}), not to {} tokens",
+                        slot,
+                        checkpoint_[slot] < 0
+                            ? std::string("none")
+                            : fmt::format("{} tokens", checkpoint_[slot]),
+                        length);
+    return false;
+  }
+  if (!atCheckpoint_[slot]) {
+    if (!executor_.restoreSlot(slot, error))
+      return false;
+    stateBytesCopied_ += executor_.recurrentSlotBytes();
+  }
+  length_[slot] = length;
+  atCheckpoint_[slot] = true;
   return true;
 }
 
@@ -136,8 +246,10 @@ bool Session::decode(std::span<const SessionStep> steps,
     }
   }
   std::vector<Row> rows;
-  for (const SessionStep &s : steps)
+  for (const SessionStep &s : steps) {
     rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
+    atCheckpoint_[s.slot] = false;
+  }
   logits.clear();
   logits.reserve(steps.size() * static_cast<size_t>(vocab_));
   RunOutput out;
@@ -145,6 +257,7 @@ bool Session::decode(std::span<const SessionStep> steps,
     if (!executor_.runRows(rows, out, error))
       return false;
     ++runs_;
+    lastRunRows_ = static_cast<int64_t>(rows.size());
     if (out.data.size() != rows.size() * static_cast<size_t>(vocab_)) {
       error = fmt::format("the plan's output has {} values, not {} rows of {} "
                           "logits",
@@ -160,6 +273,7 @@ bool Session::decode(std::span<const SessionStep> steps,
       if (!executor_.runRows({r}, out, error))
         return false;
       ++runs_;
+      lastRunRows_ = 1;
       logits.insert(logits.end(), out.data.end() - vocab_, out.data.end());
       ++length_[r.seq];
     }

@@ -10,7 +10,18 @@
 //     consecutive positions; the logits after the last id come back;
 //   - decode(steps): one token for each of several distinct slots, all in
 //     one run (one row per slot at its own position); a row of logits per
-//     step comes back.
+//     step comes back;
+//   - appendEach(slot, ids): tokens of one slot in one run, the logits after
+//     each of them (a plan compiled with --logits all): what verifies
+//     speculative drafts.
+//
+// Taking tokens back: rewind(slot, n) shortens a sequence to n tokens.
+// Caches indexed by position need nothing (the next rows at those positions
+// rewrite them), but recurrent state (conv windows, delta-rule states, token
+// histories; Executor::hasRecurrentState) has folded every row in, so where
+// the plan has some, a rewind goes back to the slot's checkpoint only:
+// checkpoint(slot) saves the slot's recurrent state on the device
+// (Executor::saveSlot) and rewind restores it.
 //
 // The plan reads the past from its state (KV caches, recurrent state) at the
 // rows' positions, so a decode step costs one row, not the whole sequence.
@@ -70,9 +81,20 @@ public:
   int64_t length(int32_t slot) const { return length_.at(slot); }
   /// Runs of the plan so far (appends count one per chunk).
   size_t runs() const { return runs_; }
+  /// The rows of the latest run (0 before any).
+  int64_t lastRunRows() const { return lastRunRows_; }
+  /// The bytes of recurrent state checkpoint() and rewind() copied so far.
+  uint64_t stateBytesCopied() const { return stateBytesCopied_; }
 
-  /// Forgets \p slot's sequence: its next token is at position 0.
-  void reset(int32_t slot) { length_.at(slot) = 0; }
+  /// Forgets \p slot's sequence (and its checkpoint): its next token is at
+  /// position 0.
+  void reset(int32_t slot);
+  /// True if runs return the logits of every row (a plan compiled with
+  /// --logits all), which appendEach() needs; else of a run's last row.
+  bool everyRowLogits() const { return allRows_; }
+  /// True if the plan's state includes recurrent state, so that rewind()
+  /// needs a checkpoint (see the file comment).
+  bool recurrent() const;
 
   /// Appends \p ids (at least one, each in [0, vocabSize())) to \p slot's
   /// sequence and sets \p logits to the logits after the last one
@@ -81,6 +103,26 @@ public:
   /// length is what the completed chunks made it.
   bool append(int32_t slot, std::span<const int32_t> ids,
               std::vector<float> &logits, std::string &error);
+
+  /// Appends \p ids (1 to chunk() of them) to \p slot's sequence in one
+  /// run and sets \p logits to the logits after each of them
+  /// ([ids.size(), vocabSize()]). Fails, before any run, as append() does,
+  /// and when the plan returns the last row's logits only.
+  bool appendEach(int32_t slot, std::span<const int32_t> ids,
+                  std::vector<float> &logits, std::string &error);
+
+  /// Makes \p slot's current length its checkpoint: where the plan has
+  /// recurrent state, saves the slot's part of it (a device copy; none when
+  /// it was saved at this length and no row of the slot ran since).
+  bool checkpoint(int32_t slot, std::string &error);
+  /// The length of \p slot's checkpoint, -1 if it has none.
+  int64_t checkpointLength(int32_t slot) const { return checkpoint_.at(slot); }
+  /// Shortens \p slot's sequence to its first \p length tokens. Without
+  /// recurrent state any length up to the current one will do; with it,
+  /// only the checkpoint's, whose saved state is restored (no copy when no
+  /// row of the slot ran since). Fails, changing nothing, naming the slot
+  /// and lengths.
+  bool rewind(int32_t slot, int64_t length, std::string &error);
 
   /// Appends one token to each slot of \p steps (distinct slots, at most
   /// chunk() of them) in one run and sets \p logits to a row per step
@@ -92,16 +134,29 @@ public:
 private:
   Session(Executor &executor, int64_t context, int64_t chunk, int64_t vocab,
           int64_t slots, bool allRows);
+  /// Checks that \p slot exists (where: "rewind").
+  bool checkSlot(int32_t slot, const std::string &where,
+                 std::string &error) const;
   /// Checks that \p id may be appended to \p slot (where: "token 3").
   bool checkToken(int32_t slot, int32_t id, const std::string &where,
                   std::string &error) const;
+  /// Checks \p ids for an append to \p slot: at least one, each valid, and
+  /// room for them in the context.
+  bool checkAppend(int32_t slot, std::span<const int32_t> ids,
+                   std::string &error) const;
 
   Executor &executor_;
   int64_t context_ = 0, chunk_ = 0, vocab_ = 0;
   /// The plan returns a logits row per run row (--logits all).
   bool allRows_ = false;
   std::vector<int64_t> length_;
+  /// Per slot, the length of its checkpoint (-1: none) and whether its
+  /// recurrent state is still the checkpoint's (no row of it ran since).
+  std::vector<int64_t> checkpoint_;
+  std::vector<bool> atCheckpoint_;
   size_t runs_ = 0;
+  int64_t lastRunRows_ = 0;
+  uint64_t stateBytesCopied_ = 0;
 };
 
 } // namespace strata::runtime

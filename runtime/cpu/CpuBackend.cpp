@@ -89,6 +89,12 @@ bool CpuDevice::download(void *dst, const void *src, uint64_t bytes,
   return true;
 }
 
+bool CpuDevice::copy(void *dst, const void *src, uint64_t bytes,
+                     std::string &error) {
+  std::memcpy(dst, src, bytes);
+  return true;
+}
+
 void *CpuDevice::mapWeight(const void *host, uint64_t bytes,
                            std::string &error) {
   // Kernels only read weights; the mapping stays read-only.

@@ -33,6 +33,8 @@ public:
               std::string &error) override;
   bool download(void *dst, const void *src, uint64_t bytes,
                 std::string &error) override;
+  bool copy(void *dst, const void *src, uint64_t bytes,
+            std::string &error) override;
   void *mapWeight(const void *host, uint64_t bytes,
                   std::string &error) override;
   bool launch(const Launch &launch, std::string &error) override;

@@ -136,6 +136,12 @@ struct CudaApi {
     return STRATA_GPU_CALL(s, cuMemcpyDtoHAsync_v2, dst, src, bytes, stream);
   }
 
+  /// Enqueues a device-to-device copy on \p stream.
+  static Status copy(const Symbols &s, Stream stream, uint64_t dst,
+                     uint64_t src, uint64_t bytes) {
+    return STRATA_GPU_CALL(s, cuMemcpyDtoDAsync_v2, dst, src, bytes, stream);
+  }
+
   static Status fill32(const Symbols &s, Stream stream, uint64_t dst,
                        uint32_t pattern, uint64_t words) {
     return STRATA_GPU_CALL(s, cuMemsetD32Async, dst, pattern, words, stream);

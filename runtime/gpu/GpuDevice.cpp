@@ -65,6 +65,8 @@ public:
               std::string &error) override;
   bool download(void *dst, const void *src, uint64_t bytes,
                 std::string &error) override;
+  bool copy(void *dst, const void *src, uint64_t bytes,
+            std::string &error) override;
   void *mapWeight(const void *host, uint64_t bytes,
                   std::string &error) override;
   bool launch(const Launch &launch, std::string &error) override;
@@ -404,6 +406,25 @@ bool GpuDevice<Api>::download(void *dst, const void *src, uint64_t bytes,
     return false;
   }
   return finishCopy(what, error);
+}
+
+template <class Api>
+bool GpuDevice<Api>::copy(void *dst, const void *src, uint64_t bytes,
+                          std::string &error) {
+  if (bytes == 0)
+    return true;
+  std::string what = fmt::format("copying {} bytes on the device from {} to {}",
+                                 bytes, src, dst);
+  if (!notCapturing(what, error) || !bind(error))
+    return false;
+  // Stream-ordered like a launch: no host buffer to hand back, so no wait.
+  if (Status st =
+          Api::copy(sym_, stream_, toAddress(dst), toAddress(src), bytes);
+      !st.ok()) {
+    error = failure(st, waitingFor(what));
+    return false;
+  }
+  return true;
 }
 
 template <class Api>

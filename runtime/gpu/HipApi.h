@@ -124,6 +124,13 @@ struct HipApi {
                            stream);
   }
 
+  /// Enqueues a device-to-device copy on \p stream.
+  static Status copy(const Symbols &s, Stream stream, uint64_t dst,
+                     uint64_t src, uint64_t bytes) {
+    return STRATA_GPU_CALL(s, hipMemcpyDtoDAsync, address(dst), address(src),
+                           bytes, stream);
+  }
+
   static Status fill32(const Symbols &s, Stream stream, uint64_t dst,
                        uint32_t pattern, uint64_t words) {
     return STRATA_GPU_CALL(s, hipMemsetD32Async, address(dst),

@@ -145,6 +145,8 @@ int generate(Options &o) {
       runtime::Generator::create(*ex, o.sampling, endOfGeneration, error);
   if (!gen)
     return fail(error);
+  if (o.spec > 0 && !gen->setSpeculation(o.spec, error))
+    return fail(fmt::format("--spec {}: {}", o.spec, error));
 
   // The prompt and -n must fit the context (the state's positions) unless
   // --context-shift says what to do.
@@ -174,6 +176,7 @@ int generate(Options &o) {
     budget = std::min<int64_t>(*o.generate,
                                limit - static_cast<int64_t>(prompt.size()));
   }
+  gen->setMaxTokens(budget);
   double loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   if (!gen->start(prompt, error))
@@ -250,25 +253,33 @@ int generate(Options &o) {
   const runtime::GenerateTimings &t = gen->timings();
   if (!endsWithNewline && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
     std::fputc('\n', stderr);
+  // --spec: the drafts run and accepted, and what rejections cost.
+  std::string spec;
+  if (o.spec > 0)
+    spec = fmt::format(
+        "drafts {} proposed, {} accepted ({:.1f} %) in {} runs ({} "
+        "rejected mid-way), {} rollbacks ({} rows run again, {} bytes of "
+        "state copied); ",
+        t.draftsProposed, t.draftsAccepted,
+        t.draftsProposed ? 100.0 * t.draftsAccepted / t.draftsProposed : 0.0,
+        t.verifyRuns, t.rejectedMidway, t.rollbacks, t.rowsRerun,
+        t.stateBytesCopied);
   fmt::print(stderr,
-             "timings: load {:.1f} ms; prompt {}; generated {}; {} on {}, "
+             "timings: load {:.1f} ms; prompt {}; generated {}; {}{} on {}, "
              "stopped: {}\n",
              loadSeconds * 1e3, rate(t.promptTokens, t.promptSeconds),
-             rate(t.generatedTokens, t.generateSeconds),
+             rate(t.generatedTokens, t.generateSeconds), spec,
              t.modelRuns == 1 ? std::string("1 model run")
                               : fmt::format("{} model runs", t.modelRuns),
              o.backend, stopped);
-  // --profile: the last model run (a decode step of one row, or the
-  // prompt's last chunk when nothing was generated), after the text.
+  // --profile: the last model run (a decode step of one row, a speculative
+  // step of a few, or the prompt's last chunk when nothing was generated),
+  // after the text.
   if (o.profile) {
     std::fflush(stdout);
     fmt::print("\n");
-    const int64_t prompt = static_cast<int64_t>(t.promptTokens);
-    const int64_t chunks = (prompt + plan.maxTokens - 1) / plan.maxTokens;
-    const int64_t rows = static_cast<int64_t>(t.modelRuns) > chunks
-                             ? 1
-                             : (prompt - 1) % plan.maxTokens + 1;
-    printProfile(plan, ex->kernelSeconds(), rows, o.backend, o.profileJson);
+    printProfile(plan, ex->kernelSeconds(), gen->lastRunRows(), o.backend,
+                 o.profileJson);
   }
   return 0;
 }

@@ -8,7 +8,7 @@
 //              --tokens IDS | --tokens-file F) -n N [--temp X] [--top-k K]
 //              [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]
 //              [--stop STR ...] [--no-special] [--ignore-eos]
-//              [--dump-ids OUT] [--dump-logits OUT.f32]
+//              [--dump-ids OUT] [--dump-logits OUT.f32] [--spec K]
 //
 // Without -n: one run; prints the top N tokens of the last position, a
 // timing line and (GPU plans) whether a device graph ran the kernels; with
@@ -274,6 +274,7 @@ constexpr const char *kUsage =
     "                  [--no-special] [--ignore-eos] [--dump-ids OUT]\n"
     "                  [--dump-logits OUT.f32] [--context-shift "
     "none|truncate]\n"
+    "                  [--spec K]\n"
     "                  [--backend NAME] ...\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
@@ -390,6 +391,20 @@ constexpr const char *kUsage =
     "                       generate until the context is full, then stop;\n"
     "                       truncate: drop the prompt's oldest tokens so it\n"
     "                       and -n fit\n"
+    "  --spec K             speculative decoding: each run carries up to K\n"
+    "                       draft tokens (1 to 256; fewer while drafts keep\n"
+    "                       failing) guessed from the sequence itself (the\n"
+    "                       tokens that followed the latest earlier\n"
+    "                       occurrence of its last 3, 2 or 1 tokens); the\n"
+    "                       sampler, run on each row's logits as without\n"
+    "                       --spec, keeps the drafts it would have chosen\n"
+    "                       and adds its own next token, so the output is\n"
+    "                       the same (greedy, or sampled with a seed) and a\n"
+    "                       run makes one token or more. Needs a plan that\n"
+    "                       returns every row's logits (strata-compile\n"
+    "                       --logits all); the timings line counts the\n"
+    "                       drafts, those accepted and the rollbacks of\n"
+    "                       recurrent state after a rejection\n"
     "  Generation needs a plan compiled with --max-context N (its decode\n"
     "  entry): the prompt is prefilled in chunks of --max-tokens rows, then\n"
     "  each token is one row over the KV caches and recurrent state.\n"
@@ -402,6 +417,9 @@ constexpr const char *kUsage =
     "\n"
     "Exit status: 0 on success, 1 on an error (nothing is written then), 2\n"
     "on a command-line mistake.\n";
+
+/// The most drafts --spec takes: more rows than any run should carry.
+constexpr int64_t kMaxSpecDrafts = 256;
 
 /// Parses all of \p text as a decimal integer in [lo, hi] into \p out.
 template <typename Int>
@@ -562,6 +580,12 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (value.empty())
         return usageError("--stop needs a nonempty string");
       o.stops.push_back(value);
+      o.generationOnly.push_back(a);
+    } else if (a == "--spec") {
+      if (!parseIntIn<int64_t>(value, 1, kMaxSpecDrafts, o.spec))
+        return usageError(fmt::format("--spec needs the most draft tokens a "
+                                      "run, an integer from 1 to {}, got '{}'",
+                                      kMaxSpecDrafts, value));
       o.generationOnly.push_back(a);
     } else if (a == "--dump-ids") {
       if (value.empty())

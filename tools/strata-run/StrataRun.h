@@ -37,6 +37,9 @@ struct Options {
   std::string prompt, promptFile, dumpIds;
   bool havePrompt = false, havePromptFile = false;
   bool noSpecial = false, ignoreEos = false;
+  /// --spec K: speculative decoding with at most K prompt-lookup drafts a
+  /// run (0: off).
+  int64_t spec = 0;
   /// --context-shift: "" (refuse what does not fit), "none" or "truncate".
   std::string contextShift;
   std::vector<std::string> stops;

@@ -100,6 +100,7 @@ protected:
     norm = weight(GgmlType::F32, {kD}, rng.uniform(kD, 0.5f, 1.5f));
     w1 = weight(GgmlType::Q4_K, {kD, kD}, rng.normal(kD * kD, 0.06f));
     head = weight(GgmlType::Q6_K, {kV, kD}, rng.normal(kV * kD, 0.06f));
+    conv = weight(GgmlType::F32, {kD, 3}, rng.normal(kD * 3, 0.5f));
     format::ModelInfo info;
     info.addMeta("general.architecture", format::MetaValue::makeString("tiny"));
     std::vector<format::GgufTensorData> tensors;
@@ -116,6 +117,7 @@ protected:
     add("output_norm.weight", norm);
     add("blk.0.ffn.weight", w1);
     add("output.weight", head);
+    add("blk.0.conv.weight", conv); // recurrentPlan()'s only
     std::string error;
     gguf = dir.file("tiny.gguf");
     ASSERT_TRUE(format::writeGguf(gguf, info, tensors, error)) << error;
@@ -212,7 +214,7 @@ protected:
   Rng rng;
   TempDir dir;
   std::string gguf;
-  HostTensor embd, norm, w1, head;
+  HostTensor embd, norm, w1, head, conv;
   Plan plan;
 };
 
@@ -268,6 +270,55 @@ Plan statePlan(int64_t maxTokens = kMaxT) {
   b.kernel(Recipe::AttentionCached, {B(xh), kc, vc, B(seq), B(pos)}, {o},
            {{"scale", aFloat(0.125)}});
   b.kernel(Recipe::Matmul, {B(of), W(wHead)}, {logits});
+  b.p.inputs = {tok, pos, seq};
+  b.p.outputs = {logits};
+  return b.done();
+}
+
+/// statePlan() with recurrent state too: the embeddings go through a
+/// causal conv of 3 taps (conv1d_cached, its window a state of 2 slots)
+/// before the K/V caches and attention of \p context positions, so every
+/// logits row depends on the slot's earlier rows through both kinds of
+/// state. With \p lastRow the plan returns the run's last row only
+/// (strata-compile --logits last).
+Plan recurrentPlan(int64_t context, int64_t maxTokens = kMaxT,
+                   bool lastRow = false) {
+  PlanBuilder b(maxTokens);
+  uint32_t wEmbd = b.weight("token_embd.weight", GgmlType::Q8_0, {kD, kV});
+  uint32_t wConv = b.weight("blk.0.conv.weight", GgmlType::F32, {3, kD});
+  uint32_t wHead = b.weight("output.weight", GgmlType::Q6_K, {kD, kV});
+  uint32_t tok = b.buffer("tokens", PlanDType::I32, {kT});
+  uint32_t pos = b.buffer("pos", PlanDType::I32, {kT});
+  uint32_t seq = b.buffer("seq", PlanDType::I32, {kT});
+  uint32_t x = b.buffer("x", PlanDType::F32, {kT, c(kD)});
+  uint32_t y = b.buffer("y", PlanDType::F32, {kT, c(kD)});
+  uint32_t yh = b.buffer("yh", PlanDType::F32, {kT, c(4), c(64)},
+                         static_cast<int64_t>(b.p.buffers[y].offset));
+  b.p.buffers[yh].viewOf = y;
+  uint32_t o = b.buffer("o", PlanDType::F32, {kT, c(4), c(64)});
+  uint32_t of = b.buffer("of", PlanDType::F32, {kT, c(kD)},
+                         static_cast<int64_t>(b.p.buffers[o].offset));
+  b.p.buffers[of].viewOf = o;
+  uint32_t last =
+      lastRow ? b.buffer("of.last", PlanDType::F32, {c(1), c(kD)}) : of;
+  uint32_t logits =
+      b.buffer("logits", PlanDType::F32, {lastRow ? c(1) : kT, c(kV)});
+  uint64_t cache = 2 * uint64_t(context) * 4 * 64 * 4;
+  b.p.states = {
+      {"k_cache", PlanDType::F32, {2, uint64_t(context), 4, 64}, cache},
+      {"v_cache", PlanDType::F32, {2, uint64_t(context), 4, 64}, cache},
+      {"conv_window", PlanDType::F32, {2, 2, kD}, 2 * 2 * kD * 4}};
+  b.p.options = {{"max_context", context}, {"max_batch", 2}};
+  PlanOperand kc{false, 0, true}, vc{false, 1, true}, win{false, 2, true};
+  b.kernel(Recipe::GetRows, {W(wEmbd), B(tok)}, {x});
+  b.kernel(Recipe::Conv1dCached, {win, B(x), W(wConv), B(seq), B(pos)}, {y});
+  b.kernel(Recipe::KvStore, {kc, B(yh), B(seq), B(pos)}, {});
+  b.kernel(Recipe::KvStore, {vc, B(yh), B(seq), B(pos)}, {});
+  b.kernel(Recipe::AttentionCached, {B(yh), kc, vc, B(seq), B(pos)}, {o},
+           {{"scale", aFloat(0.125)}});
+  if (lastRow)
+    b.kernel(Recipe::LastRows, {B(of)}, {last}, {{"n", aInt(1)}});
+  b.kernel(Recipe::Matmul, {B(last), W(wHead)}, {logits});
   b.p.inputs = {tok, pos, seq};
   b.p.outputs = {logits};
   return b.done();
@@ -424,6 +475,194 @@ TEST_F(TinyModel, GeneratorDecodesOverTheState) {
   EXPECT_EQ(error, "the context is full: the next step would hold 9 tokens, "
                    "more than the plan's max_context 8; recompile it with a "
                    "larger --max-context");
+}
+
+/// Rows taken back: a rewind leaves caches to be rewritten by position
+/// and restores recurrent state from the slot's checkpoint, so the rows
+/// that follow equal one run of the sequence without the rows taken back.
+TEST_F(TinyModel, SessionRewindsRecurrentStateToItsCheckpoint) {
+  std::string error;
+  auto ref = make(recurrentPlan(16, 16), error);
+  ASSERT_TRUE(ref) << error;
+  auto ex = make(recurrentPlan(16), error);
+  ASSERT_TRUE(ex) << error;
+  EXPECT_TRUE(ex->hasRecurrentState());
+  EXPECT_EQ(ex->recurrentSlotBytes(), uint64_t(2 * kD * 4));
+  auto session = Session::create(*ex, error);
+  ASSERT_TRUE(session) << error;
+  EXPECT_TRUE(session->recurrent());
+  EXPECT_TRUE(session->everyRowLogits());
+  // The reference: a, then b, in one run.
+  std::vector<int32_t> a = {3, 9, 27, 31}, junk = {40, 41, 42}, b = {4, 8, 15};
+  std::vector<int32_t> ab = a;
+  ab.insert(ab.end(), b.begin(), b.end());
+  RunOutput want;
+  ASSERT_TRUE(ref->run(ab, want, error)) << error;
+
+  std::vector<float> logits;
+  ASSERT_TRUE(session->append(1, a, logits, error)) << error;
+  EXPECT_EQ(session->checkpointLength(1), -1);
+  ASSERT_TRUE(session->checkpoint(1, error)) << error;
+  EXPECT_EQ(session->checkpointLength(1), 4);
+  EXPECT_EQ(session->stateBytesCopied(), uint64_t(2 * kD * 4));
+  // Junk rows advance the conv window and fill cache positions 4..6.
+  ASSERT_TRUE(session->appendEach(1, junk, logits, error)) << error;
+  EXPECT_EQ(session->length(1), 7);
+  // Only the checkpoint's length will do, and not past the sequence.
+  EXPECT_FALSE(session->rewind(1, 5, error));
+  EXPECT_EQ(error, "rewind: slot 1 has recurrent state, which goes back only "
+                   "to its checkpoint (4 tokens), not to 5 tokens");
+  EXPECT_FALSE(session->rewind(1, 8, error));
+  EXPECT_EQ(error, "rewind: slot 1 holds 7 tokens; it cannot go back to 8");
+  EXPECT_FALSE(session->rewind(0, 0, error));
+  EXPECT_EQ(error, "rewind: slot 0 has recurrent state, which goes back only "
+                   "to its checkpoint (none), not to 0 tokens");
+  ASSERT_TRUE(session->rewind(1, 4, error)) << error;
+  EXPECT_EQ(session->length(1), 4);
+  EXPECT_EQ(session->stateBytesCopied(), uint64_t(2 * 2 * kD * 4));
+  // No row ran since: neither a second rewind nor a checkpoint copies.
+  ASSERT_TRUE(session->rewind(1, 4, error)) << error;
+  ASSERT_TRUE(session->checkpoint(1, error)) << error;
+  EXPECT_EQ(session->stateBytesCopied(), uint64_t(2 * 2 * kD * 4));
+  // b after a, every row as in the one run.
+  ASSERT_TRUE(session->appendEach(1, b, logits, error)) << error;
+  ASSERT_EQ(logits.size(), size_t(3 * kV));
+  for (int64_t r = 0; r < 3; ++r)
+    EXPECT_EQ(std::vector<float>(logits.begin() + r * kV,
+                                 logits.begin() + (r + 1) * kV),
+              rowOf(want, 4 + r))
+        << "row " << r;
+  // Rows rewritten by position but the window not restored: the junk
+  // shows (else this test would prove nothing).
+  auto raw = make(recurrentPlan(16), error);
+  ASSERT_TRUE(raw) << error;
+  RunOutput out;
+  for (const auto &[ids, at] :
+       {std::pair{a, 0}, std::pair{junk, 4}, std::pair{b, 4}}) {
+    std::vector<Row> rows;
+    for (size_t i = 0; i < ids.size(); ++i)
+      rows.push_back({ids[i], at + static_cast<int32_t>(i), 0});
+    ASSERT_TRUE(raw->runRows(rows, out, error)) << error;
+  }
+  EXPECT_NE(rowOf(out, 0), rowOf(want, 4));
+  // More rows than a run holds, and the executor's own checks.
+  EXPECT_FALSE(session->appendEach(0, std::vector<int32_t>(kMaxT + 1, 1),
+                                   logits, error));
+  EXPECT_EQ(error, "7 tokens in one run, more than the plan's max_tokens 6");
+  EXPECT_FALSE(ex->restoreSlot(0, error));
+  EXPECT_EQ(error, "slot 0 has no saved state to restore");
+  EXPECT_FALSE(ex->saveSlot(2, error));
+  EXPECT_EQ(error, "slot 2 does not exist (the plan has 2 slots, "
+                   "strata-compile --max-batch)");
+
+  // Caches alone (no recurrent state): any shorter length, nothing copied.
+  auto cached = make(statePlan(), error);
+  ASSERT_TRUE(cached) << error;
+  EXPECT_FALSE(cached->hasRecurrentState());
+  EXPECT_EQ(cached->recurrentSlotBytes(), 0u);
+  auto plain = Session::create(*cached, error);
+  ASSERT_TRUE(plain) << error;
+  ASSERT_TRUE(plain->append(0, ab, logits, error)) << error;
+  ASSERT_TRUE(plain->rewind(0, 2, error)) << error;
+  EXPECT_EQ(plain->length(0), 2);
+  EXPECT_EQ(plain->stateBytesCopied(), 0u);
+
+  // A plan of last rows cannot give each row's logits.
+  auto last = make(recurrentPlan(16, kMaxT, true), error);
+  ASSERT_TRUE(last) << error;
+  auto lastSession = Session::create(*last, error);
+  ASSERT_TRUE(lastSession) << error;
+  EXPECT_FALSE(lastSession->everyRowLogits());
+  EXPECT_FALSE(lastSession->appendEach(0, a, logits, error));
+  EXPECT_EQ(error, "the plan returns the logits of a run's last row only (it "
+                   "was compiled with --logits last); the logits of every row "
+                   "need a plan compiled with strata-compile --logits all");
+  EXPECT_EQ(lastSession->runs(), 0u);
+}
+
+/// Speculative decoding makes the tokens, and the logits each was chosen
+/// from, of plain generation, greedy or sampled, over recurrent state.
+TEST_F(TinyModel, GeneratorSpeculationEqualsPlainGeneration) {
+  std::string error;
+  auto ex = make(recurrentPlan(40), error);
+  ASSERT_TRUE(ex) << error;
+  struct Run {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logits;
+    GenerateTimings timings;
+  };
+  auto generate = [&](const SamplerOptions &o, int64_t drafts) {
+    Run r;
+    auto gen = Generator::create(*ex, o, nullptr, error);
+    EXPECT_TRUE(gen) << error;
+    EXPECT_TRUE(gen->setSpeculation(drafts, error)) << error;
+    gen->setMaxTokens(24);
+    // Repeats in the prompt give the drafting something to find.
+    EXPECT_TRUE(
+        gen->start(std::vector<int32_t>{3, 9, 27, 3, 9, 27, 3, 9}, error))
+        << error;
+    for (int i = 0; i < 24; ++i) {
+      int32_t t = 0;
+      EXPECT_TRUE(gen->next(t, error)) << error;
+      r.tokens.push_back(t);
+      r.logits.emplace_back(gen->logits().begin(), gen->logits().end());
+    }
+    r.timings = gen->timings();
+    return r;
+  };
+  SamplerOptions greedy, sampled;
+  greedy.temperature = 0;
+  sampled.temperature = 0.8f;
+  sampled.seed = 5;
+  for (const SamplerOptions &o : {greedy, sampled}) {
+    Run plain = generate(o, 0);
+    EXPECT_EQ(plain.timings.verifyRuns, 0u);
+    size_t proposed = 0;
+    for (int64_t k : {1, 2, 4}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "temperature " << o.temperature << ", drafts " << k);
+      Run spec = generate(o, k);
+      EXPECT_EQ(spec.tokens, plain.tokens);
+      EXPECT_EQ(spec.logits, plain.logits);
+      const GenerateTimings &t = spec.timings;
+      proposed += t.draftsProposed;
+      EXPECT_LE(t.draftsAccepted, t.draftsProposed);
+      EXPECT_LE(t.draftsProposed, t.verifyRuns * static_cast<size_t>(k));
+      // Every run makes a token or more.
+      EXPECT_LE(t.modelRuns, 2 + t.generatedTokens);
+    }
+    EXPECT_GT(proposed, 0u);
+  }
+}
+
+TEST_F(TinyModel, GeneratorSpeculationErrors) {
+  std::string error;
+  auto ex = make(recurrentPlan(16), error);
+  ASSERT_TRUE(ex) << error;
+  auto gen = Generator::create(*ex, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_FALSE(gen->setSpeculation(-1, error));
+  EXPECT_EQ(error, "speculative decoding needs 0 or more draft tokens a run, "
+                   "not -1");
+  auto last = make(recurrentPlan(16, kMaxT, true), error);
+  ASSERT_TRUE(last) << error;
+  gen = Generator::create(*last, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_TRUE(gen->setSpeculation(0, error)) << "off needs nothing";
+  EXPECT_FALSE(gen->setSpeculation(4, error));
+  EXPECT_EQ(error, "speculative decoding checks each draft against the logits "
+                   "of its own row, but the plan returns a run's last row only "
+                   "(it was compiled with --logits last); recompile it with "
+                   "strata-compile --logits all");
+  auto one = make(recurrentPlan(16, 1), error);
+  ASSERT_TRUE(one) << error;
+  gen = Generator::create(*one, SamplerOptions{}, nullptr, error);
+  ASSERT_TRUE(gen) << error;
+  EXPECT_FALSE(gen->setSpeculation(2, error));
+  EXPECT_EQ(error, "speculative decoding runs a token and its drafts "
+                   "together, but the plan's runs hold one row (max_tokens "
+                   "1); recompile it with strata-compile --max-tokens 2 or "
+                   "more");
 }
 
 TEST_F(TinyModel, RowsOutsideTheStateFailBeforeAnyKernel) {

@@ -251,6 +251,19 @@ int doDownload(FakeGpuState &s, void *dst, uint64_t src, size_t bytes,
   return kSuccess;
 }
 
+int doCopy(FakeGpuState &s, uint64_t dst, uint64_t src, size_t bytes,
+           void *stream) {
+  if (int r = streamReady(s, stream))
+    return r;
+  if (!inside(s, dst, bytes) || !inside(s, src, bytes) ||
+      (dst < src + bytes && src < dst + bytes))
+    return kInvalidValue;
+  std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
+              bytes);
+  ++s.copies;
+  return kSuccess;
+}
+
 int doFill32(FakeGpuState &s, uint64_t dst, uint32_t value, size_t words,
              void *stream) {
   if (int r = streamReady(s, stream))
@@ -690,6 +703,13 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
   return doDownload(cudaState, dst, src, bytes, stream);
 }
 
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                              CUstream stream) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return doCopy(cudaState, dst, src, bytes, stream);
+}
+
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t words,
                           CUstream stream) {
   if (int r = cudaReady(__func__))
@@ -973,6 +993,14 @@ hipError_t hipMemcpyDtoHAsync(void *dst, hipDeviceptr_t src, size_t bytes,
     return r;
   return doDownload(hipState, dst, reinterpret_cast<uintptr_t>(src), bytes,
                     stream);
+}
+
+hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src,
+                              size_t bytes, hipStream_t stream) {
+  if (int r = hipReady(__func__))
+    return r;
+  return doCopy(hipState, reinterpret_cast<uintptr_t>(dst),
+                reinterpret_cast<uintptr_t>(src), bytes, stream);
 }
 
 hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t words,

@@ -63,6 +63,7 @@ struct FakeGpuState {
   int binds = 0;            ///< cuCtxSetCurrent / hipSetDevice calls
   std::map<uint64_t, uint64_t> allocations; ///< live: address -> bytes
   int uploads = 0;                          ///< host-to-device copies
+  int copies = 0;                           ///< device-to-device copies
   int fills = 0;                            ///< fill32 calls
   std::vector<std::string> modules;         ///< every image loaded, in order
   int moduleUnloads = 0;

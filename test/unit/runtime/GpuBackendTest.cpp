@@ -251,6 +251,20 @@ TEST_P(GpuBackend, MemoryRoundTrip) {
   ASSERT_TRUE(dev->download(back.data(), p, back.size(), error)) << error;
   EXPECT_EQ(back, bytes);
 
+  // A device-to-device copy: one driver call, no trip through the host.
+  void *q = dev->alloc(1000, error);
+  ASSERT_NE(q, nullptr) << error;
+  int uploads = fake->uploads;
+  ASSERT_TRUE(dev->copy(q, p, 1000, error)) << error;
+  EXPECT_EQ(fake->copies, 1);
+  EXPECT_EQ(fake->uploads, uploads);
+  std::fill(back.begin(), back.end(), 0);
+  ASSERT_TRUE(dev->download(back.data(), q, back.size(), error)) << error;
+  EXPECT_EQ(back, bytes);
+  ASSERT_TRUE(dev->copy(q, p, 0, error)) << error;
+  EXPECT_EQ(fake->copies, 1) << "nothing to copy, no call";
+  dev->release(q);
+
   EXPECT_FALSE(dev->fill32(p, 0, 6, error));
   EXPECT_TRUE(contains(error, "not a multiple of 4")) << error;
 
@@ -753,6 +767,9 @@ TEST_P(GpuBackend, CaptureTakesLaunchesOnly) {
           fmt::format("copying 64 bytes to the device at {}", p));
   refused(dev->download(host, p, 64, error),
           fmt::format("copying 64 bytes from the device at {}", p));
+  refused(dev->copy(p, static_cast<char *>(p) + 32, 32, error),
+          fmt::format("copying 32 bytes on the device from {} to {}",
+                      static_cast<void *>(static_cast<char *>(p) + 32), p));
   refused(dev->synchronize(error), "waiting for the device");
   refused(dev->recordEvent(0, error), "recording event slot 0");
   refused(dev->alloc(64, error) != nullptr, "allocating 64 bytes");
