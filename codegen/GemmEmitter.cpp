@@ -245,6 +245,9 @@ private:
   /// area; with \p iq3s (IQ3_S weights) the grid's copy in LDS, else
   /// IQ3_S would decode from the table itself until gemvClose().
   void gemvOpen(bool iq3s = false);
+  /// Opens the decode forms' loop over the rows m0 + r < M of a K piece
+  /// (at most \p rows): `m`, `arow` and the piece of A, `av`, defined.
+  void gemvRows(const Gemm &g, int64_t rows);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
   /// The decode form's column: with `base` (the block's first of its
@@ -1403,6 +1406,16 @@ int GemmEmitter::gemvSlices(int64_t k, int64_t least) {
   return slices;
 }
 
+void GemmEmitter::gemvRows(const Gemm &g, int64_t rows) {
+  e.line("#pragma unroll");
+  e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+  e.line("      if (m0 + r >= M) break;");
+  e.line("      const long m = m0 + r;");
+  e.line("      {}", aRowOf(g));
+  e.line("      float av[8];");
+  e.line("      ld8(arow, k, av);");
+}
+
 void GemmEmitter::gemvClose() {
   e.line("}}");
   iq3sLds_ = true;
@@ -1465,13 +1478,7 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
     e.line("    float w{}[8];", b);
     decodeW(g.w[b], fmt::format("wrow{}", b), "k", fmt::format("w{}", b));
   }
-  e.line("#pragma unroll");
-  e.line("    for (int r = 0; r < {}; ++r) {{", rows);
-  e.line("      if (m0 + r >= M) break;");
-  e.line("      const long m = m0 + r;");
-  e.line("      {}", aRowOf(g));
-  e.line("      float av[8];");
-  e.line("      ld8(arow, k, av);");
+  gemvRows(g, rows);
   e.line("#pragma unroll");
   e.line("      for (int u = 0; u < 8; ++u) {{");
   for (size_t b = 0; b < nb; ++b)
@@ -1533,13 +1540,7 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   e.line("    float wv[{}][8];", ns);
   for (int64_t st = 0; st < ns; ++st)
     decodeW(w, fmt::format("wrow{}", st), "k", fmt::format("wv[{}]", st));
-  e.line("#pragma unroll");
-  e.line("    for (int r = 0; r < {}; ++r) {{", rows);
-  e.line("      if (m0 + r >= M) break;");
-  e.line("      const long m = m0 + r;");
-  e.line("      {}", aRowOf(g));
-  e.line("      float av[8];");
-  e.line("      ld8(arow, k, av);");
+  gemvRows(g, rows);
   e.line("#pragma unroll");
   e.line("      for (int s = 0; s < {}; ++s)", ns);
   e.line("#pragma unroll");
