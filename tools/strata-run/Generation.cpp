@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Generate.h"
+#include "runtime/Session.h"
 #include "runtime/format/FileUtil.h"
 #include "runtime/format/Gguf.h"
 #include "tools/strata-run/StrataRun.h"
@@ -68,10 +69,96 @@ public:
 };
 #endif
 
+/// The greedy token of a logits row: the argmax, the lowest id on ties
+/// (the sampler's greedy rule).
+int32_t argmax(const float *row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (row[i] > row[best])
+      best = i;
+  return static_cast<int32_t>(best);
+}
+
+/// --batch B: B sequences decoded together, the b-th from \p prompt rotated
+/// left by b tokens (different sequences route to different experts, as
+/// real batches do), each prefilled alone, then \p o.generate greedy steps
+/// of B rows a run. Prints each sequence's generated ids (a line each) and
+/// one timings line.
+int decodeBatch(const Options &o, runtime::Executor &ex,
+                const std::vector<int32_t> &prompt, double loadSeconds) {
+  std::string error;
+  std::unique_ptr<runtime::Session> session =
+      runtime::Session::create(ex, error);
+  if (!session)
+    return fail(error);
+  // A last-row plan returns one logits row a run: its decode steps would
+  // run the sequences one by one.
+  if (!session->everyRowLogits())
+    return fail("--batch needs a plan that returns every row's logits (a "
+                "decode step of B rows gives B rows): recompile it with "
+                "strata-compile --logits all");
+  const int64_t b = o.batch, n = *o.generate;
+  if (b > session->slots() || b > session->chunk())
+    return fail(fmt::format(
+        "--batch {}: the plan decodes at most {} sequences together (its "
+        "--max-batch {} and --max-tokens {}); recompile it with larger ones",
+        b, std::min(session->slots(), session->chunk()), session->slots(),
+        session->chunk()));
+  if (static_cast<int64_t>(prompt.size()) + n > session->context())
+    return fail(fmt::format("--batch: the prompt's {} tokens and -n {} pass "
+                            "the plan's max_context {}",
+                            prompt.size(), n, session->context()));
+  std::vector<std::vector<int32_t>> out(b);
+  std::vector<runtime::SessionStep> steps(b);
+  std::vector<float> logits;
+  const int64_t vocab = session->vocabSize();
+  auto t0 = Clock::now();
+  for (int64_t s = 0; s < b; ++s) {
+    std::vector<int32_t> ids(prompt);
+    std::rotate(ids.begin(), ids.begin() + s % ids.size(), ids.end());
+    if (!session->append(static_cast<int32_t>(s), ids, logits, error))
+      return fail(fmt::format("sequence {}: {}", s, error));
+    steps[s] = {static_cast<int32_t>(s), argmax(logits.data(), vocab)};
+  }
+  auto t1 = Clock::now();
+  for (int64_t step = 0; step < n; ++step) {
+    for (int64_t s = 0; s < b; ++s)
+      out[s].push_back(steps[s].token);
+    // The last token of each sequence is produced, never run.
+    if (step + 1 == n)
+      break;
+    if (!session->decode(steps, logits, error))
+      return fail(fmt::format("decode step {}: {}", step, error));
+    for (int64_t s = 0; s < b; ++s)
+      steps[s].token = argmax(logits.data() + s * vocab, vocab);
+  }
+  auto t2 = Clock::now();
+  for (const std::vector<int32_t> &ids : out)
+    fmt::print("{}\n", fmt::join(ids, ","));
+  const double prefill = std::chrono::duration<double>(t1 - t0).count(),
+               decode = std::chrono::duration<double>(t2 - t1).count();
+  const int64_t steps1 = n - 1;
+  fmt::print(stderr,
+             "timings: load {:.1f} ms; {} prompts, {}; {} decode steps of {} "
+             "rows in {:.2f} ms ({:.3f} ms a step, {:.1f} tokens/s in all); "
+             "{} model runs on {}\n",
+             loadSeconds * 1e3, b, rate(b * prompt.size(), prefill), steps1, b,
+             decode * 1e3, steps1 > 0 ? decode * 1e3 / steps1 : 0.0,
+             decode > 0 ? steps1 * b / decode : 0.0, session->runs(),
+             o.backend);
+  return 0;
+}
+
 } // namespace
 
 int generate(Options &o) {
   std::string error;
+  if (o.batch > 1 &&
+      (o.sampling.temperature > 0 || o.spec > 0 || !o.stops.empty() ||
+       !o.dumpIds.empty() || !o.dumpLogits.empty() || o.profile))
+    return usageError("--batch decodes greedily and prints the ids: --temp, "
+                      "--spec, --stop, --dump-ids, --dump-logits and "
+                      "--profile are for one sequence");
   // The prompt's source: ids that do not parse on the command line are a
   // mistake there (2); a file's bytes are the file's error (1).
   std::vector<int32_t> prompt;
@@ -134,6 +221,10 @@ int generate(Options &o) {
   if (!ex)
     return fail(error);
   ex->setProfile(o.profile);
+  if (o.batch > 1)
+    return decodeBatch(
+        o, *ex, prompt,
+        std::chrono::duration<double>(Clock::now() - t0).count());
   std::function<bool(int32_t)> endOfGeneration;
 #ifdef STRATA_HAVE_TOKENIZER
   if (!o.ignoreEos && tok->hasVocab())

@@ -9,6 +9,7 @@
 //              [--top-p P] [--min-p M] [--repeat-penalty R] [--seed S]
 //              [--stop STR ...] [--no-special] [--ignore-eos]
 //              [--dump-ids OUT] [--dump-logits OUT.f32] [--spec K]
+//              [--batch B]
 //
 // Without -n: one run; prints the top N tokens of the last position, a
 // timing line and (GPU plans) whether a device graph ran the kernels; with
@@ -274,7 +275,7 @@ constexpr const char *kUsage =
     "                  [--no-special] [--ignore-eos] [--dump-ids OUT]\n"
     "                  [--dump-logits OUT.f32] [--context-shift "
     "none|truncate]\n"
-    "                  [--spec K]\n"
+    "                  [--spec K] [--batch B]\n"
     "                  [--backend NAME] ...\n"
     "\n"
     "Runs the compiled plan in PLAN_DIR (its plan.json) with the weights of\n"
@@ -405,6 +406,13 @@ constexpr const char *kUsage =
     "                       --logits all); the timings line counts the\n"
     "                       drafts, those accepted and the rollbacks of\n"
     "                       recurrent state after a rejection\n"
+    "  --batch B            a benchmark of batched decode: B sequences (B <=\n"
+    "                       the plan's --max-batch and --max-tokens), the\n"
+    "                       b-th from the prompt rotated left by b tokens,\n"
+    "                       each prefilled alone, then -n greedy steps of B\n"
+    "                       rows a run; prints each sequence's ids (a line\n"
+    "                       each) and the timings (steps, ms a step, tokens/s\n"
+    "                       of all); greedy only (no --temp, --spec, --stop)\n"
     "  Generation needs a plan compiled with --max-context N (its decode\n"
     "  entry): the prompt is prefilled in chunks of --max-tokens rows, then\n"
     "  each token is one row over the KV caches and recurrent state.\n"
@@ -586,6 +594,13 @@ int parseArgs(int argc, char **argv, Options &o) {
         return usageError(fmt::format("--spec needs the most draft tokens a "
                                       "run, an integer from 1 to {}, got '{}'",
                                       kMaxSpecDrafts, value));
+      o.generationOnly.push_back(a);
+    } else if (a == "--batch") {
+      if (!parseIntIn<int64_t>(value, 1, 1024, o.batch))
+        return usageError(fmt::format("--batch needs the number of sequences "
+                                      "decoded together, an integer from 1 "
+                                      "to 1024, got '{}'",
+                                      value));
       o.generationOnly.push_back(a);
     } else if (a == "--dump-ids") {
       if (value.empty())

@@ -40,6 +40,9 @@ struct Options {
   /// --spec K: speculative decoding with at most K prompt-lookup drafts a
   /// run (0: off).
   int64_t spec = 0;
+  /// --batch B: B sequences decoded together, a row each per run (a
+  /// benchmark of batched decode; 1: one sequence, the normal path).
+  int64_t batch = 1;
   /// --context-shift: "" (refuse what does not fit), "none" or "truncate".
   std::string contextShift;
   std::vector<std::string> stops;
