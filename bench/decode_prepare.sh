@@ -7,7 +7,9 @@
 #                  chunks) --max-context 4224 --max-batch 1 --logits last
 #                  (cubins only), and the --report of one decode step at
 #                  P = 4096 (plan/decode-report.txt)
-#   tokens-P.txt   prompts of P = 1024 and 4096 ids
+#   plan-b16-r8/, plan-b16-r16/  plans for batched decode (--logits all,
+#                  --max-batch 16 --max-context 320; gemm-decode-rows 8, 16)
+#   tokens-P.txt   prompts of P = 256, 1024 and 4096 ids
 # The plan is always remade (it follows the code generator); the GGUF and
 # prompts only when missing.
 #   bash bench/decode_prepare.sh [BUILD_DIR] [OUT_DIR]   (build, build-decode)
@@ -29,6 +31,15 @@ rm -rf "$OUT/plan"
   --max-batch 1 --logits last --target sm_90 --no-codegen --context 4096 --report -o "$OUT/plan-report" |
   grep -i "decode step" > "$OUT/plan/decode-report.txt"
 rm -rf "$OUT/plan-report"
+# Batched decode (strata-run --batch B): every row's logits, 16 slots of 320
+# positions, decode forms up to 8 rows (the default) and up to 16.
+for rows in 8 16; do
+  rm -rf "$OUT/plan-b16-r$rows"
+  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 320 \
+    --max-batch 16 --logits all --target sm_90 --codegen-opt gemm-decode-rows=$rows -o "$OUT/plan-b16-r$rows" > /dev/null
+  find "$OUT/plan-b16-r$rows" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
+done
+[ -f "$OUT/tokens-256.txt" ] || python3 bench/strata_bench.py tokens --T 256 --vocab 248320 -o "$OUT/tokens-256.txt"
 (git describe --always --dirty 2>/dev/null || echo unknown) > "$OUT/plan/COMMIT"
 find "$OUT/plan" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
 for p in 1024 4096; do

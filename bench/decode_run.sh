@@ -29,6 +29,13 @@ D=build-decode
     "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
       --tokens-file "$D/tokens-$p.txt" -n 64 --ignore-eos 2>&1 >/dev/null | grep -E "timings|error"
   done
+  for rows in 8 16; do
+    for b in 1 4 16; do
+      echo "== batched decode: B = $b sequences after 256-token prompts, 32 steps (gemm-decode-rows=$rows)"
+      "$B/strata-run" "$D/plan-b16-r$rows" --gguf "$D/full.gguf" --synthetic-weights 1 \
+        --tokens-file "$D/tokens-256.txt" -n 33 --batch $b 2>&1 >/dev/null | grep -E "timings|error"
+    done
+  done
   echo "== profile of one decode step at P ~ 4099"
   "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
     --tokens-file "$D/tokens-4096.txt" -n 4 --ignore-eos --profile 2>&1 | grep -v "^[0-9]*$" | head -64
