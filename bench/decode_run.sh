@@ -24,6 +24,7 @@ D=build-decode
   echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plan commit $(cat $D/plan/COMMIT)"
   echo "# plan: --max-tokens 64 --max-context 4224 --max-batch 1 --logits last --target sm_90"
   echo "# floor: $(cat $D/plan/decode-report.txt)"
+  echo "# batched: plan-b16-r8, plan-b16-r16: --max-tokens 64 --max-context 320 --max-batch 16 --logits all --codegen-opt gemm-decode-rows=8|16"
   for p in 1024 4096; do
     echo "== prompt $p"
     "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
