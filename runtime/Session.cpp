@@ -130,6 +130,23 @@ bool Session::append(int32_t slot, std::span<const int32_t> ids,
   return true;
 }
 
+bool Session::runEveryRow(const std::vector<Row> &rows,
+                          std::vector<float> &logits, std::string &error) {
+  RunOutput out;
+  if (!executor_.runRows(rows, out, error))
+    return false;
+  ++runs_;
+  lastRunRows_ = static_cast<int64_t>(rows.size());
+  if (out.data.size() != rows.size() * static_cast<size_t>(vocab_)) {
+    error = fmt::format("the plan's output has {} values, not {} rows of {} "
+                        "logits",
+                        out.data.size(), rows.size(), vocab_);
+    return false;
+  }
+  logits = std::move(out.data);
+  return true;
+}
+
 bool Session::appendEach(int32_t slot, std::span<const int32_t> ids,
                          std::vector<float> &logits, std::string &error) {
   if (!allRows_) {
@@ -149,20 +166,10 @@ bool Session::appendEach(int32_t slot, std::span<const int32_t> ids,
   std::vector<Row> rows;
   for (size_t i = 0; i < ids.size(); ++i)
     rows.push_back({ids[i], static_cast<int32_t>(length_[slot] + i), slot});
-  RunOutput out;
   atCheckpoint_[slot] = false;
-  if (!executor_.runRows(rows, out, error))
+  if (!runEveryRow(rows, logits, error))
     return false;
-  ++runs_;
-  lastRunRows_ = static_cast<int64_t>(rows.size());
-  if (out.data.size() != rows.size() * static_cast<size_t>(vocab_)) {
-    error = fmt::format("the plan's output has {} values, not {} rows of {} "
-                        "logits",
-                        out.data.size(), rows.size(), vocab_);
-    return false;
-  }
   length_[slot] += static_cast<int64_t>(rows.size());
-  logits = std::move(out.data);
   return true;
 }
 
@@ -254,17 +261,8 @@ bool Session::decode(std::span<const SessionStep> steps,
   logits.reserve(steps.size() * static_cast<size_t>(vocab_));
   RunOutput out;
   if (allRows_ || rows.size() == 1) {
-    if (!executor_.runRows(rows, out, error))
+    if (!runEveryRow(rows, logits, error))
       return false;
-    ++runs_;
-    lastRunRows_ = static_cast<int64_t>(rows.size());
-    if (out.data.size() != rows.size() * static_cast<size_t>(vocab_)) {
-      error = fmt::format("the plan's output has {} values, not {} rows of {} "
-                          "logits",
-                          out.data.size(), rows.size(), vocab_);
-      return false;
-    }
-    logits = std::move(out.data);
     for (const SessionStep &s : steps)
       ++length_[s.slot];
   } else {

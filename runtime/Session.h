@@ -47,6 +47,7 @@
 namespace strata::runtime {
 
 class Executor;
+struct Row;
 
 /// One decode step of a slot: the token appended at the slot's position.
 struct SessionStep {
@@ -134,6 +135,11 @@ public:
 private:
   Session(Executor &executor, int64_t context, int64_t chunk, int64_t vocab,
           int64_t slots, bool allRows);
+  /// Runs \p rows in one run of a plan that returns a logits row per run
+  /// row and moves them into \p logits, counting the run; fails on the
+  /// executor's error or an output of another size.
+  bool runEveryRow(const std::vector<Row> &rows, std::vector<float> &logits,
+                   std::string &error);
   /// Checks that \p slot exists (where: "rewind").
   bool checkSlot(int32_t slot, const std::string &where,
                  std::string &error) const;
