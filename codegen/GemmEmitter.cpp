@@ -234,28 +234,52 @@ private:
   /// the columns spread over the whole GPU (the tiles give a one-row run
   /// N / 64 blocks, most of their rows empty: 117 GB/s on the H200).
   void emitGemv(const std::vector<Chain> &chains,
-                const std::vector<Gemm> &gemms, int64_t rows);
+                const std::vector<Gemm> &gemms, int64_t rows,
+                const std::string &sym);
   /// Warps of a block in the decode forms.
   static constexpr int kGemvWarps = 8;
-  /// Warps that share one column of the decode form (each a slice of K),
-  /// so that short rows still put enough loads in flight: the most (a
-  /// power of two, at most kGemvWarps) that leaves each at least 512 of K.
-  static int gemvSlices(int64_t k, int64_t least = 512);
+  /// The stream-mean decode form takes a chain's K in one warp: below it.
+  static constexpr int64_t kGemvStreamK = 1024;
+  /// How a decode form maps a weight matrix onto warps: `slices` warps
+  /// share one column (each a slice of K) and each warp takes `cols`
+  /// columns at once.
+  struct GemvShape {
+    int slices = 1, cols = 1;
+  };
+  /// The decode form's shape for \p columns columns in all (every routed
+  /// expert's, for the grouped form) of K = \p k: enough warps for the
+  /// whole GPU (decodeWarpSlots) by splitting long rows, and enough bytes
+  /// in flight per warp by giving a warp several short columns. A warp
+  /// whose few pieces each wait a round trip to memory left the H200's
+  /// decode GEMVs at 300-500 GB/s (bench/results/decode-20261203T133312Z).
+  /// A warp's columns times \p rows stay within its lanes (the epilogue's);
+  /// costlier pieces (\p cost, gemvCost) take fewer columns: at two columns
+  /// of the two IQ3_S matrices the grouped gate/up kernel held 113
+  /// registers and ran at 315 GB/s, at one column 53 and 400 GB/s
+  /// (bench/results/gemv-shapes-20261203.txt).
+  GemvShape gemvShape(int64_t columns, int64_t k, int64_t rows,
+                      int64_t cost) const;
+  /// What decoding one piece of every matrix of \p g costs a warp, in
+  /// units of a plain block type's piece: IQ3_S (grid lookups, signs)
+  /// counts two. The decode forms keep cost x columns x unrolled pieces
+  /// within gemm-decode-pieces (registers: loads in flight against warps).
+  static int64_t gemvCost(const Gemm &g);
   /// Opens a decode-form kernel: `wave`, `lane` and the slices' reduction
   /// area; with \p iq3s (IQ3_S weights) the grid's copy in LDS, else
   /// IQ3_S would decode from the table itself until gemvClose().
-  void gemvOpen(bool iq3s = false);
+  void gemvOpen(bool iq3s, const std::string &sym);
   /// Opens the decode forms' loop over the rows m0 + r < M of a K piece
   /// (at most \p rows): `m`, `arow` and the piece of A, `av`, defined.
   void gemvRows(const Gemm &g, int64_t rows);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
-  /// The decode form's column: with `base` (the block's first of its
-  /// chain) and rowBase_ (W's first row: the expert's) defined, the warps'
-  /// dot products over rows \p first .. \p end (C expressions, uniform in
-  /// the block) in passes of \p rows, summed over \p slices warps, then
-  /// the epilogue by lane m - m0 of the column's first slice.
-  void gemvBody(const Gemm &g, int64_t rows, int slices,
+  /// The decode form's columns: with `base` (the block's first of its
+  /// chain) and rowBase_ (W's first row: the expert's) defined, each warp's
+  /// dot products of its \p shape.cols columns over rows \p first ..
+  /// \p end (C expressions, uniform in the block) in passes of \p rows,
+  /// summed over \p shape.slices warps, then the epilogue of (column c,
+  /// row m0 + r) by lane c * rows + r of the column's first slice.
+  void gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
                 const std::string &first, const std::string &end);
   /// The decode form of a chain with a stream mean (hyper-connection K3):
   /// a warp per hidden column takes that column of every stream's gate
@@ -278,7 +302,17 @@ private:
   /// them), every other block exits. Only the routed experts' weights are
   /// read, each once.
   void emitGroupedGemv(const Gemm &g, const Tensor &off, int64_t experts,
-                       int64_t slotsPerToken, int64_t rows);
+                       int64_t slotsPerToken, int64_t rows,
+                       const std::string &sym);
+  /// The decode forms of a kernel: its own code for one row (a single
+  /// sequence's step: one accumulator a column, so registers leave room
+  /// for more warps and pieces in flight) and, where the plan runs more
+  /// rows, the form for up to \p rows rows as an alternate from two rows
+  /// (batched steps, speculation). \p emit prints one form for (rows,
+  /// symbol). Returns the kernel with that alternate.
+  EmittedKernel
+  gemvForms(int64_t rows,
+            const std::function<void(int64_t, const std::string &)> &emit);
   /// Two LDS buffers per staged tile (one barrier per K step), where every
   /// chain's doubled tiles fit the static LDS budget.
   bool doubleBuffer_ = false;
@@ -1340,7 +1374,11 @@ void GemmEmitter::runChains() {
   const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
   if (!e.plan.states.empty() && decodeRows > 0 &&
       gemvFits(chains, gemms, decodeRows)) {
-    emitGemv(chains, gemms, decodeRows);
+    EmittedKernel forms =
+        gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
+          emitGemv(chains, gemms, rows, sym);
+        });
+    e.out = std::move(forms);
     if (e.plan.maxTokens > decodeRows) {
       EmittedKernel own = std::move(e.out);
       e.out = EmittedKernel{};
@@ -1393,17 +1431,36 @@ bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
     // The stream mean: a warp per hidden column takes every stream's gate
     // column over the whole K (its sum needs no second warp).
     if (chains[ci].streamMean &&
-        (g.mPer != 1 || gemvSlices(g.k) != 1 || g.w[0].quant()))
+        (g.mPer != 1 || g.k >= kGemvStreamK || g.w[0].quant()))
       return false;
   }
   return true;
 }
 
-int GemmEmitter::gemvSlices(int64_t k, int64_t least) {
-  int slices = 1;
-  while (slices < kGemvWarps && k / (slices * 2) >= least)
-    slices *= 2;
-  return slices;
+int64_t GemmEmitter::gemvCost(const Gemm &g) {
+  int64_t cost = 0;
+  for (const Tensor &w : g.w)
+    cost += w.ggml == format::GgmlType::IQ3_S ? 2 : 1;
+  return cost;
+}
+
+GemmEmitter::GemvShape GemmEmitter::gemvShape(int64_t columns, int64_t k,
+                                              int64_t rows,
+                                              int64_t cost) const {
+  const int64_t maxCols = option(e.plan, Opt::GemmDecodeCols);
+  // Pieces are 256 of K a warp (32 lanes x 8). Split K while the GPU would
+  // be short of warps and each slice keeps two pieces; then, while rows are
+  // short (under 8 pieces) and warps plentiful, give a warp more columns.
+  const int64_t target = decodeWarpSlots();
+  GemvShape sh;
+  while (sh.slices < kGemvWarps && columns * sh.slices < target &&
+         k / (sh.slices * 2) >= 512)
+    sh.slices *= 2;
+  while (sh.cols * 2 * cost <= maxCols && rows * sh.cols * 2 <= 32 &&
+         k * sh.cols / sh.slices < 2048 &&
+         columns * sh.slices / (sh.cols * 2) >= target / 2)
+    sh.cols *= 2;
+  return sh;
 }
 
 void GemmEmitter::gemvRows(const Gemm &g, int64_t rows) {
@@ -1421,10 +1478,10 @@ void GemmEmitter::gemvClose() {
   iq3sLds_ = true;
 }
 
-void GemmEmitter::gemvOpen(bool iq3s) {
+void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
-  e.line("STRATA_KERNEL_MIN({}, 2) void @SYMBOL@({}) {{", kGemvWarps * 32,
+  e.line("STRATA_KERNEL_MIN({}, 2) void {}({}) {{", kGemvWarps * 32, sym,
          e.params());
   e.prologue();
   // IQ3_S's grid in LDS: a warp's 32 random lookups in the global table
@@ -1441,81 +1498,115 @@ void GemmEmitter::gemvOpen(bool iq3s) {
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
 }
 
-void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, int slices,
+void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
                            const std::string &first, const std::string &end) {
   const size_t nb = g.w.size();
-  // Warps in groups of `slices` per column; slice j of a column takes the
-  // 256-element chunks j, j + slices, ... of K.
-  e.line("  const int slice = wave % {}, col = wave / {};", slices, slices);
-  e.line("  const long n = (long)(bid_x() - base) * {} + col;",
-         kGemvWarps / slices);
-  e.line("  const bool live = n < {}L;", g.n);
-  e.line("  const long nr = live ? n : 0;");
+  const int slices = shape.slices, cols = shape.cols;
+  // Warps in groups of `slices` per `cols` columns; slice j takes the
+  // 256-element pieces j, j + slices, ... of K.
+  e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
+  e.line("  const long n0 = ((long)(bid_x() - base) * {} + group) * {};",
+         kGemvWarps / slices, cols);
+  e.line("  const bool live = n0 < {}L;", g.n);
   for (size_t b = 0; b < nb; ++b) {
     const Tensor &w = g.w[b];
     const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
-    e.line("  const {} *wrow{} = {} + ({} + nr) * {}L;",
-           w.quant() ? "uint8_t" : w.ctype, b, w.ptr, rowBase_, rowBytes);
+    // A column past N (the last group's) reads column 0 and stores nothing.
+    for (int c = 0; c < cols; ++c)
+      e.line("  const {} *wrow{}_{} = {} + ({} + (n0 + {} < {}L ? n0 + {} : "
+             "0L)) * {}L;",
+             w.quant() ? "uint8_t" : w.ctype, b, c, w.ptr, rowBase_, c, g.n, c,
+             rowBytes);
   }
   e.line("  const long M = {};", end);
   // Rows in passes of `rows` (one pass for a decode run); the block agrees
   // on every bound, so its barriers are uniform.
   e.line("  for (long m0 = {}; m0 < M; m0 += {}) {{", first, rows);
   for (size_t b = 0; b < nb; ++b)
-    e.line("  float acc{}[{}] = {{}};", b, rows);
+    e.line("  float acc{}[{}][{}] = {{}};", b, cols, rows);
   e.line("  if (live) {{");
-  // A lane's pieces in a loop of a fixed count, unrolled: every piece's
-  // loads are issued before the first one's FMAs wait (a slice holds a few
-  // pieces a lane, each a round trip to memory when issued one by one).
-  const int64_t pieces = (g.k + 256 * slices - 1) / (256 * slices);
-  e.line("#pragma unroll {}",
-         std::min<int64_t>(pieces, 8 / static_cast<int64_t>(nb)));
-  e.line("  for (int it = 0; it < {}; ++it) {{", pieces);
-  e.line("    const long k = (slice * 32L + lane) * 8L + it * {}L;",
-         256 * slices);
-  e.line("    if (k >= {}L) break;", g.k);
-  for (size_t b = 0; b < nb; ++b) {
-    e.line("    float w{}[8];", b);
-    decodeW(g.w[b], fmt::format("wrow{}", b), "k", fmt::format("w{}", b));
+  // One piece: every column's weights decoded, then each row of A loaded
+  // once for all of them.
+  auto piece = [&](const std::string &k) {
+    e.line("    const long k = {};", k);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("    float w{}[{}][8];", b, cols);
+    for (int c = 0; c < cols; ++c)
+      for (size_t b = 0; b < nb; ++b)
+        decodeW(g.w[b], fmt::format("wrow{}_{}", b, c), "k",
+                fmt::format("w{}[{}]", b, c));
+    gemvRows(g, rows);
+    e.line("#pragma unroll");
+    e.line("      for (int c = 0; c < {}; ++c)", cols);
+    e.line("#pragma unroll");
+    e.line("      for (int u = 0; u < 8; ++u) {{");
+    for (size_t b = 0; b < nb; ++b)
+      e.line("        acc{}[c][r] += av[u] * w{}[c][u];", b, b);
+    e.line("      }}");
+    e.line("    }}");
+  };
+  // The whole pieces in a loop of a fixed count without a bound check, so
+  // that the unrolled pieces' loads are all issued before the first one's
+  // FMAs wait; a last partial piece checks its bound.
+  const int64_t span = 256 * int64_t(slices);
+  const int64_t whole = g.k / span;
+  const std::string lanePos = "(slice * 32L + lane) * 8L";
+  if (whole > 0) {
+    e.line(
+        "#pragma unroll {}",
+        std::max<int64_t>(
+            1, std::min<int64_t>(whole, option(e.plan, Opt::GemmDecodePieces) /
+                                            (gemvCost(g) * cols))));
+    e.line("  for (int it = 0; it < {}; ++it) {{", whole);
+    piece(fmt::format("{} + it * {}L", lanePos, span));
+    e.line("  }}");
   }
-  gemvRows(g, rows);
+  if (g.k % span != 0) {
+    e.line("  if ({} + {}L < {}L) {{", lanePos, whole * span, g.k);
+    piece(fmt::format("{} + {}L", lanePos, whole * span));
+    e.line("  }}");
+  }
+  e.line("  }}");
+  // Sum over the warp; lane c * rows + r then holds (column c, row r).
+  e.line("  float mine[{}] = {{}};", nb);
   e.line("#pragma unroll");
-  e.line("      for (int u = 0; u < 8; ++u) {{");
-  for (size_t b = 0; b < nb; ++b)
-    e.line("        acc{}[r] += av[u] * w{}[u];", b, b);
-  e.line("      }}");
-  e.line("    }}");
-  e.line("  }}");
-  e.line("  }}");
-  // Sum over the warp, then lane r of each slice hands row r to the
-  // column's slice 0, which adds the slices in order (deterministic).
+  e.line("  for (int c = 0; c < {}; ++c)", cols);
   e.line("#pragma unroll");
   e.line("  for (int r = 0; r < {}; ++r) {{", rows);
-  for (size_t b = 0; b < nb; ++b)
-    e.line("    acc{}[r] = warp_sum(acc{}[r]);", b, b);
-  e.line("  }}");
-  e.line("  if (lane < {}) {{", rows);
   for (size_t b = 0; b < nb; ++b) {
-    e.line("    {{ float x = acc{}[0];", b);
-    e.line("#pragma unroll");
-    e.line("    for (int r = 1; r < {}; ++r) x = lane == r ? acc{}[r] : x;",
-           rows, b);
-    e.line("    red[{}][wave][lane] = x; }}", b);
+    e.line("    const float s{} = warp_sum(acc{}[c][r]);", b, b);
+    e.line("    if (lane == c * {} + r) mine[{}] = s{};", rows, b, b);
   }
   e.line("  }}");
-  e.line("  sync_block();");
-  e.line("  if (live && slice == 0 && lane < {} && m0 + lane < M) {{", rows);
-  e.line("    const long m = m0 + lane;");
-  e.line("    float v = 0.0f{};", nb > 1 ? ", v2 = 0.0f" : "");
-  e.line("    for (int j = 0; j < {}; ++j) {{", slices);
-  e.line("      v += red[0][wave + j][lane];");
-  if (nb > 1)
-    e.line("      v2 += red[1][wave + j][lane];");
-  e.line("    }}");
+  const std::string at = fmt::format("lane < {}", rows * cols);
+  if (slices > 1) {
+    // Each slice hands its sums to the group's slice 0, which adds the
+    // slices in order (deterministic).
+    e.line("  if ({}) {{", at);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("    red[{}][wave][lane] = mine[{}];", b, b);
+    e.line("  }}");
+    e.line("  sync_block();");
+  }
+  e.line("  if (live && slice == 0 && {} && m0 + lane % {} < M && n0 + lane / "
+         "{} < {}L) {{",
+         at, rows, rows, g.n);
+  e.line("    const long m = m0 + lane % {}, n = n0 + lane / {};", rows, rows);
+  if (slices > 1) {
+    e.line("    float v = 0.0f{};", nb > 1 ? ", v2 = 0.0f" : "");
+    e.line("    for (int j = 0; j < {}; ++j) {{", slices);
+    e.line("      v += red[0][wave + j][lane];");
+    if (nb > 1)
+      e.line("      v2 += red[1][wave + j][lane];");
+    e.line("    }}");
+  } else {
+    e.line("    const float v = mine[0]{};", nb > 1 ? ", v2 = mine[1]" : "");
+  }
   for (const std::string &l : g.epilogue)
     e.line("    {}", l);
   e.line("  }}");
-  e.line("  sync_block();");
+  if (slices > 1)
+    e.line("  sync_block();");
   e.line("  }}");
 }
 
@@ -1576,14 +1667,36 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   e.line("  }}");
 }
 
+EmittedKernel GemmEmitter::gemvForms(
+    int64_t rows,
+    const std::function<void(int64_t, const std::string &)> &emit) {
+  emit(1, "@SYMBOL@");
+  EmittedKernel own = std::move(e.out);
+  e.out = EmittedKernel{};
+  const int64_t upTo = std::min<int64_t>(rows, e.plan.maxTokens);
+  if (upTo > 1) {
+    emit(upTo, "@SYMBOL@_rows");
+    EmittedKernel many = std::move(e.out);
+    many.minTokens = 2;
+    many.suffix = "_rows";
+    own.alternates.push_back(std::move(many));
+  }
+  e.out = EmittedKernel{};
+  return own;
+}
+
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
-                           const std::vector<Gemm> &gemms, int64_t rows) {
-  gemvOpen();
+                           const std::vector<Gemm> &gemms, int64_t rows,
+                           const std::string &sym) {
+  gemvOpen(false, sym);
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    const int slices = gemvSlices(g.k);
-    const int64_t cols = kGemvWarps / slices;
+    const GemvShape shape = gemvShape(g.n, g.k, rows * g.mPer, gemvCost(g));
+    // A stream-mean chain's warp takes one hidden column over the whole K.
+    const int64_t cols = chains[ci].streamMean
+                             ? kGemvWarps
+                             : kGemvWarps / shape.slices * shape.cols;
     // A stream-mean chain's columns are the hidden size's (a warp each).
     const int64_t outCols =
         chains[ci].streamMean
@@ -1596,7 +1709,7 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
     if (chains[ci].streamMean)
       gemvStreamBody(g, chains[ci], rows);
     else
-      gemvBody(g, rows * g.mPer, slices, "0L", g.mRows);
+      gemvBody(g, rows * g.mPer, shape, "0L", g.mRows);
     e.line("  return;");
     e.line("  }}");
     base += blocks;
@@ -2368,15 +2481,18 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
 
 void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
                                   int64_t experts, int64_t slotsPerToken,
-                                  int64_t rows) {
+                                  int64_t rows, const std::string &sym) {
   // Fatter blocks than the chains' (1,024 of K a warp at least): each
   // block pays the expert search and the grid copy once.
-  const int slices = gemvSlices(g.k, 1024);
-  const int64_t cols = kGemvWarps / slices;
+  const GemvShape shape =
+      gemvShape(slotsPerToken * g.n, g.k, rows, gemvCost(g));
+  const int64_t cols = kGemvWarps / shape.slices * shape.cols;
   const int64_t colBlocks = (g.n + cols - 1) / cols;
-  gemvOpen(std::any_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
-    return w.ggml == format::GgmlType::IQ3_S;
-  }));
+  gemvOpen(std::any_of(g.w.begin(), g.w.end(),
+                       [](const Tensor &w) {
+                         return w.ggml == format::GgmlType::IQ3_S;
+                       }),
+           sym);
   e.line("  const long s = bid_x() / {}L;", colBlocks);
   e.line("  const long base = s * {}L;", colBlocks);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);
@@ -2394,7 +2510,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   // T, one pass for a decode run): its weights are read once.
   e.line("  if ({}[ex] != s) return;", off.ptr);
   rowBase_ = fmt::format("(long)ex * {}L", g.n);
-  gemvBody(g, rows, slices, "s", fmt::format("{}[ex + 1]", off.ptr));
+  gemvBody(g, rows, shape, "s", fmt::format("{}[ex + 1]", off.ptr));
   gemvClose();
   // (slot, column group) pairs of T * slotsPerToken slots: grid x, which
   // holds them at any T.
@@ -2440,7 +2556,9 @@ void GemmEmitter::runGrouped() {
   EmittedKernel gemvOwn;
   std::string sym = "@SYMBOL@";
   if (gemv) {
-    emitGroupedGemv(g, off, experts, slotsPerToken, decodeRows);
+    e.out = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
+      emitGroupedGemv(g, off, experts, slotsPerToken, rows, sym);
+    });
     if (e.plan.maxTokens <= decodeRows)
       return;
     gemvOwn = std::move(e.out);

@@ -34,6 +34,18 @@ int64_t launchBoundRegisters() {
   return v;
 }
 
+int64_t decodeWarpSlots() {
+  static const int64_t v = [] {
+    int64_t best = 0;
+    for (const ir::Target &t : ir::allTargets())
+      if (t.gpu)
+        best = std::max<int64_t>(best, t.units * t.regsPerUnit /
+                                           (int64_t(t.waveSize) * 32));
+    return best;
+  }();
+  return v;
+}
+
 int64_t tmaRingBytes(int blocks) {
   static const ir::Target *sm90 = ir::lookupTarget("sm_90");
   assert(sm90 && sm90->tensorMaps && "sm_90 missing from Targets.def");

@@ -29,4 +29,9 @@ int64_t launchBoundRegisters();
 /// alignment slack and its 16 barriers.
 int64_t tmaRingBytes(int blocks);
 
+/// Warps a decode form (GEMV) should launch to keep every unit's memory
+/// pipe busy: the largest of the GPU targets' units x warps resident at 32
+/// registers a lane (sm_90: 132 x 64 = 8,448), so one form serves both.
+int64_t decodeWarpSlots();
+
 } // namespace strata::codegen

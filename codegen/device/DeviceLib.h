@@ -531,6 +531,7 @@ template <int E, int K, bool SOFTMAX, bool NORM, class X, class W>
 STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
   constexpr int PL = (E + 31) / 32;
   static_assert(PL <= 32, "one taken bit per register");
+  static_assert(K <= 32, "a lane per round's winner");
   const int lane = lane_id();
   float p[PL];
   uint32_t taken = 0; // bit i: expert lane + 32 i taken (or past E)
@@ -578,9 +579,12 @@ STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
   float lv;
   int li;
   best(lv, li);
-  float cv[K];
-  int ci[K];
-#pragma unroll
+  // Round s's winner is kept by lane s. The rounds stay a loop: unrolled,
+  // the kernel's code (K rounds of the rescan) took longer to fetch than
+  // to run at one token (18.8 us a layer on the H200).
+  float mv = 0;
+  int mi = -1;
+#pragma unroll 1
   for (int s = 0; s < K; ++s) {
     float bv = lv;
     int bi = li;
@@ -591,23 +595,23 @@ STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
       if (route_better(ov, oi, bv, bi))
         bv = ov, bi = oi;
     }
-    cv[s] = bv;
-    ci[s] = bi;
+    if (lane == s)
+      mv = bv, mi = bi;
     if (bi >= 0 && (bi & 31) == lane) {
       taken |= 1u << (bi >> 5);
       best(lv, li);
     }
   }
-  if (lane == 0) {
-    float sum = 0;
-#pragma unroll
+  // The rounds' values summed in order (as row_moe_route does).
+  float sum = 0;
+  if (NORM) {
+#pragma unroll 1
     for (int s = 0; s < K; ++s)
-      sum += cv[s];
-#pragma unroll
-    for (int s = 0; s < K; ++s) {
-      ids[s] = ci[s];
-      st(w, s, NORM ? cv[s] / sum : cv[s]);
-    }
+      sum += shfl_f(mv, s);
+  }
+  if (lane < K) {
+    ids[lane] = mi;
+    st(w, lane, NORM ? mv / sum : mv);
   }
 }
 

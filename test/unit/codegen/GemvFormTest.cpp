@@ -18,31 +18,31 @@ using namespace strata;
 
 namespace {
 
-/// x [T, 256] (bf16) -> matmul(x, w [200, 256] of \p type) -> y [T, 200],
-/// with one state (a generation plan) where \p withState.
+/// x [T, K] (bf16) -> matmul(x, w [N, K] of \p type) -> y [T, N], with one
+/// state (a generation plan) where \p withState.
 format::Plan matmulPlan(const std::string &target, format::GgmlType type,
-                        bool withState) {
+                        bool withState, int64_t n = 200, int64_t k = 256) {
   format::Plan p;
   p.model = p.arch = "m";
   p.target = target;
   p.maxTokens = 64;
   const format::PlanDim t{1, 0, 1};
   using D = format::PlanDType;
+  const uint64_t xBytes = 64 * k * 2, yBytes = 64 * n * 2;
   p.buffers.push_back({"tok", D::I32, {t}, 0, 256});
-  p.buffers.push_back({"x", D::BF16, {t, {0, 256, 1}}, 256, 64 * 256 * 2});
-  p.buffers.push_back(
-      {"y", D::BF16, {t, {0, 200, 1}}, 256 + 64 * 256 * 2, 64 * 200 * 2});
-  p.arenaBytes = 256 + 64 * 256 * 2 + 64 * 200 * 2;
-  p.weights.push_back({"w", type, {256, 200}});
+  p.buffers.push_back({"x", D::BF16, {t, {0, k, 1}}, 256, xBytes});
+  p.buffers.push_back({"y", D::BF16, {t, {0, n, 1}}, 256 + xBytes, yBytes});
+  p.arenaBytes = 256 + xBytes + yBytes;
+  p.weights.push_back({"w", type, {uint64_t(k), uint64_t(n)}});
   if (withState) {
     p.version = 3;
     p.states.push_back({"blk.0.k_cache", D::F32, {1, 32, 2, 16}, 4096});
   }
-  format::PlanKernel k;
-  k.recipe = format::Recipe::Matmul;
-  k.inputs = {{false, 1}, {true, 0}};
-  k.outputs = {2};
-  p.kernels.push_back(k);
+  format::PlanKernel kn;
+  kn.recipe = format::Recipe::Matmul;
+  kn.inputs = {{false, 1}, {true, 0}};
+  kn.outputs = {2};
+  p.kernels.push_back(kn);
   p.inputs = {0};
   p.outputs = {2};
   return p;
@@ -66,21 +66,51 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       SCOPED_TRACE(std::string(target) + " " +
                    format::ggmlTypeInfo(type).irName);
       codegen::EmittedKernel k = emit(matmulPlan(target, type, true));
-      // Eight warps a block, a warp per column (K = 256: one slice): 200
-      // columns in 25 blocks whatever T is.
+      // Eight warps a block, a warp per column (K = 256: one slice; 200
+      // columns too few to give a warp two): 25 blocks whatever T is.
       ASSERT_EQ(k.grid.size(), 3u);
       EXPECT_EQ(k.grid[0].coef, 0);
       EXPECT_EQ(k.grid[0].constant, 25);
       EXPECT_EQ(k.block[0], 256);
-      // The tiles from 9 rows on (the default gemm-decode-rows is 8).
-      ASSERT_EQ(k.alternates.size(), 1u);
-      EXPECT_EQ(k.alternates[0].minTokens, 9);
-      EXPECT_EQ(k.alternates[0].symbol, k.symbol + "_tile");
-      EXPECT_NE(k.alternates[0].grid[0].coef + k.alternates[0].grid[1].coef, 0)
+      // Its own code is the one-row form (a sequence's decode step); up to
+      // 8 rows (the default gemm-decode-rows) the form of 8 accumulators a
+      // column, from 2 rows; the tiles from 9 rows on.
+      EXPECT_NE(k.body.find("float acc0[1][1] = {};"), std::string::npos);
+      ASSERT_EQ(k.alternates.size(), 2u);
+      EXPECT_EQ(k.alternates[0].minTokens, 2);
+      EXPECT_EQ(k.alternates[0].symbol, k.symbol + "_rows");
+      EXPECT_EQ(k.alternates[0].grid[0].constant, 25);
+      EXPECT_NE(k.body.find("float acc0[1][8] = {};"), std::string::npos);
+      EXPECT_EQ(k.alternates[1].minTokens, 9);
+      EXPECT_EQ(k.alternates[1].symbol, k.symbol + "_tile");
+      EXPECT_NE(k.alternates[1].grid[0].coef + k.alternates[1].grid[1].coef, 0)
           << "the tiles' grid follows T";
-      // Every weight byte once for up to 8 rows: one accumulator a row.
-      EXPECT_NE(k.body.find("float acc0[8] = {};"), std::string::npos);
     }
+}
+
+TEST(GemvForm, ShapeFollowsColumnsAndK) {
+  // Many short columns: two a warp (16,384 x 2 warps would leave the
+  // H200's 8,448 warp slots less than half full).
+  codegen::EmittedKernel wide =
+      emit(matmulPlan("sm_90", format::GgmlType::Q4_K, true, 16384, 256));
+  EXPECT_EQ(wide.grid[0].constant, 16384 / (8 * 2));
+  EXPECT_NE(wide.body.find("wrow0_1"), std::string::npos);
+  EXPECT_EQ(wide.body.find("wrow0_2"), std::string::npos);
+  EXPECT_EQ(wide.body.find("red[0][wave + j][lane]"), std::string::npos)
+      << "one slice: no reduction over warps";
+  // Few long columns: K split over all eight warps of a block, a column a
+  // block, the slices summed through LDS.
+  codegen::EmittedKernel tall =
+      emit(matmulPlan("gfx1151", format::GgmlType::Q8_0, true, 256, 8192));
+  EXPECT_EQ(tall.grid[0].constant, 256);
+  EXPECT_NE(tall.body.find("red[0][wave + j][lane]"), std::string::npos);
+  EXPECT_EQ(tall.body.find("wrow0_1"), std::string::npos);
+  // The option caps the columns a warp takes.
+  format::Plan one =
+      matmulPlan("sm_90", format::GgmlType::Q4_K, true, 16384, 256);
+  std::string error;
+  ASSERT_TRUE(codegen::setOption(one, "gemm-decode-cols=1", error)) << error;
+  EXPECT_EQ(emit(one).grid[0].constant, 16384 / 8);
 }
 
 TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
@@ -102,7 +132,7 @@ TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
   format::Plan wide = matmulPlan("gfx1151", format::GgmlType::Q8_0, true);
   ASSERT_TRUE(codegen::setOption(wide, "gemm-decode-rows=16", error)) << error;
   codegen::EmittedKernel k = emit(wide);
-  ASSERT_EQ(k.alternates.size(), 1u);
-  EXPECT_EQ(k.alternates[0].minTokens, 17);
-  EXPECT_NE(k.body.find("float acc0[16] = {};"), std::string::npos);
+  ASSERT_EQ(k.alternates.size(), 2u);
+  EXPECT_EQ(k.alternates[1].minTokens, 17);
+  EXPECT_NE(k.body.find("float acc0[1][16] = {};"), std::string::npos);
 }
