@@ -267,7 +267,24 @@ private:
   /// Opens a decode-form kernel: `wave`, `lane` and the slices' reduction
   /// area; with \p iq3s (IQ3_S weights) the grid's copy in LDS, else
   /// IQ3_S would decode from the table itself until gemvClose().
-  void gemvOpen(bool iq3s, const std::string &sym);
+  void gemvOpen(bool iq3s, const std::string &sym, int64_t stageBytes = 0);
+  /// Bytes of shared memory one warp of \p g's staged decode form takes
+  /// (0: not staged): every matrix's and column's chunk of gemvChunk()
+  /// pieces, each with 16 bytes of alignment room.
+  int64_t gemvStage(const Gemm &g, GemvShape shape) const;
+  /// Pieces (256 of K) a staged warp copies at once: its budget of 4 KiB
+  /// of shared memory over its columns' and matrices' piece bytes.
+  static int64_t gemvChunk(const Gemm &g, GemvShape shape);
+  /// Shared bytes of one column's chunk of \p q pieces of \p w: 16 bytes
+  /// of room for the chunk's address modulo 16, rounded up to 16 so the
+  /// next one starts aligned.
+  static int64_t stageSlot(int64_t q, const Tensor &w) {
+    return (q * pieceBytes(w) + 16 + 15) / 16 * 16;
+  }
+  /// Bytes of a 256-element piece of \p w.
+  static int64_t pieceBytes(const Tensor &w) {
+    return 256 / w.blockSize * w.blockBytes;
+  }
   /// Opens the decode forms' loop over the rows m0 + r < M of a K piece
   /// (at most \p rows): `m`, `arow` and the piece of A, `av`, defined.
   void gemvRows(const Gemm &g, int64_t rows);
@@ -286,6 +303,18 @@ private:
   /// (K whole: the gate's K is short), then lane m - m0 averages the
   /// streams' gate x image as streamReduce does; `base` defined.
   void gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows);
+  /// gemvBody's loop over K: \p piece(k, prefix) prints one piece at lane
+  /// position k decoding from the rows named prefix{b}_{c}. Staged: each
+  /// warp's chunks copied to shared memory (gemvStage), then decoded
+  /// there; direct: decoded where they lie in global memory.
+  void gemvStaged(const Gemm &g, int64_t rows, GemvShape shape,
+                  const std::function<void(const std::string &,
+                                           const std::string &)> &piece);
+  void gemvDirect(const Gemm &g, GemvShape shape,
+                  const std::function<void(const std::string &,
+                                           const std::string &)> &piece);
+  /// gemvBody's sums over the warp (and its slices) and the epilogue.
+  void gemvReduce(const Gemm &g, int64_t rows, GemvShape shape);
   /// W's first row in gemvBody (a C expression).
   std::string rowBase_ = "0L";
   /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
@@ -1478,7 +1507,30 @@ void GemmEmitter::gemvClose() {
   iq3sLds_ = true;
 }
 
-void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym) {
+int64_t GemmEmitter::gemvChunk(const Gemm &g, GemvShape shape) {
+  int64_t bytes = 0;
+  for (const Tensor &w : g.w)
+    bytes += pieceBytes(w) * shape.cols;
+  return std::max<int64_t>(1, 4096 / bytes);
+}
+
+int64_t GemmEmitter::gemvStage(const Gemm &g, GemvShape shape) const {
+  if (option(e.plan, Opt::GemmDecodeStage) == 0)
+    return 0;
+  for (const Tensor &w : g.w)
+    if (!w.quant() || 256 % w.blockSize != 0)
+      return 0;
+  const int64_t pieces = (g.k + 255) / 256;
+  const int64_t perSlice = (pieces + shape.slices - 1) / shape.slices;
+  const int64_t q = std::min(gemvChunk(g, shape), perSlice);
+  int64_t bytes = 0;
+  for (const Tensor &w : g.w)
+    bytes += stageSlot(q, w) * shape.cols;
+  return bytes;
+}
+
+void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
+                           int64_t stageBytes) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
   e.line("STRATA_KERNEL_MIN({}, 2) void {}({}) {{", kGemvWarps * 32, sym,
@@ -1496,6 +1548,10 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym) {
   }
   e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
+  if (stageBytes > 0)
+    e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t "
+           "wstage[{}][{}];",
+           kGemvWarps, stageBytes);
 }
 
 void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
@@ -1527,13 +1583,13 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
   e.line("  if (live) {{");
   // One piece: every column's weights decoded, then each row of A loaded
   // once for all of them.
-  auto piece = [&](const std::string &k) {
+  auto piece = [&](const std::string &k, const std::string &from) {
     e.line("    const long k = {};", k);
     for (size_t b = 0; b < nb; ++b)
       e.line("    float w{}[{}][8];", b, cols);
     for (int c = 0; c < cols; ++c)
       for (size_t b = 0; b < nb; ++b)
-        decodeW(g.w[b], fmt::format("wrow{}_{}", b, c), "k",
+        decodeW(g.w[b], fmt::format("{}{}_{}", from, b, c), "k",
                 fmt::format("w{}[{}]", b, c));
     gemvRows(g, rows);
     e.line("#pragma unroll");
@@ -1545,6 +1601,80 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
     e.line("      }}");
     e.line("    }}");
   };
+  // Staged (gemm-decode-stage=1) or decoded where the bytes lie: measured
+  // on the H200 (bench/results/gemv-stage-20261203.txt) the copy's wide
+  // loads did not pay: the decode forms are bound by the decode's
+  // instructions, not by loads in flight.
+  const int64_t stage = gemvStage(g, shape);
+  if (stage > 0) {
+    gemvStaged(g, rows, shape, piece);
+  } else {
+    gemvDirect(g, shape, piece);
+  }
+  e.line("  }}");
+  gemvReduce(g, rows, shape);
+}
+
+void GemmEmitter::gemvStaged(
+    const Gemm &g, int64_t rows, GemvShape shape,
+    const std::function<void(const std::string &, const std::string &)>
+        &piece) {
+  (void)rows;
+  const size_t nb = g.w.size();
+  const int cols = shape.cols;
+  // Slice j takes the contiguous pieces [j P, (j + 1) P) of K, in chunks
+  // of Q pieces: the warp copies a chunk of each column (16 bytes a lane,
+  // all in flight), then decodes it from shared memory.
+  const int64_t pieces = (g.k + 255) / 256;
+  const int64_t perSlice = (pieces + shape.slices - 1) / shape.slices;
+  const int64_t q = std::min(gemvChunk(g, shape), perSlice);
+  e.line("  const long kBeg = slice * {}L, kEnd = kBeg + {}L < {}L ? kBeg + "
+         "{}L : {}L;",
+         perSlice * 256, perSlice * 256, g.k, perSlice * 256, g.k);
+  e.line("  for (long kc = kBeg; kc < kEnd; kc += {}L) {{", q * 256);
+  e.line("    const long kce = kc + {}L < kEnd ? kc + {}L : kEnd;", q * 256,
+         q * 256);
+  int64_t at = 0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Tensor &w = g.w[b];
+    for (int c = 0; c < cols; ++c) {
+      // Byte b of the row lands at wl + b: the chunk's first byte at its
+      // buffer's start plus its address modulo 16.
+      e.line("    const uint8_t *src{}_{} = wrow{}_{} + kc / {} * {};", b, c, b,
+             c, w.blockSize, w.blockBytes);
+      e.line("    uint8_t *dst{}_{} = wstage[wave] + {} + "
+             "(int)((uint64_t)src{}_{} & 15);",
+             b, c, at, b, c);
+      e.line("    wave_copy_bytes(dst{}_{}, src{}_{}, (kce - kc) / {} * {}, "
+             "lane);",
+             b, c, b, c, w.blockSize, w.blockBytes);
+      e.line("    const uint8_t *wl{}_{} = dst{}_{} - kc / {} * {};", b, c, b,
+             c, w.blockSize, w.blockBytes);
+      at += stageSlot(q, w);
+    }
+  }
+  e.line("    cp_async_commit();");
+  e.line("    cp_async_wait_all();");
+  e.line("    sync_wave();");
+  e.line("#pragma unroll {}",
+         std::max<int64_t>(
+             1, std::min<int64_t>(q, option(e.plan, Opt::GemmDecodePieces) /
+                                         (gemvCost(g) * cols))));
+  e.line("    for (int it = 0; it < {}; ++it) {{", q);
+  e.line("      if (kc + it * 256L + lane * 8L >= kce) break;");
+  piece("kc + it * 256L + lane * 8L", "wl");
+  e.line("    }}");
+  // The chunk's bytes are read before the next chunk's copy overwrites
+  // them.
+  e.line("    sync_wave();");
+  e.line("  }}");
+}
+
+void GemmEmitter::gemvDirect(
+    const Gemm &g, GemvShape shape,
+    const std::function<void(const std::string &, const std::string &)>
+        &piece) {
+  const int slices = shape.slices, cols = shape.cols;
   // The whole pieces in a loop of a fixed count without a bound check, so
   // that the unrolled pieces' loads are all issued before the first one's
   // FMAs wait; a last partial piece checks its bound.
@@ -1558,15 +1688,19 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
             1, std::min<int64_t>(whole, option(e.plan, Opt::GemmDecodePieces) /
                                             (gemvCost(g) * cols))));
     e.line("  for (int it = 0; it < {}; ++it) {{", whole);
-    piece(fmt::format("{} + it * {}L", lanePos, span));
+    piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
     e.line("  }}");
   }
   if (g.k % span != 0) {
     e.line("  if ({} + {}L < {}L) {{", lanePos, whole * span, g.k);
-    piece(fmt::format("{} + {}L", lanePos, whole * span));
+    piece(fmt::format("{} + {}L", lanePos, whole * span), "wrow");
     e.line("  }}");
   }
-  e.line("  }}");
+}
+
+void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvShape shape) {
+  const size_t nb = g.w.size();
+  const int slices = shape.slices, cols = shape.cols;
   // Sum over the warp; lane c * rows + r then holds (column c, row r).
   e.line("  float mine[{}] = {{}};", nb);
   e.line("#pragma unroll");
@@ -1688,11 +1822,19 @@ EmittedKernel GemmEmitter::gemvForms(
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows,
                            const std::string &sym) {
-  gemvOpen(false, sym);
+  std::vector<GemvShape> shapes;
+  int64_t stage = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    shapes.push_back(gemvShape(g.n, g.k, rows * g.mPer, gemvCost(g)));
+    if (!chains[ci].streamMean)
+      stage = std::max(stage, gemvStage(g, shapes.back()));
+  }
+  gemvOpen(false, sym, stage);
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    const GemvShape shape = gemvShape(g.n, g.k, rows * g.mPer, gemvCost(g));
+    const GemvShape shape = shapes[ci];
     // A stream-mean chain's warp takes one hidden column over the whole K.
     const int64_t cols = chains[ci].streamMean
                              ? kGemvWarps
@@ -2482,8 +2624,7 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
 void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
                                   int64_t experts, int64_t slotsPerToken,
                                   int64_t rows, const std::string &sym) {
-  // Fatter blocks than the chains' (1,024 of K a warp at least): each
-  // block pays the expert search and the grid copy once.
+  // The shape over every routed slot's columns.
   const GemvShape shape =
       gemvShape(slotsPerToken * g.n, g.k, rows, gemvCost(g));
   const int64_t cols = kGemvWarps / shape.slices * shape.cols;
@@ -2492,7 +2633,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
                        [](const Tensor &w) {
                          return w.ggml == format::GgmlType::IQ3_S;
                        }),
-           sym);
+           sym, gemvStage(g, shape));
   e.line("  const long s = bid_x() / {}L;", colBlocks);
   e.line("  const long base = s * {}L;", colBlocks);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);

@@ -54,6 +54,13 @@ STRATA_FN void sync_block() {
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
+/// The wave's LDS accesses ordered around it (its lanes run in lock step;
+/// the fences keep the compiler and the LDS queue in order).
+STRATA_FN void sync_wave() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 STRATA_FN int shfl_i(int v, int src) {
   return __builtin_amdgcn_ds_bpermute(src << 2, v);
 }

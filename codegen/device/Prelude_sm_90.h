@@ -38,6 +38,8 @@ STRATA_FN int bid_z() { return __nvvm_read_ptx_sreg_ctaid_z(); }
 STRATA_FN int lane_id() { return tid_x() & 31; }
 /// bar.sync 0: also orders shared and global memory within the block.
 STRATA_FN void sync_block() { __syncthreads(); }
+/// bar.warp.sync: orders the wave's shared memory accesses around it.
+STRATA_FN void sync_wave() { __nvvm_bar_warp_sync(0xffffffffu); }
 STRATA_FN int shfl_i(int v, int src) {
   return __nvvm_shfl_sync_idx_i32(0xffffffffu, v, src, 0x1f);
 }
