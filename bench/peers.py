@@ -22,6 +22,18 @@ docs/hyper-connection-floor.md) with the library a user would reach for:
           to 48 heads as HF does, and fla's own GVA) and transformers'
           torch fallback torch_chunk_gated_delta_rule (qwen3_next)
 
+and the decode peers (one token of one sequence, P = 16,384 cached positions):
+
+  attn_decode  one query row against P cached keys/values (24 q-heads,
+          2 KV heads, head dim 256) through SDPA (flash, efficient and
+          cuDNN backends), the cache in bf16 and f32
+  delta_step   one step of the gated delta rule (f32 state 48 x 128 x 128)
+          with fla's fused_recurrent_gated_delta_rule (its GVA)
+  moe_decode   the 10 routed experts of one token: torch._grouped_mm in
+          bf16 with one row per routed expert, and the device copy rate of
+          the routed experts' bytes at strata's block types (IQ3_S gate/up,
+          IQ4_NL down): the floor a GEMV of those bytes has
+
 Every measurement runs in its own try/except: a peer that cannot run (no
 cuDNN backend, fla missing, out of memory) is written as "unavailable: reason"
 and the rest still run. Timing: CUDA events around each call (wall clock on
@@ -45,12 +57,12 @@ import subprocess
 import sys
 import time
 
-SEED = dict(T=16058, streams=4, C=2560, rank=320, experts=512, topk=10, expert_width=640,
+SEED = dict(T=16058, P=16384, streams=4, C=2560, rank=320, experts=512, topk=10, expert_width=640,
             q_heads=24, kv_heads=2, head_dim=256, k_heads=16, v_heads=48, dk=128, dv=128)
-SMALL = dict(T=96, streams=4, C=256, rank=32, experts=8, topk=2, expert_width=64,
+SMALL = dict(T=96, P=128, streams=4, C=256, rank=32, experts=8, topk=2, expert_width=64,
              q_heads=4, kv_heads=2, head_dim=64, k_heads=2, v_heads=6, dk=32, dv=32)
 EPS = 1e-6
-GROUPS = ("hc", "moe", "attn", "delta")
+GROUPS = ("hc", "moe", "attn", "delta", "attn_decode", "delta_step", "moe_decode")
 
 
 def reason(e):
@@ -571,6 +583,152 @@ def bench_delta(run, torch, dev, S):
     run.free()
 
 
+
+# --------------------------------------------------------------------------
+# Decode (one token, P cached positions).
+# --------------------------------------------------------------------------
+def bench_attn_decode(run, torch, dev, S):
+    P, Hq, Hkv, D = S["P"], S["q_heads"], S["kv_heads"], S["head_dim"]
+    g = "attn_decode"
+    for dt_name in ("bf16", "f32"):
+        dt = torch.bfloat16 if dt_name == "bf16" else torch.float32
+        esize = 2 if dt_name == "bf16" else 4
+        shape = {"P": P, "q_heads": Hq, "kv_heads": Hkv, "head_dim": D, "cache": dt_name}
+        nbytes = 2 * Hkv * P * D * esize + 2 * Hq * D * esize
+        flops = 4 * Hq * P * D
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            gen = torch.Generator(device=dev).manual_seed(4)
+            q = torch.randn(1, Hq, 1, D, device=dev, generator=gen).to(dt)
+            k = torch.randn(1, Hkv, P, D, device=dev, generator=gen).to(dt)
+            v = torch.randn(1, Hkv, P, D, device=dev, generator=gen).to(dt)
+        except Exception as e:  # noqa: BLE001
+            run.unavailable(g, "step", "SDPA", reason(e), shape=shape)
+            continue
+        for impl, backend_name in (("SDPA flash", "FLASH_ATTENTION"),
+                                   ("SDPA efficient", "EFFICIENT_ATTENTION"),
+                                   ("SDPA cuDNN", "CUDNN_ATTENTION")):
+            backend = getattr(SDPBackend, backend_name, None)
+            if backend is None:
+                run.unavailable(g, "step", impl, f"SDPBackend.{backend_name} is missing", shape=shape)
+                continue
+            mode, args, kw, errors = None, None, None, []
+            for m in ("enable_gqa", "kv expanded"):
+                try:
+                    if m == "enable_gqa":
+                        a, kwm = (q, k, v), {"enable_gqa": True}
+                    else:
+                        rep = Hq // Hkv
+                        a, kwm = (q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)), {}
+                    with sdpa_kernel(backend):
+                        sdpa(*a, **kwm)
+                    mode, args, kw = m, a, kwm
+                    break
+                except Exception as e:  # noqa: BLE001
+                    errors.append(f"{m}: {reason(e)}")
+                    run.free()
+            if mode is None:
+                run.unavailable(g, "step", impl, "; ".join(errors), shape=shape)
+                continue
+
+            def call(args=args, kw=kw, backend=backend):
+                with sdpa_kernel(backend):
+                    return sdpa(*args, **kw)
+
+            # Bytes as read once at the cache's heads (an expanded K/V reads
+            # more: the figure is what the step needs, not what it moved).
+            run.measure(g, "step", impl, call, nbytes, flops, shape=shape, mode=mode,
+                        formulas={"bytes": "K and V of P positions at Hkv heads + q and o",
+                                  "flops": "4*Hq*P*D"})
+            del args
+            run.free()
+        del q, k, v
+        run.free()
+
+
+def bench_delta_step(run, torch, dev, S):
+    Hk, Hv, dk, dv = S["k_heads"], S["v_heads"], S["dk"], S["dv"]
+    g = "delta_step"
+    shape = {"T": 1, "k_heads": Hk, "v_heads": Hv, "dk": dk, "dv": dv, "state": "f32"}
+    nbytes = 2 * Hv * dk * dv * 4  # the state read and written (f32)
+    flops = Hv * 8 * dk * dv
+    impl = "fla fused_recurrent_gated_delta_rule (GVA)"
+    try:
+        if run.device != "cuda":
+            raise RuntimeError("flash-linear-attention's Triton kernels need a CUDA device")
+        fn = importlib.import_module("fla.ops.gated_delta_rule").fused_recurrent_gated_delta_rule
+        gen = torch.Generator(device=dev).manual_seed(5)
+
+        def l2(x):
+            return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+        q = l2(torch.randn(1, 1, Hk, dk, device=dev, generator=gen)).to(torch.bfloat16)
+        k = l2(torch.randn(1, 1, Hk, dk, device=dev, generator=gen)).to(torch.bfloat16)
+        v = torch.randn(1, 1, Hv, dv, device=dev, generator=gen).to(torch.bfloat16)
+        g_ = -0.1 * torch.nn.functional.softplus(torch.randn(1, 1, Hv, device=dev, generator=gen))
+        beta = torch.sigmoid(torch.randn(1, 1, Hv, device=dev, generator=gen)).to(torch.bfloat16)
+        h0 = torch.randn(1, Hv, dk, dv, device=dev, generator=gen) * 0.1
+    except Exception as e:  # noqa: BLE001
+        run.unavailable(g, "step", impl, reason(e), shape=shape)
+        return
+
+    def call():
+        return fn(q, k, v, g_, beta, scale=dk ** -0.5, initial_state=h0, output_final_state=True)
+
+    run.measure(g, "step", impl, call, nbytes, flops, shape=shape,
+                formulas={"bytes": "the f32 state read and written", "flops": "Hv*8*dk*dv"},
+                version=package_version("fla-core"))
+    del q, k, v, g_, beta, h0
+    run.free()
+
+
+def bench_moe_decode(run, torch, dev, S):
+    E, k, K, N = S["experts"], S["topk"], S["C"], S["expert_width"]
+    g = "moe_decode"
+    shape = {"tokens": 1, "experts": E, "topk": k, "gate_up": f"K {K} N {N}x2", "down": f"K {N} N {K}"}
+    # Strata's block types (bench/decode_prepare.sh): IQ3_S gate/up (110
+    # bytes a 256 values), IQ4_NL down (18 bytes a 32).
+    q_bytes = k * (2 * N * K * 110 // 256 + K * N * 18 // 32)
+    try:
+        dst = torch.empty(q_bytes, dtype=torch.uint8, device=dev)
+        src = torch.randint(0, 255, (q_bytes,), dtype=torch.uint8, device=dev)
+        run.measure(g, "routed experts", "copy_ D2D (their IQ3_S/IQ4_NL bytes)",
+                    lambda: dst.copy_(src), 2 * q_bytes, 0, shape=shape,
+                    note="reads and writes the bytes: GB/s counts both")
+        del dst, src
+    except Exception as e:  # noqa: BLE001
+        run.unavailable(g, "routed experts", "copy_ D2D", reason(e), shape=shape)
+    run.free()
+    try:
+        gmm, gmm_name = grouped_mm_fn(torch)
+        gen = torch.Generator(device=dev).manual_seed(6)
+        Wgu = torch.randn(E, 2 * N, K, device=dev, generator=gen, dtype=torch.bfloat16) * K ** -0.5
+        Wd = torch.randn(E, K, N, device=dev, generator=gen, dtype=torch.bfloat16) * N ** -0.5
+        ids = torch.randperm(E, device=dev, generator=gen)[:k].sort().values
+        counts = torch.zeros(E, dtype=torch.int64, device=dev)
+        counts[ids] = 1
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        x = torch.randn(k, K, device=dev, generator=gen).to(torch.bfloat16)
+    except Exception as e:  # noqa: BLE001
+        run.unavailable(g, "routed experts", "torch._grouped_mm bf16", reason(e), shape=shape)
+        run.free()
+        return
+    xa = torch.cat([x, x[:1]]).contiguous()
+
+    def experts():
+        h = gmm(xa, Wgu.transpose(-2, -1), offs=offs)
+        a = torch.nn.functional.silu(h[:, :N]) * h[:, N:]
+        return gmm(a.contiguous(), Wd.transpose(-2, -1), offs=offs)
+
+    bf_bytes = k * 3 * N * K * 2
+    run.measure(g, "routed experts", f"{gmm_name} bf16 (a row per routed expert) + SwiGLU",
+                experts, bf_bytes, k * 2 * 3 * N * K, shape=shape,
+                formulas={"bytes": "the 10 routed experts' bf16 weights"},
+                note="one padding row (torch asks offs[-1] < rows)")
+    del Wgu, Wd, x, xa
+    run.free()
+
 # --------------------------------------------------------------------------
 def package_version(name):
     try:
@@ -608,6 +766,7 @@ def main():
     ap.add_argument("--small", action="store_true", help="tiny shapes (a dry run of every peer)")
     ap.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated groups of {GROUPS}")
     ap.add_argument("--T", type=int, help="prompt length (default 16058; 96 with --small)")
+    ap.add_argument("--P", type=int, help="cached positions of the decode peers (default 16384)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per measurement (>= 10)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--deadline", type=float, default=0,
@@ -624,6 +783,8 @@ def main():
     shapes = dict(SMALL if a.small else SEED)
     if a.T:
         shapes["T"] = a.T
+    if a.P:
+        shapes["P"] = a.P
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "host": platform.node(), "python": platform.python_version(),
             "commit": a.commit or git_commit(), "device": a.device, "small": a.small,
@@ -657,7 +818,9 @@ def main():
         t = time.time()
         try:
             with torch.no_grad():  # inference, as strata's prefill
-                {"hc": bench_hc, "moe": bench_moe, "attn": bench_attn, "delta": bench_delta}[group](
+                {"hc": bench_hc, "moe": bench_moe, "attn": bench_attn, "delta": bench_delta,
+                 "attn_decode": bench_attn_decode, "delta_step": bench_delta_step,
+                 "moe_decode": bench_moe_decode}[group](
                     run, torch, a.device, shapes)
         except Exception as e:  # noqa: BLE001 - a bug in one group must not lose the others
             run.unavailable(group, "group", "-", f"the group stopped: {reason(e)}")
