@@ -9,7 +9,11 @@
 #                  P = 4096 (plan/decode-report.txt)
 #   plan-b16-r8/, plan-b16-r16/  plans for batched decode (--logits all,
 #                  --max-batch 16 --max-context 320; gemm-decode-rows 8, 16)
-#   tokens-P.txt   prompts of P = 256, 1024 and 4096 ids
+#   plan-16k/      the plan for P = 16,384: --max-context 16640, as plan/
+#   dense.gguf, plan-dense-16k/  the same model with dense attention
+#                  (--compress-ratio 0): the attention kernels the decode
+#                  peers (bench/peers.py attn_decode) are set against
+#   tokens-P.txt   prompts of P = 256, 1024, 4096 and 16384 ids
 # The plan is always remade (it follows the code generator); the GGUF and
 # prompts only when missing.
 #   bash bench/decode_prepare.sh [BUILD_DIR] [OUT_DIR]   (build, build-decode)
@@ -31,6 +35,20 @@ rm -rf "$OUT/plan"
   --max-batch 1 --logits last --target sm_90 --no-codegen --context 4096 --report -o "$OUT/plan-report" |
   grep -i "decode step" > "$OUT/plan/decode-report.txt"
 rm -rf "$OUT/plan-report"
+# P = 16,384: the model as above and with dense attention.
+[ -f "$OUT/dense.gguf" ] ||
+  "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --compress-ratio 0 \
+    --types "$TYPES" -o "$OUT/dense.gguf"
+for v in plan-16k:full plan-dense-16k:dense; do
+  rm -rf "$OUT/${v%%:*}"
+  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/${v##*:}.gguf" --max-tokens 64 --max-context 16640 \
+    --max-batch 1 --logits last --target sm_90 -o "$OUT/${v%%:*}" > /dev/null
+  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/${v##*:}.gguf" --max-tokens 64 --max-context 16640 \
+    --max-batch 1 --logits last --target sm_90 --no-codegen --context 16384 --report -o "$OUT/plan-report" |
+    grep -i "decode step" > "$OUT/${v%%:*}/decode-report.txt"
+  rm -rf "$OUT/plan-report"
+  find "$OUT/${v%%:*}" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
+done
 # Batched decode (strata-run --batch B): every row's logits, 16 slots of 320
 # positions, decode forms up to 8 rows (the default) and up to 16.
 for rows in 8 16; do
@@ -42,7 +60,7 @@ done
 [ -f "$OUT/tokens-256.txt" ] || python3 bench/strata_bench.py tokens --T 256 --vocab 248320 -o "$OUT/tokens-256.txt"
 (git describe --always --dirty 2>/dev/null || echo unknown) > "$OUT/plan/COMMIT"
 find "$OUT/plan" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
-for p in 1024 4096; do
+for p in 1024 4096 16384; do
   [ -f "$OUT/tokens-$p.txt" ] || python3 bench/strata_bench.py tokens --T "$p" --vocab 248320 -o "$OUT/tokens-$p.txt"
 done
 du -sh "$OUT"

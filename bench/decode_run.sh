@@ -2,10 +2,15 @@
 # On the GPU machine, after bench/decode_prepare.sh (carry build-decode):
 # decode of the full Qwen4-Exp (synthetic weights) at B = 1 after prompts of
 # P = 1024 and 4096 tokens (prefilled in chunks of 64, then 64 decode steps,
-# one CUDA graph per row count), and the profile of one decode step at
-# P ~ 4096 (strata-run -n 4 --profile: the last run's kernels). One results
-# file in RESULTS_DIR (default bench/results) with the machine, the date,
-# the commit and every number.
+# one CUDA graph per row count), P = 16,384 (QSA as the model has it, and
+# the dense-attention variant), the profile of one decode step at P ~ 4096
+# (strata-run -n 4 --profile: the last run's kernels) and at P ~ 16,384 on
+# the dense variant, set against the decode peers of bench/peers.py
+# (attn_decode: SDPA with one query; delta_step: fla's fused recurrent
+# step; moe_decode: torch._grouped_mm with a row per routed expert and the
+# copy rate of the routed experts' bytes). One results file in RESULTS_DIR
+# (default bench/results) with the machine, the date, the commit and every
+# number, and the peers' JSON beside it.
 #   bash bench/decode_run.sh [RESULTS_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +34,11 @@ D=build-decode
     echo "== prompt $p"
     "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
       --tokens-file "$D/tokens-$p.txt" -n 64 --ignore-eos 2>&1 >/dev/null | grep -E "timings|error"
+  done
+  for v in plan-16k plan-dense-16k; do
+    echo "== prompt 16384 ($v; floor: $(cat $D/$v/decode-report.txt))"
+    "$B/strata-run" "$D/$v" --gguf "$D/$([ $v = plan-16k ] && echo full || echo dense).gguf" --synthetic-weights 1 \
+      --tokens-file "$D/tokens-16384.txt" -n 64 --ignore-eos 2>&1 >/dev/null | grep -E "timings|error"
   done
   for rows in 8 16; do
     for b in 1 4 16; do
@@ -55,4 +65,43 @@ for k in p["kernels"]:
 print("== decode step kernels by (label, MB at T = 1): calls, us each, GB/s, % of floor")
 for (label, mb), (n, s, f) in sorted(groups.items(), key=lambda x: -x[1][1])[:40]:
     print(f"  {label:36s} {mb:9.2f} MB {n:4d} calls {1e6 * s / n:8.1f} us {mb * 1e-3 * n / s:8.1f} GB/s {100 * f / s:5.1f} %")
+PY
+
+# The decode peers against strata's kernels at P ~ 16,384 (dense attention).
+"$B/strata-run" "$D/plan-dense-16k" --gguf "$D/dense.gguf" --synthetic-weights 1 \
+  --tokens-file "$D/tokens-16384.txt" -n 4 --ignore-eos --profile=json 2>/dev/null |
+  sed -n '/^{"backend"/,$p' > "${out%.txt}-profile-16k.json"
+if ls .whl/*.whl > /dev/null 2>&1 &&
+   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; then
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+python3 bench/peers.py --only attn_decode,delta_step,moe_decode --P 16388 \
+  -o "${out%.txt}-peers.json" > /dev/null 2>&1
+python3 - "${out%.txt}-profile-16k.json" "${out%.txt}-peers.json" <<'PY' | tee -a "$out"
+import collections, json, sys
+prof = json.load(open(sys.argv[1]))
+peers = json.load(open(sys.argv[2]))
+us = collections.defaultdict(list)
+for k in prof["kernels"]:
+    us[k["label"]].append(1e6 * k["seconds"])
+def mean(label):
+    v = us.get(label, [])
+    return sum(v) / len(v) if v else float("nan")
+print("== decode step at P ~ 16,388 (dense attention): strata's kernels against the decode peers (us a call)")
+rows = [("attention (one query, 24 q / 2 KV heads, D 256)", mean("attention_cached"), "attn_decode"),
+        ("delta rule step (48 x 128 x 128, f32 state)", mean("gated_delta_cached"), "delta_step"),
+        ("routed experts (10 x gate/up + down)", mean("moe_grouped_swiglu") + mean("moe_grouped_down"), "moe_decode")]
+for name, s_us, group in rows:
+    print(f"  {name}: strata {s_us:.1f} us")
+    for r in peers["results"]:
+        if r["group"] != group:
+            continue
+        if r["status"] == "ok":
+            p_us = 1e3 * r["ms_median"]
+            shape = r.get("shape", {})
+            cache = f" [{shape['cache']} cache]" if "cache" in shape else ""
+            print(f"    {r['impl']}{cache}: {p_us:.1f} us ({r['gbs']:.0f} GB/s); strata / peer = {s_us / p_us:.2f}")
+        else:
+            print(f"    {r['impl']}: {r['status']}: {r.get('reason', '')}")
+print("  (strata's kernel times are the profile's: CUDA events around each kernel, a few us above a graph replay's)")
 PY

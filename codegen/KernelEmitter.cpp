@@ -369,6 +369,31 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
 
 } // namespace
 
+namespace {
+
+/// \p code with grid_dependency_wait() first in every kernel it defines
+/// (each entry line `STRATA_KERNEL... {`), whichever family printed it: a
+/// kernel launched to overlap the one before it must wait before its first
+/// access to memory.
+std::string withGridWait(const std::string &code) {
+  std::string out;
+  out.reserve(code.size() + 256);
+  size_t at = 0;
+  while (at < code.size()) {
+    size_t end = code.find('\n', at);
+    end = end == std::string::npos ? code.size() : end + 1;
+    std::string_view line(code.data() + at, end - at);
+    out.append(line);
+    if (line.rfind("STRATA_KERNEL", 0) == 0 &&
+        line.find(") {") != std::string_view::npos)
+      out += "  grid_dependency_wait();\n";
+    at = end;
+  }
+  return out;
+}
+
+} // namespace
+
 bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
                 EmittedKernel &out, std::string &error) {
   const format::PlanKernel &kernel = plan.kernels.at(k);
@@ -390,7 +415,7 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
     else
       detail::emitSortKernel(e);
     out = std::move(e.out);
-    std::string text = fmt::to_string(e.code);
+    std::string text = withGridWait(fmt::to_string(e.code));
     // The symbol: the kernel's label and a hash of its specialised body, so
     // identical specialisations share one symbol and one source.
     std::string label = kernel.isFused() ? kernel.fused : kernel.label();

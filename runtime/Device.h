@@ -96,6 +96,10 @@ struct CodeLaunch {
   std::vector<int32_t> argMaps;
   std::vector<TensorMapBytes> maps;
   std::string name; ///< for diagnostics: "kernel 12 (matmul) <symbol>"
+  /// The kernel waits for the grid before it on the stream itself (its
+  /// code begins with grid_dependency_wait()), so a backend may start it
+  /// while that grid drains (CUDA: programmatic stream serialisation).
+  bool overlap = false;
 };
 
 /// Launches recorded once and replayed with one call (a CUDA or HIP graph):

@@ -364,6 +364,7 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
             : 1 + static_cast<size_t>(&code - pk.code->alternates.data());
     CodeLaunch &l = launches_[k];
     l.function = &functions_[k][v];
+    l.overlap = plan_.options.count("grid_dependency_wait") != 0;
     shape(l, code.grid, code.block);
     l.sharedBytes = static_cast<uint32_t>(code.sharedBytes);
     l.name = fmt::format("kernel {} ({}) {}", k, pk.label(), code.symbol);
@@ -415,6 +416,7 @@ bool Executor::prepareLaunches(int64_t tokens, std::string &error) {
       p.maps = l.maps;
       p.name = fmt::format("kernel {} ({}) pre-launch {}", k, pk.label(),
                            code.pre->symbol);
+      p.overlap = l.overlap;
     }
   }
   launchesT_ = tokens;

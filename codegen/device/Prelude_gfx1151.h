@@ -54,6 +54,9 @@ STRATA_FN void sync_block() {
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
+/// sm_90's programmatic dependent launch has no HIP counterpart: kernels
+/// follow each other on the stream.
+STRATA_FN void grid_dependency_wait() {}
 /// The wave's LDS accesses ordered around it (its lanes run in lock step;
 /// the fences keep the compiler and the LDS queue in order).
 STRATA_FN void sync_wave() {

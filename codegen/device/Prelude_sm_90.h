@@ -38,6 +38,19 @@ STRATA_FN int bid_z() { return __nvvm_read_ptx_sreg_ctaid_z(); }
 STRATA_FN int lane_id() { return tid_x() & 31; }
 /// bar.sync 0: also orders shared and global memory within the block.
 STRATA_FN void sync_block() { __syncthreads(); }
+/// First in every generated kernel: lets the next kernel of the stream be
+/// scheduled (griddepcontrol.launch_dependents), then waits until the
+/// kernel before this one has finished and its writes are visible
+/// (griddepcontrol.wait). Plans say so (option grid_dependency_wait) and
+/// the runtime then launches their kernels with programmatic stream
+/// serialisation: a kernel's launch and block start-up overlap the tail of
+/// the one before it instead of following its end (a decode step runs
+/// about 1,500 short kernels). Without that launch attribute both are
+/// no-ops.
+STRATA_FN void grid_dependency_wait() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
 /// bar.warp.sync: orders the wave's shared memory accesses around it.
 STRATA_FN void sync_wave() { __nvvm_bar_warp_sync(0xffffffffu); }
 STRATA_FN int shfl_i(int v, int src) {

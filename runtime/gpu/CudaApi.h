@@ -215,13 +215,32 @@ struct CudaApi {
         elementStrides, kNoInterleave, swizzle, kL2Promote128, kOobZero);
   }
 
-  /// Enqueues \p f on \p stream.
+  /// Enqueues \p f on \p stream; with \p overlap (a kernel that waits for
+  /// the grid before it itself) under programmatic stream serialisation,
+  /// so it may start while that grid drains (a graph keeps the edge).
   static Status launch(const Symbols &s, Stream stream, Function f,
                        const uint32_t grid[3], const uint32_t block[3],
-                       uint32_t sharedBytes, void **params) {
-    return STRATA_GPU_CALL(s, cuLaunchKernel, f, grid[0], grid[1], grid[2],
-                           block[0], block[1], block[2], sharedBytes, stream,
-                           params, nullptr);
+                       uint32_t sharedBytes, void **params, bool overlap) {
+    if (!overlap)
+      return STRATA_GPU_CALL(s, cuLaunchKernel, f, grid[0], grid[1], grid[2],
+                             block[0], block[1], block[2], sharedBytes, stream,
+                             params, nullptr);
+    constexpr CUlaunchAttributeID kProgrammaticStreamSerialization = 6;
+    CUlaunchAttribute attr{};
+    attr.id = kProgrammaticStreamSerialization;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid[0];
+    config.gridDimY = grid[1];
+    config.gridDimZ = grid[2];
+    config.blockDimX = block[0];
+    config.blockDimY = block[1];
+    config.blockDimZ = block[2];
+    config.sharedMemBytes = sharedBytes;
+    config.hStream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    return STRATA_GPU_CALL(s, cuLaunchKernelEx, &config, f, params, nullptr);
   }
 
   static Status createEvent(const Symbols &s, Event &e) {

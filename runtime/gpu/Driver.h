@@ -27,6 +27,30 @@ using CUevent = struct CUevent_st *;
 using CUgraph = struct CUgraph_st *;
 using CUgraphExec = struct CUgraphExec_st *;
 using CUstreamCaptureMode = int;
+using CUlaunchAttributeID = int;
+/// cuda.h's CUlaunchAttributeValue: a 64-byte union (8-byte aligned: one
+/// member holds a pointer); the one member strata sets.
+union CUlaunchAttributeValue {
+  char pad[64];
+  void *alignment;
+  int programmaticStreamSerializationAllowed;
+};
+/// cuda.h's CUlaunchAttribute: the id, padding to 8 bytes, the value.
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+};
+/// cuda.h's CUlaunchConfig (cuLaunchKernelEx).
+struct CUlaunchConfig {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "cuda.h's layout");
 /// cuda.h's CUtensorMap: 128 opaque bytes, 128-byte aligned (CUDA 13).
 struct alignas(128) CUtensorMap {
   unsigned long long opaque[16];

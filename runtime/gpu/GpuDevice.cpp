@@ -540,9 +540,9 @@ bool GpuDevice<Api>::launchCode(const CodeLaunch &launch, std::string &error) {
     params_[i] = m >= 0 ? const_cast<uint64_t *>(launch.maps[m].words)
                         : const_cast<uint64_t *>(&launch.args[i]);
   }
-  if (Status st = Api::launch(sym_, stream_, f, launch.grid, launch.block,
-                              launch.sharedBytes,
-                              params_.empty() ? nullptr : params_.data());
+  if (Status st = Api::launch(
+          sym_, stream_, f, launch.grid, launch.block, launch.sharedBytes,
+          params_.empty() ? nullptr : params_.data(), launch.overlap);
       !st.ok()) {
     error = failure(st, fmt::format("launching {} (grid {}x{}x{}, block "
                                     "{}x{}x{}, {} shared bytes, {} arguments)",

@@ -158,9 +158,12 @@ struct HipApi {
   static Status allowShared(const Symbols &, Function, uint32_t) { return {}; }
 
   /// Enqueues \p f on \p stream.
+  /// Enqueues \p f on \p stream (\p overlap: HIP has no programmatic
+  /// dependent launch; kernels follow each other).
   static Status launch(const Symbols &s, Stream stream, Function f,
                        const uint32_t grid[3], const uint32_t block[3],
-                       uint32_t sharedBytes, void **params) {
+                       uint32_t sharedBytes, void **params, bool overlap) {
+    (void)overlap;
     return STRATA_GPU_CALL(s, hipModuleLaunchKernel, f, grid[0], grid[1],
                            grid[2], block[0], block[1], block[2], sharedBytes,
                            stream, params, nullptr);

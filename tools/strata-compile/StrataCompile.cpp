@@ -1011,6 +1011,10 @@ static int compileMain(int argc, char **argv) {
     plan.options[key] = value;
   // The roofline --profile measures against.
   plan.roofline = {tgt->memGBs, tgt->vecF32Tflops, tgt->matF16Tflops};
+  // Generated sm_90 kernels begin with grid_dependency_wait(): the runtime
+  // may start each while the one before it drains.
+  if (codegenOn && target == "sm_90")
+    plan.options["grid_dependency_wait"] = 1;
   // bf16 storage changes the numbers a plan computes.
   if (precision == "bf16")
     plan.options["bf16_activations"] = 1;

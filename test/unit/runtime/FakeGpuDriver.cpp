@@ -397,7 +397,8 @@ int execute(FakeGpuState &s, const Recorded &r) {
 
 int doLaunch(FakeGpuState &s, void *function, unsigned gx, unsigned gy,
              unsigned gz, unsigned bx, unsigned by, unsigned bz,
-             unsigned shared, void *stream, void **params, void **extra) {
+             unsigned shared, void *stream, void **params, void **extra,
+             bool overlap = false) {
   if (!function)
     return kInvalidHandle;
   FakeStream *st = findStream(s, stream);
@@ -414,6 +415,7 @@ int doLaunch(FakeGpuState &s, void *function, unsigned gx, unsigned gy,
   l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
   l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
   l.sharedBytes = shared;
+  l.overlap = overlap;
   for (int i = 0; i < f->numParams; ++i) {
     // A tensor map is 128 bytes: its 16 words in order.
     for (int w = 0; w < f->paramBytes[i] / 8; ++w) {
@@ -749,12 +751,13 @@ CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attr,
   return kSuccess;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
-                        unsigned int gz, unsigned int bx, unsigned int by,
-                        unsigned int bz, unsigned int shared, CUstream stream,
-                        void **params, void **extra) {
-  if (int r = cudaReady(__func__))
-    return r;
+/// cuLaunchKernel and cuLaunchKernelEx (\p overlap: programmatic stream
+/// serialisation allowed).
+static CUresult fakeCudaLaunch(CUfunction f, unsigned int gx, unsigned int gy,
+                               unsigned int gz, unsigned int bx,
+                               unsigned int by, unsigned int bz,
+                               unsigned int shared, CUstream stream,
+                               void **params, void **extra, bool overlap) {
   if (f && shared > 48 * 1024) {
     // Above 48 KiB a launch needs the function's opt-in, as on hardware.
     const auto *fn = reinterpret_cast<const FakeFunction *>(f);
@@ -766,7 +769,37 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
       return kInvalidValue;
   }
   return doLaunch(cudaState, f, gx, gy, gz, bx, by, bz, shared, stream, params,
-                  extra);
+                  extra, overlap);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                        unsigned int gz, unsigned int bx, unsigned int by,
+                        unsigned int bz, unsigned int shared, CUstream stream,
+                        void **params, void **extra) {
+  if (int r = cudaReady(__func__))
+    return r;
+  return fakeCudaLaunch(f, gx, gy, gz, bx, by, bz, shared, stream, params,
+                        extra, false);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                          void **params, void **extra) {
+  if (int r = cudaReady(__func__))
+    return r;
+  // The one attribute the runtime sets: programmatic stream serialisation
+  // (id 6), allowed.
+  if (!config || (config->numAttrs > 0 && !config->attrs))
+    return kInvalidValue;
+  bool overlap = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id != 6)
+      return kInvalidValue;
+    overlap = config->attrs[i].value.programmaticStreamSerializationAllowed;
+  }
+  return fakeCudaLaunch(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                        config->blockDimX, config->blockDimY, config->blockDimZ,
+                        config->sharedMemBytes, config->hStream, params, extra,
+                        overlap);
 }
 
 CUresult cuTensorMapEncodeTiled(CUtensorMap *map, int type, unsigned int rank,

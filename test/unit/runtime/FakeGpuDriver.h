@@ -40,6 +40,9 @@ struct FakeLaunch {
   uint32_t block[3] = {};
   uint32_t sharedBytes = 0;
   std::vector<uint64_t> args; ///< each parameter's 8-byte value, in order
+  /// cuda: launched by cuLaunchKernelEx with programmatic stream
+  /// serialisation allowed (it may overlap the launch before it).
+  bool overlap = false;
 };
 
 /// One cuTensorMapEncodeTiled call the fake accepted. The 128 bytes it

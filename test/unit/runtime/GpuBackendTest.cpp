@@ -958,6 +958,38 @@ public:
   format::Plan plan;
 };
 
+TEST_P(GpuBackend, ExecutorOverlapsKernelsThatWaitForTheirPredecessor) {
+  // A plan whose kernels begin with grid_dependency_wait() (sm_90 plans
+  // say so in option grid_dependency_wait): on cuda every kernel launch,
+  // plain or captured into a graph, allows programmatic stream
+  // serialisation; HIP launches as before. Without the option no launch
+  // overlaps.
+  for (bool waits : {false, true}) {
+    SCOPED_TRACE(waits ? "kernels wait" : "plain plan");
+    TempDir dir;
+    FakePlan p(GetParam().target, dir);
+    if (waits)
+      p.plan.options["grid_dependency_wait"] = 1;
+    std::string error;
+    std::unique_ptr<Executor> ex =
+        Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+    ASSERT_NE(ex, nullptr) << error;
+    RunOutput out;
+    const size_t before = fake->launches.size();
+    std::vector<int32_t> a = {3, 1, 4};
+    for (int run = 0; run < 3; ++run) {
+      ASSERT_TRUE(ex->run(a, out, error)) << error;
+      EXPECT_EQ(out.data, p.expected(a));
+    }
+    EXPECT_GT(fake->graphLaunches, 0) << "the last runs replay a graph";
+    ASSERT_GT(fake->launches.size(), before);
+    const bool overlap = waits && std::string(GetParam().name) == "cuda";
+    for (size_t i = before; i < fake->launches.size(); ++i)
+      EXPECT_EQ(fake->launches[i].overlap, overlap)
+          << fake->launches[i].function;
+  }
+}
+
 TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   TempDir dir;
   FakePlan p(GetParam().target, dir);
