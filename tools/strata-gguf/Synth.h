@@ -57,6 +57,14 @@ public:
   static SynthRng fromState(const std::array<uint64_t, 4> &state);
   /// Stream for tensor \p name under \p seed.
   static SynthRng forTensor(uint64_t seed, std::string_view name);
+  /// That stream after \p draws calls of next() (a jump by the xoshiro256**
+  /// state transition's matrix powers over GF(2), not \p draws steps): the
+  /// values from element \p draws on, for threads that each draw a share of
+  /// a tensor. Element i of every value kind takes exactly one draw (normals
+  /// come in Box-Muller pairs of two draws), so \p draws must be even where
+  /// the values are normals.
+  static SynthRng forTensorAt(uint64_t seed, std::string_view name,
+                              uint64_t draws);
 
   /// Next 64 random bits.
   uint64_t next();
