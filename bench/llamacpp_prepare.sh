@@ -41,7 +41,11 @@ if [ "$TINY" != 1 ]; then
   tar -xzf "$SDIST" -C build-peer/sdist/unpacked \
     --exclude='*/vendor/llama.cpp/models' --exclude='*/vendor/llama.cpp/docs' \
     --exclude='*/vendor/llama.cpp/media' --exclude='*/vendor/llama.cpp/.github' \
-    'llama_cpp_python-0.3.36/vendor/llama.cpp'
+    --exclude='*/vendor/llama.cpp/.git' 'llama_cpp_python-0.3.36/vendor/llama.cpp'
+  # The vendored commit (the sdist keeps the submodule's git directory):
+  # llama-bench reports it as its build_commit.
+  tar -xzOf "$SDIST" llama_cpp_python-0.3.36/.git/modules/vendor/llama.cpp/HEAD |
+    cut -c1-10 > build-peer/sdist/unpacked/llama_cpp_python-0.3.36/vendor/llama.cpp/STRATA_LLAMA_COMMIT
   grep -q '"qwen4exp"' build-peer/sdist/unpacked/llama_cpp_python-0.3.36/vendor/llama.cpp/src/llama-arch.cpp ||
     { echo "error: this llama.cpp has no qwen4exp"; exit 1; }
   tar -C build-peer/sdist/unpacked/llama_cpp_python-0.3.36/vendor -cf - llama.cpp |

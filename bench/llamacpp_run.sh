@@ -7,7 +7,8 @@
 #   llama-bench -p 512,16384 -n 128 -ngl 99 -fa on -r 3 (its default batch
 #     2048 and ubatch 512): pp512, pp16384, tg128;
 #   strata-run plan-prefill on 512 and 16,384 prompt ids (--repeat 4: the
-#     median of runs 2-4, graph replays), and plan-decode after a 16-token
+#     median of runs 2-4, graph replays; 3 or 2 runs where pp512's median
+#     says the long prompt takes over 8 or 20 s a run), and plan-decode after a 16-token
 #     prompt, -n 129 (128 decode steps: the first token comes from the
 #     prompt's logits; tokens/s = 128 / the generation time).
 # Phases (each skips what is already there; the machine keeps ignored build
@@ -35,6 +36,8 @@ cd "$(dirname "$0")/.."
 T0=$(date +%s)
 BUDGET=${PEER_BUDGET:-580}
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
+# tmo RESERVE: a command's timeout, the budget less RESERVE seconds (>= 10).
+tmo() { local t=$(($(left) - $1)); echo $((t < 10 ? 10 : t)); }
 
 DRY=0
 PHASES=()
@@ -86,8 +89,20 @@ unpack() {
     [ -f "$f" ] || { say "error: $f missing: carry build-carry (bash bench/llamacpp_prepare.sh here)"; return 1; }
   done
   # The plans follow the carried archive every call (they are small).
-  rm -rf "$PLANS" && mkdir -p "$PLANS" && tar -xJf build-carry/peer-plans.tar.xz -C "$PLANS" || return 1
-  [ -d "$W/llama.cpp" ] || tar -xJf build-carry/llamacpp.tar.xz -C "$W" || return 1
+  rm -rf "$PLANS" && mkdir -p "$PLANS" && untar build-carry/peer-plans.tar.xz "$PLANS" || return 1
+  [ -d "$W/llama.cpp" ] || untar build-carry/llamacpp.tar.xz "$W" || return 1
+}
+
+# untar ARCHIVE DIR, by Python's tarfile (no xz binary needed).
+untar() {
+  python3 - "$1" "$2" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    try:
+        t.extractall(sys.argv[2], filter="data")
+    except TypeError:
+        t.extractall(sys.argv[2])
+PY
 }
 
 build_llama() {
@@ -101,7 +116,9 @@ build_llama() {
   cmake -S "$W/llama.cpp" -B "$W/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_OPENSSL=OFF >> "$W/llama-build.log" 2>&1 &&
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_NUMBER=0 \
+    -DLLAMA_BUILD_COMMIT="$(cat "$W/llama.cpp/STRATA_LLAMA_COMMIT" 2>/dev/null || echo unknown)" \
+    >> "$W/llama-build.log" 2>&1 &&
     cmake --build "$W/llama-build" --target llama-bench -j "$(nproc)" >> "$W/llama-build.log" 2>&1
   local rc=$?
   say "   llama-bench build: rc $rc in $(($(date +%s) - t)) s"
@@ -150,24 +167,30 @@ prep() {
 
 # bench_model M: llama-bench and strata on model M; one JSON of results.
 bench_model() {
-  local m=$1 json=$W/results/$m.json
+  local m=$1
+  local json=$W/results/$m.json
   { unpack && build_strata && synth_model "$m"; } || return 1
   build_llama || return 1
   local g=$W/$m.gguf
   say "== $m: $(cat "$PLANS/$m/SYNTH") --quant fast ($(du -h "$g" | cut -f1))"
   say "-- llama-bench -m $g -p $PP -n $PEER_TG -ngl $NGL -fa on -r $REPS"
-  timeout $(($(left) - 60)) "$LB/llama-bench" -m "$g" -p "$PP" -n "$PEER_TG" -ngl $NGL -fa on \
+  timeout $(tmo 60) "$LB/llama-bench" -m "$g" -p "$PP" -n "$PEER_TG" -ngl $NGL -fa on \
     -r $REPS -o jsonl -oe md > "$W/results/$m-llama.jsonl" 2>> "$LOG"
   say "   rc $? ($(wc -l < "$W/results/$m-llama.jsonl") results)"
   : > "$W/results/$m-strata.txt"
+  local reps=4 ms
   for t in ${PP//,/ }; do
-    say "-- strata-run plan-prefill, $t tokens, --repeat 4"
-    timeout $(($(left) - 30)) "$SB/strata-run" "$PLANS/$m/plan-prefill" --gguf "$g" \
-      --tokens-file "$PLANS/$m/tokens-$t.txt" --repeat 4 2>&1 |
+    # Longer prompts get fewer runs when the last one's median says a run
+    # takes long (at least 2: the median of the later runs replays a graph).
+    ms=$(awk '/^pp[0-9]+ repeat:/ {t = substr($1, 3); for (i = 1; i <= NF; i++) if ($i == "median") m = $(i + 1)} END {print (t ? m / t : 0)}' "$W/results/$m-strata.txt")
+    reps=$(awk -v per="$ms" -v t="$t" 'BEGIN {e = per * t * 1.5 / 1000; print (e < 8 ? 4 : e < 20 ? 3 : 2)}')
+    say "-- strata-run plan-prefill, $t tokens, --repeat $reps"
+    timeout $(tmo 30) "$SB/strata-run" "$PLANS/$m/plan-prefill" --gguf "$g" \
+      --tokens-file "$PLANS/$m/tokens-$t.txt" --repeat $reps 2>&1 |
       grep -E '^(time|repeat|graph):|error' | sed "s/^/pp$t /" | tee -a "$LOG" >> "$W/results/$m-strata.txt"
   done
   say "-- strata-run plan-decode, $PEER_TG_PROMPT-token prompt, -n $((PEER_TG + 1))"
-  timeout $(($(left) - 10)) "$SB/strata-run" "$PLANS/$m/plan-decode" --gguf "$g" \
+  timeout $(tmo 10) "$SB/strata-run" "$PLANS/$m/plan-decode" --gguf "$g" \
     --tokens-file "$PLANS/$m/tokens-$PEER_TG_PROMPT.txt" -n $((PEER_TG + 1)) --ignore-eos 2>&1 > /dev/null |
     grep -E 'timings|error' | sed "s/^/tg$PEER_TG /" | tee -a "$LOG" >> "$W/results/$m-strata.txt"
   python3 bench/llamacpp_report.py fragment --model "$m" --synth "$(cat "$PLANS/$m/SYNTH") --quant fast" \
