@@ -79,5 +79,16 @@ if [ "$TINY" = 1 ]; then
   exit 0
 fi
 tar -C "$W" -cf - moe q4x | xz -T2 -6 > build-carry/peer-plans.tar.xz
-ls -la build-carry/llamacpp.tar.xz build-carry/peer-plans.tar.xz
-du -ch build-carry/llamacpp.tar.xz build-carry/peer-plans.tar.xz | tail -1
+# Optional: a llama-bench built here for sm_90 (static, GGML_NATIVE=OFF; see
+# bench/README.md) saves the ~4 minutes of its build there.
+LBIN=build-peer/llama-cuda-carry/bin/llama-bench
+if [ -x "$LBIN" ]; then
+  rm -rf build-peer/llama-carried && mkdir -p build-peer/llama-carried
+  cp "$LBIN" build-peer/llama-carried/
+  echo "llama.cpp $(cat build-peer/sdist/unpacked/llama_cpp_python-0.3.36/vendor/llama.cpp/STRATA_LLAMA_COMMIT), built $(date -u +%F) on $(hostname) with CUDA $(nvcc --version | grep -o 'release [0-9.]*' | cut -d' ' -f2), sm_90, static" > build-peer/llama-carried/BUILD
+  tar -C build-peer/llama-carried -cf - . | xz -T2 -6 > build-carry/llama-bench-sm90.tar.xz
+else
+  rm -f build-carry/llama-bench-sm90.tar.xz
+fi
+ls -la build-carry/
+du -ch build-carry/*.tar.xz | tail -1

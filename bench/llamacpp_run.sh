@@ -15,7 +15,8 @@
 # outputs between calls while it stays warm, so build-peer/ and build-rt/
 # survive only then):
 #   prep  unpack build-carry/*.tar.xz into build-peer/; build llama-bench
-#         (CUDA, sm_90, build-peer/llama-build) while the strata runtime
+#         (CUDA, sm_90, build-peer/llama-build; not where
+#         build-carry/llama-bench-sm90.tar.xz holds one that runs) while the strata runtime
 #         (build-rt/) builds and strata-gguf synth writes the data GGUFs
 #         (build-peer/{moe,q4x}.gguf, --quant fast, 16 threads)
 #   moe   the benchmarks of moe (runs prep's missing steps first)
@@ -91,6 +92,11 @@ unpack() {
   # The plans follow the carried archive every call (they are small).
   rm -rf "$PLANS" && mkdir -p "$PLANS" && untar build-carry/peer-plans.tar.xz "$PLANS" || return 1
   [ -d "$W/llama.cpp" ] || untar build-carry/llamacpp.tar.xz "$W" || return 1
+  # A llama-bench built here beside the sources (optional, see
+  # bench/llamacpp_prepare.sh): used if it runs.
+  if [ -f build-carry/llama-bench-sm90.tar.xz ] && [ ! -x "$W/llama-carried/llama-bench" ]; then
+    mkdir -p "$W/llama-carried" && untar build-carry/llama-bench-sm90.tar.xz "$W/llama-carried" || return 1
+  fi
 }
 
 # untar ARCHIVE DIR, by Python's tarfile (no xz binary needed).
@@ -106,6 +112,11 @@ PY
 }
 
 build_llama() {
+  if [ $DRY = 0 ] && [ -x "$W/llama-carried/llama-bench" ] && "$W/llama-carried/llama-bench" --help > /dev/null 2>&1; then
+    [ "$LB" = "$W/llama-carried" ] || say "   llama-bench: the carried build ($(cat "$W/llama-carried/BUILD" 2>/dev/null))"
+    LB=$W/llama-carried
+    return 0
+  fi
   [ -x "$LB/llama-bench" ] && return 0
   if [ $DRY = 1 ]; then
     say "error: $LB/llama-bench missing: build llama.cpp CPU-only (bench/README.md)"
@@ -116,7 +127,7 @@ build_llama() {
   cmake -S "$W/llama.cpp" -B "$W/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_NUMBER=0 \
+    -DLLAMA_OPENSSL=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_NUMBER=0 \
     -DLLAMA_BUILD_COMMIT="$(cat "$W/llama.cpp/STRATA_LLAMA_COMMIT" 2>/dev/null || echo unknown)" \
     >> "$W/llama-build.log" 2>&1 &&
     cmake --build "$W/llama-build" --target llama-bench -j "$(nproc)" >> "$W/llama-build.log" 2>&1
