@@ -136,13 +136,20 @@ build_llama() {
   [ $rc = 0 ] || { tail -30 "$W/llama-build.log" | tee -a "$LOG"; return 1; }
 }
 
+# build-rt/ once a call (ninja's no-op when it is up to date: a build-rt/
+# left by another tree on a warm machine is brought up to this one).
+STRATA_BUILT=0
 build_strata() {
-  [ -x "$SB/strata-run" ] && [ -x "$SB/strata-gguf" ] && return 0
-  [ $DRY = 1 ] && { say "error: $SB/strata-run missing"; return 1; }
+  if [ $DRY = 1 ]; then
+    [ -x "$SB/strata-run" ] || { say "error: $SB/strata-run missing"; return 1; }
+    return 0
+  fi
+  [ $STRATA_BUILT = 1 ] && return 0
   local t=$(date +%s)
   bash test/device/build_runtime.sh >> "$LOG" 2>&1
   local rc=$?
   say "   strata runtime build: rc $rc in $(($(date +%s) - t)) s"
+  [ $rc = 0 ] && STRATA_BUILT=1
   return $rc
 }
 
