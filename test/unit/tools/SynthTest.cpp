@@ -65,6 +65,13 @@ TEST(SynthRng, ForTensorAtJumpsTheStream) {
     for (int i = 0; i < 8; ++i)
       EXPECT_EQ(jumped.next(), stepped.next()) << "n = " << n << ", i = " << i;
   }
+  // Large jumps compose with steps (the powers past 2^12 are squarings of
+  // the ones checked above).
+  const uint64_t big = (uint64_t(1) << 40) + 12345;
+  SynthRng far = SynthRng::forTensorAt(9, "t", big);
+  for (int i = 0; i < 7; ++i)
+    far.next();
+  EXPECT_EQ(far.next(), SynthRng::forTensorAt(9, "t", big + 7).next());
   // Normals pair draws: an even jump continues the sequence of normals.
   SynthRng a = SynthRng::forTensor(3, "x");
   for (int i = 0; i < 10; ++i)
