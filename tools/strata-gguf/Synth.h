@@ -5,7 +5,10 @@
 // loader expects for qwen3, qwen3moe and qwen3next, the names and keys of
 // the qwen4exp GGUF convention (docs/qwen4exp-model.md §2), and that
 // models/<arch>.strata binds. qwen4exp also has a real-size preset, written
-// as shapes only (tensor infos, no data) for planning.
+// as shapes only (tensor infos, no data) for planning; qwen3moe's 30b-a3b and
+// qwen4exp's full12 are real-width models written with data (billions of
+// values: every thread draws a share of each tensor, --quant fast codes them
+// in one pass) for the llama.cpp peer benchmark (bench/llamacpp_*.sh).
 //
 // The pieces tests want to reach (the PRNG, the glob matcher, the --types
 // rules, the tensor tables) are declared here.
