@@ -32,7 +32,7 @@
 #     CPU-only (PEER_LLAMA_BIN, default build-peer/llama-cpu/bin), strata
 #     from PEER_STRATA_BIN (default build/bin); pp512 and tg128 only
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 . bench/llamacpp_models.sh
 T0=$(date +%s)
 BUDGET=${PEER_BUDGET:-580}
@@ -122,7 +122,8 @@ build_llama() {
     say "error: $LB/llama-bench missing: build llama.cpp CPU-only (bench/README.md)"
     return 1
   fi
-  local t=$(date +%s)
+  local t
+  t=$(date +%s)
   say "== building llama-bench (CUDA, sm_90) in $W/llama-build"
   cmake -S "$W/llama.cpp" -B "$W/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON \
@@ -145,7 +146,8 @@ build_strata() {
     return 0
   fi
   [ $STRATA_BUILT = 1 ] && return 0
-  local t=$(date +%s)
+  local t
+  t=$(date +%s)
   bash test/device/build_runtime.sh >> "$LOG" 2>&1
   local rc=$?
   say "   strata runtime build: rc $rc in $(($(date +%s) - t)) s"
@@ -161,7 +163,8 @@ synth_model() {
   if [ -f "$W/$m.gguf" ] && [ "$(cat "$W/$m.gguf.args" 2>/dev/null)" = "$args" ]; then
     return 0
   fi
-  local t=$(date +%s)
+  local t
+  t=$(date +%s)
   rm -f "$W/$m.gguf" "$W/$m.gguf.args"
   # shellcheck disable=SC2086
   "$SB/strata-gguf" synth $args -o "$W/$m.gguf" 2> >(grep -v 'selects no tensor' >> "$LOG") || return 1
