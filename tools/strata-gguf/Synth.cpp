@@ -17,6 +17,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/strata-gguf/Synth.h"
 
+#include "tools/strata-gguf/FastQuant.h"
+
 #include "runtime/format/Gguf.h"
 #include "runtime/format/Quants.h"
 
@@ -41,7 +43,8 @@ namespace strata::tools {
 const char *const kSynthUsage =
     "usage: strata-gguf synth --arch ARCH --preset PRESET --seed N\n"
     "                         [--types SPEC] [--compress-ratio N]\n"
-    "                         [--vocab VOCAB.gguf] [--shapes-only] -o FILE\n"
+    "                         [--vocab VOCAB.gguf] [--layers N]\n"
+    "                         [--quant search|fast] [--shapes-only] -o FILE\n"
     "\n"
     "Writes a small model with random weights that llama.cpp loads and that\n"
     "models/ARCH.strata binds: llama.cpp's tensor names, ggml shapes, block\n"
@@ -51,6 +54,10 @@ const char *const kSynthUsage =
     "  --preset NAME   tiny (every matmul row length is a multiple of 256,\n"
     "                  so every block type fits); qwen4exp also has full\n"
     "                  (the real model's dimensions, --shapes-only only)\n"
+    "                  and full12 (its width, 12 layers); qwen3moe also\n"
+    "                  has 30b-a3b (Qwen3-30B-A3B's dimensions). Synthetic\n"
+    "                  vocabularies past 4103 tokens are padded with\n"
+    "                  unused [PADn] tokens\n"
     "  --seed N        decimal integer in [0, 2^64); the same seed gives the\n"
     "                  same file byte for byte\n"
     "  --types SPEC    DEFAULT[,GLOB=TYPE...]: DEFAULT is the type of the 2-D\n"
@@ -75,6 +82,13 @@ const char *const kSynthUsage =
     "                  llama.cpp's ggml-vocab-qwen2.gguf) instead of the\n"
     "                  synthetic vocabulary; the token count (token_embd's\n"
     "                  and output's second dim) is its vocabulary's\n"
+    "  --layers N      the preset's first N layers (block_count N)\n"
+    "  --quant MODE    search (default): each block's scales by a small\n"
+    "                  search for the least squared error; fast: in one\n"
+    "                  pass from each sub-block's range (Q4_K, Q6_K, IQ4_NL,\n"
+    "                  IQ3_S; the same values, coarser codes, 10-100x\n"
+    "                  faster: for real-size files). Rows are coded on\n"
+    "                  every hardware thread either way\n"
     "  --shapes-only   write the tensor infos and metadata with\n"
     "                  strata.shapes_only = true and no tensor data:\n"
     "                  strata-compile plans from it, nothing runs it\n"
@@ -113,6 +127,74 @@ SynthRng SynthRng::fromState(const std::array<uint64_t, 4> &state) {
 
 SynthRng SynthRng::forTensor(uint64_t seed, std::string_view name) {
   return SynthRng(seed ^ fnv1a64(name));
+}
+
+namespace {
+
+using XoshiroState = std::array<uint64_t, 4>;
+
+/// xoshiro256**'s state transition (format::Xoshiro256::next without its
+/// output scrambler). It is linear over GF(2).
+XoshiroState xoshiroStep(XoshiroState s) {
+  const uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = (s[3] << 45) | (s[3] >> 19);
+  return s;
+}
+
+/// A 256x256 matrix over GF(2): column j is the image of state bit j.
+struct StateMatrix {
+  std::array<XoshiroState, 256> column;
+
+  XoshiroState apply(const XoshiroState &v) const {
+    XoshiroState out{};
+    for (int j = 0; j < 256; ++j)
+      if ((v[j / 64] >> (j % 64)) & 1)
+        for (int w = 0; w < 4; ++w)
+          out[w] ^= column[j][w];
+    return out;
+  }
+  StateMatrix times(const StateMatrix &b) const {
+    StateMatrix m;
+    for (int j = 0; j < 256; ++j)
+      m.column[j] = apply(b.column[j]);
+    return m;
+  }
+};
+
+/// The transition to the powers 2^k, k < 64.
+const std::vector<StateMatrix> &stepPowers() {
+  static const std::vector<StateMatrix> powers = [] {
+    std::vector<StateMatrix> p(64);
+    for (int j = 0; j < 256; ++j) {
+      XoshiroState unit{};
+      unit[j / 64] = uint64_t(1) << (j % 64);
+      p[0].column[j] = xoshiroStep(unit);
+    }
+    for (int k = 1; k < 64; ++k)
+      p[k] = p[k - 1].times(p[k - 1]);
+    return p;
+  }();
+  return powers;
+}
+
+} // namespace
+
+SynthRng SynthRng::forTensorAt(uint64_t seed, std::string_view name,
+                               uint64_t draws) {
+  // Xoshiro256's seeding: four SplitMix64 outputs.
+  uint64_t sm = seed ^ fnv1a64(name);
+  XoshiroState s;
+  for (uint64_t &w : s)
+    w = splitMix64(sm);
+  for (int k = 0; k < 64 && (draws >> k); ++k)
+    if ((draws >> k) & 1)
+      s = stepPowers()[k].apply(s);
+  return fromState(s);
 }
 
 uint64_t SynthRng::next() { return rng_.next(); }
@@ -457,6 +539,26 @@ constexpr Preset kPresets[] = {
      .experts = 16,
      .expertUsed = 4,
      .expertFfn = 512},
+    // Qwen3-30B-A3B's dimensions (its config.json): 48 layers, hidden 2048,
+    // 32 query and 4 KV heads of 128, 128 experts of width 768 (8 a token),
+    // RoPE base 1e6; the synthetic vocabulary padded to its 151936 tokens.
+    // Written with data: the peer benchmark against llama.cpp.
+    {.arch = "qwen3moe",
+     .name = "30b-a3b",
+     .layers = 48,
+     .embd = 2048,
+     .heads = 32,
+     .headsKv = 4,
+     .headDim = 128,
+     .ropeDims = 128,
+     .ffn = 6144,
+     .vocab = 151936,
+     .context = 40960,
+     .ropeBase = 1000000.0f,
+     .rmsEps = 1e-6f,
+     .experts = 128,
+     .expertUsed = 8,
+     .expertFfn = 768},
     // Four layers with full_attention_interval 4: blk.0..2 are gated delta
     // nets, blk.3 is gated full attention. Partial RoPE (16 of 64 dims).
     {.arch = "qwen3next",
@@ -568,15 +670,59 @@ constexpr Preset kPresets[] = {
      .pleVocabBase = 20000000,
      .realSize = true,
      .eosToken = 248046},
+    // The full model's width with 12 layers (QSA or dense attention on
+    // blk.3, 7, 11), written with data (16 GB in the UD-IQ4_XS-like mix):
+    // the peer benchmark against llama.cpp (bench/llamacpp_prepare.sh). Its
+    // vocabulary is the synthetic one padded to 248320 tokens.
+    {.arch = "qwen4exp",
+     .name = "full12",
+     .layers = 12,
+     .embd = 2560,
+     .heads = 24,
+     .headsKv = 2,
+     .headDim = 256,
+     .ropeDims = 64,
+     .vocab = 248320,
+     .context = 262144,
+     .ropeBase = 10000000.0f,
+     .rmsEps = 1e-6f,
+     .experts = 512,
+     .expertUsed = 10,
+     .expertFfn = 640,
+     .sharedFfn = 640,
+     .fullAttnInterval = 4,
+     .ssmConv = 4,
+     .ssmState = 128,
+     .ssmGroups = 16,
+     .ssmVHeads = 48,
+     .ssmInner = 6144,
+     .ropeSections = {11, 11, 10, 0},
+     .compressRatio = 4,
+     .indexerHeads = 4,
+     .indexerDim = 128,
+     .indexerTopK = 2048,
+     .hcCount = 4,
+     .hcLowRank = 320,
+     .pleLayer = 1,
+     .pleNgram = 3,
+     .pleHeadsPerNgram = 8,
+     .pleConv = 4,
+     .pleDim = 160,
+     .pleSeed = 1234,
+     // The PLE table's heads hash into primes from 100,000, not 20,000,000:
+     // 1.6M rows (272 MB in Q8_0) instead of 320M (54 GB). A gather reads
+     // the same rows per token from either.
+     .pleVocabBase = 100000},
 };
 
 /// What llama.cpp's loaders and the vocabulary builder rely on: qwen3next's
 /// value head dim is both ssm.state_size and inner_size / time_step_rank,
 /// value heads are a multiple of key heads, and the vocabulary holds the 256
-/// byte tokens, the control tokens and at most 62 * 62 two-letter tokens.
+/// byte tokens and the control tokens (then up to 62 * 62 two-letter tokens,
+/// then padding).
 constexpr bool presetsAreConsistent() {
   for (const Preset &p : kPresets) {
-    if (!p.realSize && (p.vocab < 256 + 3 || p.vocab > 256 + 3 + 62 * 62))
+    if (!p.realSize && p.vocab < 256 + 3)
       return false;
     if (p.ssmVHeads && (p.ssmInner != p.ssmState * p.ssmVHeads ||
                         p.ssmVHeads % p.ssmGroups != 0))
@@ -863,23 +1009,32 @@ struct Vocab {
   uint32_t endOfText = 0;
 };
 
-/// \p size tokens: 256 byte tokens, two-letter tokens (each with the merge
-/// that builds it), then the control tokens.
+/// \p size tokens: 256 byte tokens, up to 62 * 62 two-letter tokens (each
+/// with the merge that builds it), "[PADn]" tokens (n their id, unused, as
+/// llama.cpp's converter pads a vocabulary to the embedding's rows), then
+/// the control tokens.
 Vocab buildVocab(uint32_t size) {
-  constexpr int32_t kNormal = 1, kControl = 3; // gguf-py TokenType
+  constexpr int32_t kNormal = 1, kControl = 3, kUnused = 5; // gguf-py
   constexpr uint32_t kControlCount = std::size(kControlTokens);
   Vocab v;
   for (uint32_t b = 0; b < 256; ++b) {
     v.tokens.push_back(MetaValue::makeString(byteToken(uint8_t(b))));
     v.types.push_back(MetaValue::makeInt(kNormal));
   }
-  const uint32_t pairs = size - 256 - kControlCount;
+  const uint32_t pairs =
+      std::min<uint32_t>(size - 256 - kControlCount,
+                         kMergeAlphabet.size() * kMergeAlphabet.size());
   for (uint32_t i = 0; i < pairs; ++i) {
     char a = kMergeAlphabet[i / kMergeAlphabet.size()];
     char b = kMergeAlphabet[i % kMergeAlphabet.size()];
     v.tokens.push_back(MetaValue::makeString(std::string{a, b}));
     v.types.push_back(MetaValue::makeInt(kNormal));
     v.merges.push_back(MetaValue::makeString(std::string{a, ' ', b}));
+  }
+  while (v.tokens.size() < size - kControlCount) {
+    v.tokens.push_back(
+        MetaValue::makeString(fmt::format("[PAD{}]", v.tokens.size())));
+    v.types.push_back(MetaValue::makeInt(kUnused));
   }
   v.endOfText = static_cast<uint32_t>(v.tokens.size());
   for (const char *c : kControlTokens) {
@@ -1249,25 +1404,31 @@ bool resolveTypes(const std::vector<SynthTensor> &tensors, const TypeSpec &spec,
   return ok;
 }
 
-/// Draws the values of \p t (ggml element order, ne0 fastest).
-std::vector<float> drawValues(const SynthTensor &t, uint64_t seed) {
+/// The LM head's per-row scales (log-normal: token frequency in a trained
+/// model, so the top logits stand apart instead of being near-ties), from
+/// their own stream; empty for every other kind of tensor.
+std::vector<double> headRowScales(const SynthTensor &t, uint64_t seed) {
+  std::vector<double> rowScale;
+  if (t.init != SynthInit::Head)
+    return rowScale;
   uint64_t n = 1;
   for (uint64_t d : t.dims)
     n *= d;
-  std::vector<float> v(n);
-  SynthRng rng = SynthRng::forTensor(seed, t.name);
+  SynthRng rows = SynthRng::forTensor(seed, t.name + "#rows");
+  rowScale.resize(n / t.dims[0]);
+  for (double &r : rowScale)
+    r = std::exp(0.75 * rows.normal());
+  return rowScale;
+}
+
+/// Draws elements [first, first + count) of \p t's values (ggml element
+/// order, ne0 fastest) into \p out from \p rng, which stands at element
+/// \p first of the tensor's stream (SynthRng::forTensorAt).
+void drawValues(const SynthTensor &t, const std::vector<double> &rowScale,
+                SynthRng &rng, uint64_t first, uint64_t count, float *out) {
   const double sigma = 1.0 / std::sqrt(static_cast<double>(t.dims[0]));
-  // Head rows get a log-normal scale each (token frequency in a trained
-  // model), so the top logits stand apart instead of being near-ties.
-  std::vector<double> rowScale;
-  if (t.init == SynthInit::Head) {
-    SynthRng rows = SynthRng::forTensor(seed, t.name + "#rows");
-    rowScale.resize(n / t.dims[0]);
-    for (double &r : rowScale)
-      r = std::exp(0.75 * rows.normal());
-  }
-  for (uint64_t i = 0; i < n; ++i) {
-    float &x = v[i];
+  for (uint64_t i = first; i < first + count; ++i) {
+    float &x = out[i - first];
     switch (t.init) {
     case SynthInit::Head:
       x = static_cast<float>(rowScale[i / t.dims[0]] * sigma * rng.normal());
@@ -1301,7 +1462,56 @@ std::vector<float> drawValues(const SynthTensor &t, uint64_t seed) {
     }
     }
   }
-  return v;
+}
+
+/// Draws and codes the values of \p t as \p type into \p bytes (sized),
+/// rows shared out between threads: each thread starts its tensor stream at
+/// its first row (SynthRng::forTensorAt) and draws pieces of rows into a
+/// buffer of its own, so the bytes do not depend on the thread count and no
+/// tensor is held as floats whole. Returns false if a row cannot be coded.
+bool synthTensorBytes(const SynthTensor &t, GgmlType type, uint64_t seed,
+                      bool fast, std::vector<uint8_t> &bytes) {
+  uint64_t n = 1;
+  for (uint64_t d : t.dims)
+    n *= d;
+  const std::vector<double> rowScale = headRowScales(t, seed);
+  const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
+  const int64_t rowBytes = rowSizeInBytes(type, rowLen);
+  const int64_t rows = static_cast<int64_t>(n) / rowLen;
+  // A share must start at an even element (normals are drawn in pairs).
+  const int64_t workers =
+      n < (uint64_t(1) << 16) || rowLen % 2 != 0
+          ? 1
+          : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, rows);
+  const int64_t pieceRows = std::max<int64_t>(1, (int64_t(1) << 16) / rowLen);
+  std::atomic<bool> failed{false};
+  auto share = [&](int64_t w) {
+    const int64_t r0 = rows * w / workers, r1 = rows * (w + 1) / workers;
+    SynthRng rng = SynthRng::forTensorAt(seed, t.name, r0 * rowLen);
+    std::vector<float> values(pieceRows * rowLen);
+    for (int64_t r = r0; r < r1 && !failed; r += pieceRows) {
+      const int64_t count = std::min(pieceRows, r1 - r);
+      drawValues(t, rowScale, rng, r * rowLen, count * rowLen, values.data());
+      uint8_t *dst = bytes.data() + r * rowBytes;
+      if (!(fast ? quantizeRowFast(type, values.data(), dst, count * rowLen)
+                 : quantizeRow(type, values.data(), dst, count * rowLen))) {
+        failed = true;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t w = 1; w < workers; ++w) {
+    try {
+      pool.emplace_back(share, w);
+    } catch (const std::system_error &) {
+      share(w); // no thread to be had: do the share here
+    }
+  }
+  share(0);
+  for (std::thread &th : pool)
+    th.join();
+  return !failed;
 }
 
 bool parseSeed(std::string_view text, uint64_t &seed) {
@@ -1350,9 +1560,9 @@ std::vector<SynthTensor> synthTensors(std::string_view arch,
 //===----------------------------------------------------------------------===//
 
 int synthMain(const std::vector<std::string> &args) {
-  constexpr const char *kOptions[] = {"--arch",          "--preset", "--seed",
-                                      "--types",         "--vocab",  "-o",
-                                      "--compress-ratio"};
+  constexpr const char *kOptions[] = {
+      "--arch", "--preset",         "--seed",   "--types", "--vocab",
+      "-o",     "--compress-ratio", "--layers", "--quant"};
   auto isOption = [&](std::string_view s) {
     return std::find(std::begin(kOptions), std::end(kOptions), s) !=
            std::end(kOptions);
@@ -1460,6 +1670,31 @@ int synthMain(const std::vector<std::string> &args) {
     else
       compressRatio = n;
   }
+  std::optional<uint32_t> layers;
+  if (const std::string *text = get("--layers")) {
+    uint32_t n = 0;
+    auto [end, ec] =
+        std::from_chars(text->data(), text->data() + text->size(), n);
+    // qwen4exp keeps its PLE layer.
+    const uint32_t least = arch && arch->arch == Arch::Qwen4Exp && preset
+                               ? preset->pleLayer + 1
+                               : 1;
+    if (ec != std::errc() || end != text->data() + text->size() ||
+        (preset && (n < least || n > preset->layers)))
+      errors.push_back(fmt::format(
+          "--layers '{}' is not an integer in {}..{}", *text, least,
+          preset ? std::to_string(preset->layers) : std::string("N")));
+    else
+      layers = n;
+  }
+  bool fast = false;
+  if (const std::string *text = get("--quant")) {
+    if (*text == "fast")
+      fast = true;
+    else if (*text != "search")
+      errors.push_back(
+          fmt::format("--quant '{}' is not 'search' or 'fast'", *text));
+  }
   if (preset && preset->realSize && !shapesOnly)
     errors.push_back(fmt::format("--preset {} is real-size: it is written "
                                  "with --shapes-only (tensor infos, no data)",
@@ -1490,8 +1725,10 @@ int synthMain(const std::vector<std::string> &args) {
       return 1;
     }
     withVocab.vocab = vocab->tokens;
-    preset = &withVocab;
   }
+  if (layers)
+    withVocab.layers = *layers;
+  preset = &withVocab;
 
   std::vector<SynthTensor> tensors = buildTensors(arch->arch, *preset);
   std::vector<GgmlType> types;
@@ -1501,8 +1738,14 @@ int synthMain(const std::vector<std::string> &args) {
                     fmt::format("{} {}", arch->name, preset->name), types))
     return 2;
 
+  // The description repeats the options that shape the file.
+  std::string described = typesText;
+  if (layers)
+    described += fmt::format(" --layers {}", *layers);
+  if (fast)
+    described += " --quant fast";
   ModelInfo info =
-      buildMetadata(*preset, arch->arch, seed, typesText, tensors, types,
+      buildMetadata(*preset, arch->arch, seed, described, tensors, types,
                     shapesOnly, compressRatio, vocab ? &*vocab : nullptr);
   if (shapesOnly) {
     std::vector<TensorInfo> infos;
@@ -1529,37 +1772,7 @@ int synthMain(const std::vector<std::string> &args) {
     td.info.type = types[i];
     td.info.dims = t.dims;
     td.bytes.resize(td.info.numBytes());
-    std::vector<float> values = drawValues(t, seed);
-    const int64_t rowLen = static_cast<int64_t>(t.dims[0]);
-    const int64_t rowBytes = rowSizeInBytes(types[i], rowLen);
-    const int64_t rows = static_cast<int64_t>(values.size()) / rowLen;
-    // Rows quantise independently (IQ3_S's grid search dominates synth), so
-    // they are shared out between threads; each writes only its own rows, so
-    // the file does not depend on the thread count.
-    const int64_t workers =
-        values.size() < (size_t(1) << 16)
-            ? 1
-            : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, rows);
-    std::atomic<bool> failed{false};
-    auto quantiseShare = [&](int64_t w) {
-      for (int64_t r = rows * w / workers; r < rows * (w + 1) / workers; ++r)
-        if (!quantizeRow(types[i], values.data() + r * rowLen,
-                         td.bytes.data() + r * rowBytes, rowLen)) {
-          failed = true;
-          return;
-        }
-    };
-    std::vector<std::thread> pool;
-    for (int64_t w = 1; w < workers; ++w) {
-      try {
-        pool.emplace_back(quantiseShare, w);
-      } catch (const std::system_error &) {
-        quantiseShare(w); // no thread to be had: do the share here
-      }
-    }
-    quantiseShare(0);
-    for (std::thread &th : pool)
-      th.join();
+    const bool failed = !synthTensorBytes(t, types[i], seed, fast, td.bytes);
     if (failed) {
       fmt::print(stderr,
                  "strata-gguf: error: synth: cannot quantise tensor '{}' "

@@ -5,7 +5,10 @@
 // loader expects for qwen3, qwen3moe and qwen3next, the names and keys of
 // the qwen4exp GGUF convention (docs/qwen4exp-model.md §2), and that
 // models/<arch>.strata binds. qwen4exp also has a real-size preset, written
-// as shapes only (tensor infos, no data) for planning.
+// as shapes only (tensor infos, no data) for planning; qwen3moe's 30b-a3b and
+// qwen4exp's full12 are real-width models written with data (billions of
+// values: every thread draws a share of each tensor, --quant fast codes them
+// in one pass) for the llama.cpp peer benchmark (bench/llamacpp_*.sh).
 //
 // The pieces tests want to reach (the PRNG, the glob matcher, the --types
 // rules, the tensor tables) are declared here.
@@ -57,6 +60,14 @@ public:
   static SynthRng fromState(const std::array<uint64_t, 4> &state);
   /// Stream for tensor \p name under \p seed.
   static SynthRng forTensor(uint64_t seed, std::string_view name);
+  /// That stream after \p draws calls of next() (a jump by the xoshiro256**
+  /// state transition's matrix powers over GF(2), not \p draws steps): the
+  /// values from element \p draws on, for threads that each draw a share of
+  /// a tensor. Element i of every value kind takes exactly one draw (normals
+  /// come in Box-Muller pairs of two draws), so \p draws must be even where
+  /// the values are normals.
+  static SynthRng forTensorAt(uint64_t seed, std::string_view name,
+                              uint64_t draws);
 
   /// Next 64 random bits.
   uint64_t next();

@@ -54,6 +54,32 @@ TEST(SynthRng, SeedAndNameSelectDifferentStreams) {
   EXPECT_NE(vb, vc);
 }
 
+TEST(SynthRng, ForTensorAtJumpsTheStream) {
+  // forTensorAt(seed, name, n) is forTensor(seed, name) after n draws, for
+  // n across several bits of the jump (matrix powers 2^0 .. 2^12).
+  for (uint64_t n : {0ull, 1ull, 2ull, 3ull, 64ull, 1000ull, 4097ull}) {
+    SynthRng stepped = SynthRng::forTensor(9, "blk.0.ffn_up_exps.weight");
+    for (uint64_t i = 0; i < n; ++i)
+      stepped.next();
+    SynthRng jumped = SynthRng::forTensorAt(9, "blk.0.ffn_up_exps.weight", n);
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(jumped.next(), stepped.next()) << "n = " << n << ", i = " << i;
+  }
+  // Large jumps compose with steps (the powers past 2^12 are squarings of
+  // the ones checked above).
+  const uint64_t big = (uint64_t(1) << 40) + 12345;
+  SynthRng far = SynthRng::forTensorAt(9, "t", big);
+  for (int i = 0; i < 7; ++i)
+    far.next();
+  EXPECT_EQ(far.next(), SynthRng::forTensorAt(9, "t", big + 7).next());
+  // Normals pair draws: an even jump continues the sequence of normals.
+  SynthRng a = SynthRng::forTensor(3, "x");
+  for (int i = 0; i < 10; ++i)
+    a.normal();
+  SynthRng b = SynthRng::forTensorAt(3, "x", 10);
+  EXPECT_EQ(a.normal(), b.normal());
+}
+
 TEST(SynthRng, UniformAndNormalMoments) {
   SynthRng rng(12345);
   const int n = 200000;
@@ -156,8 +182,10 @@ TEST(SynthTables, ArchesAndPresets) {
                                               "qwen4exp"}));
   for (const std::string &a : arches)
     EXPECT_EQ(synthPresetNames(a),
-              a == "qwen4exp" ? (std::vector<std::string>{"tiny", "full"})
-                              : std::vector<std::string>{"tiny"});
+              a == "qwen4exp"
+                  ? (std::vector<std::string>{"tiny", "full", "full12"})
+              : a == "qwen3moe" ? (std::vector<std::string>{"tiny", "30b-a3b"})
+                                : std::vector<std::string>{"tiny"});
   EXPECT_TRUE(synthPresetNames("llama").empty());
   EXPECT_TRUE(synthTensors("llama", "tiny").empty());
   EXPECT_TRUE(synthTensors("qwen3", "full").empty());
