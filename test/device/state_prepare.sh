@@ -16,17 +16,22 @@
 # plans (cc-gen-bf16.sm90, cc-gen-int8.sm90, f32 policy) and the CPU's
 # continuation of the same prompt with each (host f32 plans: cpu-kv-*.ids,
 # cpu-kv-*.f32).
-#   bash test/device/state_prepare.sh [BUILD_DIR]
+# ARCH ... (default all four) limits the models: the folder with all four
+# is about 60 MB, so a device call whose tree and carry must stay under
+# 64 MiB may take two halves (state_run.sh runs the models it finds).
+#   bash test/device/state_prepare.sh [BUILD_DIR [ARCH ...]]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
+shift || true
+archs=${*:-qwen3 qwen3moe qwen3next qwen4exp}
 B=$BUILD/bin
 OUT=build-device-state
 rm -rf "$OUT" && mkdir -p "$OUT"
 python3 -c "import random; random.seed(37); print(','.join(str(random.randrange(1, 250)) for _ in range(37)))" > "$OUT/tokens.txt"
 tokens=$(cat "$OUT/tokens.txt")
 common=(--max-context 128 --max-batch 1 --max-tokens 16 --logits last)
-for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+for arch in $archs; do
   d=$OUT/$arch
   mkdir -p "$d"
   case $arch in

@@ -46,6 +46,11 @@ fail=0
 {
   echo "state_run: $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   for arch in qwen3 qwen3moe qwen3next qwen4exp; do
+    # state_prepare.sh may have made a subset of the models.
+    if [ ! -d "$D/$arch" ]; then
+      echo "== $arch: not prepared (state_prepare.sh ... $arch), skipped"
+      continue
+    fi
     echo "== $arch cache consistency (cuda, f32 policy)"
     "$B/cache-consistency-check" "$D/$arch/cc-gen.sm90" "$D/$arch/cc-ref.sm90" \
       "$D/$arch/model.gguf" --backend cuda --decode-bar 1e-6 --self-bar 1e-6 \
