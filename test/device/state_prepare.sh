@@ -17,7 +17,7 @@
 # continuation of the same prompt with each (host f32 plans: cpu-kv-*.ids,
 # cpu-kv-*.f32).
 # ARCH ... (default all four) limits the models: the folder with all four
-# is about 60 MB, so a device call whose tree and carry must stay under
+# is about 55 MB, so a device call whose tree and carry must stay under
 # 64 MiB may take two halves (state_run.sh runs the models it finds).
 #   bash test/device/state_prepare.sh [BUILD_DIR [ARCH ...]]
 set -euo pipefail
