@@ -42,10 +42,14 @@ Tensor Emitter::tensor(const BodyRef &r) const {
     const format::PlanOperand &o = kernel.inputs.at(r.index);
     t.ptr = fmt::format("in{}", r.index);
     if (o.isState) {
-      // f32 storage outside the arena, written in place by state kernels.
-      for (uint64_t d : plan.states.at(o.index).shape)
+      // Storage outside the arena, written in place by state kernels: f32,
+      // bf16 or i8 (rows of int8 values and an f32 scale; the state family
+      // addresses those itself).
+      const format::PlanState &st = plan.states.at(o.index);
+      for (uint64_t d : st.shape)
         t.shape.push_back({0, static_cast<int64_t>(d), 1});
-      t.ctype = "float";
+      t.ctype =
+          st.dtype == format::DType::I8 ? "int8_t" : elementCType(st.dtype);
     } else if (o.isWeight) {
       const format::PlanWeight &w = plan.weights.at(o.index);
       t.isWeight = true;
@@ -458,6 +462,8 @@ std::string deviceSource(const std::string &target,
   s += kScalarMath;
   s += kBlockDecode;
   s += kDeviceLib;
+  if (kernel.kvQuant)
+    s += kKvQuant;
   s += kernel.body;
   return s;
 }

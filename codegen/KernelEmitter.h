@@ -40,6 +40,9 @@ struct EmittedKernel {
   std::string symbol; ///< entry point, unique per specialisation
   std::string family; ///< row, gemm, grouped, attention, delta, sort
   std::string body;   ///< the kernel's own device code
+  /// The body reads or writes an i8 state: its source embeds
+  /// runtime/KvQuant.h (the quantisation the CPU backend shares).
+  bool kvQuant = false;
   std::vector<format::PlanDim> grid; ///< x, y, z as functions of T
   std::vector<int64_t> block;        ///< x, y, z
   /// Dynamic LDS/shared bytes of a launch (static use is read back from

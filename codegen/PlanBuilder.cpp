@@ -306,19 +306,19 @@ bool buildPlan(const Module &m, int64_t maxTokens, const std::string &target,
       return false;
     }
     st.dtype = *dt;
-    uint64_t bytes = format::planDTypeSize(*dt);
     for (const Dim &d : v->type.dims) {
       std::optional<int64_t> c = d.constant();
-      if (!c || *c < 1 || bytes > (uint64_t(1) << 50) / uint64_t(*c)) {
-        error = fmt::format("state %{} of type {}: every dim must be a "
-                            "positive constant, the whole below 2^50 bytes",
-                            v->name, v->type.str());
-        return false;
-      }
-      st.shape.push_back(static_cast<uint64_t>(*c));
-      bytes *= static_cast<uint64_t>(*c);
+      st.shape.push_back(c && *c >= 1 ? static_cast<uint64_t>(*c) : 0);
     }
-    st.bytes = bytes;
+    // f32 and bf16 dense; i8 rows with their scales (format::stateBytes).
+    std::optional<uint64_t> bytes = format::stateBytes(st.dtype, st.shape);
+    if (!bytes || *bytes > (uint64_t(1) << 50)) {
+      error = fmt::format("state %{} of type {}: every dim must be a "
+                          "positive constant, the whole below 2^50 bytes",
+                          v->name, v->type.str());
+      return false;
+    }
+    st.bytes = *bytes;
     stateOf[v] = static_cast<uint32_t>(plan.states.size());
     plan.states.push_back(std::move(st));
     return true;

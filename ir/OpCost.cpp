@@ -218,12 +218,23 @@ std::optional<PlanPoly> elementsPoly(const Type &t) {
   return PlanPoly::of(c);
 }
 
+/// Bytes per element of a tensor that is not block-quantised: the dtype's
+/// size; an i8 state (the int8 KV cache) also carries an f32 scale per row
+/// of its last dim D (format::stateBytes): (D + 4) / D.
+static double elementBytes(const Type &t) {
+  double size = static_cast<double>(format::planDTypeSize(t.elem.dtype));
+  if (t.elem.dtype != DType::I8 || t.rank() == 0)
+    return size;
+  double rowLen = constDim(t, t.rank() - 1);
+  return rowLen > 0 ? (rowLen + 4) / rowLen : size;
+}
+
 PlanPoly tensorBytes(const Type &t) {
   auto n = elementsPoly(t);
   if (!n)
     return {};
   if (!t.elem.isBlock)
-    return *n * static_cast<double>(format::planDTypeSize(t.elem.dtype));
+    return *n * elementBytes(t);
   double rowLen = constDim(t, t.rank() - 1);
   if (rowLen <= 0)
     return {};
@@ -355,7 +366,7 @@ static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
     auto rows = elementsPoly(operandType(op, 1));
     if (!rows || !state.isTensor() || state.elem.isBlock)
       return PlanPoly();
-    return *rows * static_cast<double>(format::planDTypeSize(state.elem.dtype));
+    return *rows * elementBytes(state);
   }
   // block_mean_cached reads a block of rows per run row.
   if (*r == format::Recipe::BlockMeanCached && i == 0) {
@@ -369,8 +380,7 @@ static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
     auto rows = elementsPoly(op.results[0]->type);
     if (!rows)
       return PlanPoly();
-    return *rows *
-           static_cast<double>(block * format::planDTypeSize(cache.elem.dtype));
+    return *rows * (static_cast<double>(block) * elementBytes(cache));
   }
   if ((*r == format::Recipe::AttentionCached && (i == 1 || i == 2)) ||
       (*r == format::Recipe::QsaSelectCached && i == 1)) {

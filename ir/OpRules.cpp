@@ -872,16 +872,31 @@ bool inferConcat(RuleCtx &c) {
   return true;
 }
 
-/// `state() {name} : type`: the written type, an f32 tensor whose dims do
-/// not depend on T (a state outlives a run) and, once bound, are positive.
+/// The element types a state may hold: f32, or for the KV caches
+/// (assign-precision under --kv) bf16 and i8 (format::stateBytes).
+bool isStateElem(const ElemType &e) {
+  return !e.isBlock && (e.dtype == DType::F32 || e.dtype == DType::BF16 ||
+                        e.dtype == DType::I8);
+}
+
+/// `state() {name} : type`: the written type, an f32, bf16 or i8 tensor
+/// whose dims do not depend on T (a state outlives a run) and, once bound,
+/// are positive; an i8 state's rows (its last dim) a multiple of 4 long.
 bool inferState(RuleCtx &c) {
   const std::optional<Type> &t =
       c.op.declaredTypes.empty() ? std::nullopt : c.op.declaredTypes[0];
   if (!t || !t->isTensor())
     return c.error("needs its type written (e.g. `: f32[S, C, HKV, HD]`)");
-  if (t->elem.isBlock || t->elem.dtype != DType::F32)
-    return c.error(fmt::format("holds f32 (a state of this build), not {}",
-                               t->elem.str()));
+  if (!isStateElem(t->elem))
+    return c.error(
+        fmt::format("holds f32, bf16 or i8 (the states of this build), not {}",
+                    t->elem.str()));
+  if (t->elem.dtype == DType::I8 && !t->dims.empty())
+    if (auto d = t->dims.back().constant(); d && *d % 4 != 0)
+      return c.error(fmt::format("is i8 with rows of {} values; an i8 state's "
+                                 "last dim is a multiple of 4 (each row ends "
+                                 "with its f32 scale)",
+                                 *d));
   if (auto name = c.strAttr("name"); name && name->empty())
     return c.error("needs a non-empty 'name'");
   // The symbol T as a word of the printed dim.
@@ -913,13 +928,17 @@ bool inferState(RuleCtx &c) {
   return true;
 }
 
-/// Checks operand \p i is a state-shaped f32 tensor of rank \p rank.
-bool checkStateOperand(RuleCtx &c, size_t i, size_t rank, const char *what) {
+/// Checks operand \p i is a state-shaped tensor of rank \p rank: f32, or
+/// with \p cache any state element type (the caches kv_store writes and
+/// attention_cached and block_mean_cached read, bf16 or i8 under --kv).
+bool checkStateOperand(RuleCtx &c, size_t i, size_t rank, const char *what,
+                       bool cache = false) {
   const Type &t = c.in[i];
   if (!checkRank(c, i, rank, what))
     return false;
-  if (t.isTensor() && !(t.elem == f32()))
-    return c.error(fmt::format("expects {} to be f32, got {}", what, t.str()),
+  if (t.isTensor() && !(t.elem == f32()) && !(cache && isStateElem(t.elem)))
+    return c.error(fmt::format("expects {} to be {}, got {}", what,
+                               cache ? "f32, bf16 or i8" : "f32", t.str()),
                    int(i));
   return true;
 }
@@ -938,7 +957,7 @@ bool checkRowPlaces(RuleCtx &c, size_t seq, size_t rows) {
 
 /// kv_store(state[S, C, Hkv, D], x[T, Hkv, D], seq, pos) -> the state.
 bool inferKvStore(RuleCtx &c) {
-  if (!checkStateOperand(c, 0, 4, "a state [S, C, Hkv, D]") ||
+  if (!checkStateOperand(c, 0, 4, "a state [S, C, Hkv, D]", true) ||
       !checkActivation(c, 1, "the rows") ||
       !checkRank(c, 1, 3, "rows [T, Hkv, D]") ||
       !checkDim(c, 0, 2, 1, 1, "kv head count") ||
@@ -965,8 +984,8 @@ bool inferAttentionCached(RuleCtx &c) {
                                want, gated ? ", gate" : "",
                                sparse ? ", block index" : "", c.in.size()));
   if (!checkActivation(c, 0, "q") || !checkRank(c, 0, 3, "queries [T, H, D]") ||
-      !checkStateOperand(c, 1, 4, "a key cache [S, C, Hkv, D]") ||
-      !checkStateOperand(c, 2, 4, "a value cache [S, C, Hkv, Dv]") ||
+      !checkStateOperand(c, 1, 4, "a key cache [S, C, Hkv, D]", true) ||
+      !checkStateOperand(c, 2, 4, "a value cache [S, C, Hkv, Dv]", true) ||
       !checkDim(c, 1, 0, 2, 0, "slot count") ||
       !checkDim(c, 1, 1, 2, 1, "context") ||
       !checkDim(c, 1, 2, 2, 2, "kv head count") ||
@@ -997,7 +1016,7 @@ bool inferAttentionCached(RuleCtx &c) {
 /// block_mean_cached(cache[S, C, Hkv, D], seq, pos) {block}
 /// -> (f32[T, Hkv, D], i32[T]).
 bool inferBlockMeanCached(RuleCtx &c) {
-  if (!checkStateOperand(c, 0, 4, "a cache [S, C, Hkv, D]") ||
+  if (!checkStateOperand(c, 0, 4, "a cache [S, C, Hkv, D]", true) ||
       !checkRowPlaces(c, 1, 1))
     return false;
   if (c.in[0].isTensor() && c.in[1].isTensor()) {

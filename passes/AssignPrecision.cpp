@@ -14,8 +14,14 @@
 // the bodies of fused kernels (a fused output is a residual where its body
 // computes it from a residual input that way).
 //
-// Generation states (KV caches) keep f32: they are not arena buffers, and
-// the state writes and cached attention read them as f32.
+// Generation states are not arena buffers. The recurrent ones (conv
+// windows, delta-rule states, token histories) and the QSA indexer's keys
+// keep f32. The KV caches, the states attention_cached reads as its K or V
+// cache (followed through the kv_store writes), take --kv (PassContext::kv:
+// f32, bf16, or i8 with an f32 scale per row; format::stateBytes): they are
+// the state that grows with the context. The indexer's raw and block keys
+// stay f32: one small head per layer (a fraction of the caches' bytes), and
+// they feed a top-k block choice that a rounded key may flip.
 //
 // Runs after lower-to-kernels (kernels carry their types and are not
 // re-inferred) and before plan-memory (which sizes buffers by dtype).
@@ -25,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 namespace strata::passes {
@@ -50,6 +57,14 @@ public:
                                          ctx.precision));
       return false;
     }
+    if (ctx.kv != "f32" && ctx.kv != "bf16" && ctx.kv != "i8") {
+      ctx.diag.error(m->loc, fmt::format("assign-precision: unknown KV cache "
+                                         "dtype '{}' (f32, bf16 or i8)",
+                                         ctx.kv));
+      return false;
+    }
+    if (ctx.kv != "f32" && !assignKv(*m, ctx))
+      return false;
     if (ctx.precision == "f32")
       return true;
     Func *main = m->findFunc("main");
@@ -85,6 +100,69 @@ public:
   }
 
 private:
+  /// Gives the KV caches of @main (and every version their kv_store
+  /// writes make) the element type ctx.kv.
+  static bool assignKv(Module &m, PassContext &ctx) {
+    Func *main = m.findFunc("main");
+    if (!main)
+      return true;
+    const ElemType elem =
+        ElemType::of(ctx.kv == "i8" ? DType::I8 : DType::BF16);
+    // Each state version's `state` op, through the writes.
+    std::map<Value *, Operation *> root;
+    std::set<Operation *> caches;
+    for (auto &opPtr : main->body.ops) {
+      Operation &op = *opPtr;
+      std::string r = recipeName(op);
+      auto rootOf = [&](size_t i) -> Operation * {
+        if (i >= op.operands.size() || !op.operands[i].isValue())
+          return nullptr;
+        auto it = root.find(op.operands[i].value);
+        return it == root.end() ? nullptr : it->second;
+      };
+      if (op.kind == OpKind::State)
+        root[op.results[0]] = &op;
+      else if (r == "kv_store") {
+        if (Operation *s = rootOf(0))
+          root[op.results[0]] = s;
+      } else if (r == "attention_cached") {
+        for (size_t i : {size_t(1), size_t(2)})
+          if (Operation *s = rootOf(i))
+            caches.insert(s);
+      }
+    }
+    for (Operation *s : caches) {
+      Type t = s->results[0]->type;
+      if (!t.isTensor() || t.dims.empty())
+        continue;
+      auto d = t.dims.back().constant();
+      if (elem.dtype == DType::I8 && d && *d % 4 != 0) {
+        ctx.diag.error(s->loc,
+                       fmt::format("assign-precision: an i8 KV cache needs "
+                                   "rows of a multiple of 4 values (each "
+                                   "ends with its f32 scale); {} has {}",
+                                   t.str(), *d));
+        return false;
+      }
+    }
+    for (auto &[v, s] : root) {
+      if (!caches.count(s))
+        continue;
+      v->type.elem = elem;
+    }
+    // The written types follow (the printed IR and the verifier read them).
+    for (auto &opPtr : main->body.ops) {
+      Operation &op = *opPtr;
+      if (op.kind != OpKind::State && recipeName(op) != std::string("kv_store"))
+        continue;
+      auto it = root.find(op.results[0]);
+      if (it != root.end() && caches.count(it->second) &&
+          !op.declaredTypes.empty() && op.declaredTypes[0])
+        op.declaredTypes[0]->elem = elem;
+    }
+    return true;
+  }
+
   /// Marks the residual values of \p b; \p tokens is the plan's token
   /// input (the embedding lookup it feeds starts the plain residual).
   static void markResiduals(Block &b, std::set<const Value *> &residual,

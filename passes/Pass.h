@@ -32,6 +32,9 @@ struct PassContext {
   /// Storage precision of activations (assign-precision): "f32" or
   /// "bf16"; the target's default unless the user chose.
   std::string precision = "f32";
+  /// Storage of the KV caches (assign-precision; strata-compile --kv):
+  /// "f32", "bf16" or "i8" (int8 rows with an f32 scale each).
+  std::string kv = "f32";
   /// keep-last-position: plan the last position's outputs only.
   bool lastPositionOnly = false;
   /// Generation (strata-compile --max-context N --max-batch B): the

@@ -1,6 +1,7 @@
 //===- Elements.cpp - element conversions between activation types --------===//
 #include "runtime/Elements.h"
 
+#include "runtime/ScalarMathCpu.h"
 #include "runtime/format/Quants.h"
 
 #include <cmath>
@@ -52,6 +53,8 @@ double loadElement(PlanDType type, const void *src, int64_t i) {
     return static_cast<double>(loadAs<int64_t>(src, i));
   case PlanDType::Bool:
     return loadAs<uint8_t>(src, i) != 0 ? 1.0 : 0.0;
+  case PlanDType::I8:
+    return loadAs<int8_t>(src, i);
   }
   return 0;
 }
@@ -76,6 +79,9 @@ void storeElement(PlanDType type, void *dst, int64_t i, double v) {
   case PlanDType::Bool:
     storeAs<uint8_t>(dst, i, v != 0 ? 1 : 0);
     return;
+  case PlanDType::I8:
+    storeAs<int8_t>(dst, i, toInteger<int8_t>(v));
+    return;
   }
 }
 
@@ -89,6 +95,27 @@ void convertElements(PlanDType from, const void *src, PlanDType to, void *dst,
   }
   for (int64_t i = 0; i < n; ++i)
     storeElement(to, dst, i, loadElement(from, src, i));
+}
+
+std::vector<float> stateElements(const format::PlanState &st, const void *src) {
+  uint64_t n = 1;
+  for (uint64_t d : st.shape)
+    n *= d;
+  std::vector<float> out(n);
+  if (st.dtype != PlanDType::I8) {
+    convertElements(st.dtype, src, PlanDType::F32, out.data(),
+                    static_cast<int64_t>(n));
+    return out;
+  }
+  const uint64_t d = st.shape.empty() ? 1 : st.shape.back();
+  const uint8_t *row = static_cast<const uint8_t *>(src);
+  for (uint64_t r = 0; r < n / d; ++r, row += d + 4) {
+    float scale;
+    std::memcpy(&scale, row + d, 4);
+    for (uint64_t i = 0; i < d; ++i)
+      out[r * d + i] = scalar::kv_dequant(static_cast<int8_t>(row[i]), scale);
+  }
+  return out;
 }
 
 bool isFloatType(PlanDType type) {

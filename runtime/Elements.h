@@ -9,6 +9,7 @@
 #include "runtime/format/Plan.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -27,5 +28,11 @@ void convertElements(format::PlanDType from, const void *src,
 
 /// True for f32, f16 and bf16.
 bool isFloatType(format::PlanDType type);
+
+/// The elements of a state \p st (its bytes at \p src) as f32, in its
+/// shape's order: f32 and bf16 converted, i8 rows dequantised (value times
+/// the row's scale; format::stateBytes). For the executor's readState and
+/// --check, which compare what the kernels read.
+std::vector<float> stateElements(const format::PlanState &st, const void *src);
 
 } // namespace strata::runtime

@@ -550,9 +550,7 @@ bool Executor::readState(size_t index, std::vector<float> &out,
   if (!device_->synchronize(error) ||
       !device_->download(bytes.data(), main_.states[index], st.bytes, error))
     return false;
-  size_t n = st.bytes / format::planDTypeSize(st.dtype);
-  out.resize(n);
-  convertElements(st.dtype, bytes.data(), PlanDType::F32, out.data(), n);
+  out = stateElements(st, bytes.data());
   return true;
 }
 
@@ -1038,15 +1036,19 @@ bool Executor::compareKernel(size_t k, int64_t tokens, std::string &error) {
       format::recipeInfo(pk.recipe).cls == format::OpClass::State &&
       !pk.inputs.empty() && pk.inputs[0].isState) {
     const format::PlanState &st = plan_.states[pk.inputs[0].index];
-    size_t n = st.bytes / 4;
-    std::vector<float> g(n), c(n);
-    if (!device_->download(g.data(), main_.states[pk.inputs[0].index], n * 4,
-                           error) ||
-        !checkDevice_->download(c.data(), check_.states[pk.inputs[0].index],
-                                n * 4, error))
+    // Compared as the values the readers see (bf16 widened, int8 rows
+    // times their scales): both sides quantise alike, so an int8 cache
+    // compares exactly unless a kernel stored a different row.
+    std::vector<uint8_t> gb(st.bytes), cb(st.bytes);
+    if (!device_->download(gb.data(), main_.states[pk.inputs[0].index],
+                           st.bytes, error) ||
+        !checkDevice_->download(cb.data(), check_.states[pk.inputs[0].index],
+                                st.bytes, error))
       return false;
+    std::vector<float> g = stateElements(st, gb.data());
+    std::vector<float> c = stateElements(st, cb.data());
     double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < g.size(); ++i) {
       double d = double(g[i]) - c[i];
       num += d * d;
       den += double(c[i]) * c[i];

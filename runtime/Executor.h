@@ -132,7 +132,8 @@ public:
   int64_t maxBatch() const { return maxBatch_; }
   /// Zeroes every state (every slot forgets its sequence).
   bool resetStates(std::string &error);
-  /// The contents of state \p index (plan().states) as f32.
+  /// The values of state \p index (plan().states) as f32: bf16 widened, i8
+  /// rows dequantised (stateElements).
   bool readState(size_t index, std::vector<float> &out, std::string &error);
 
   /// True if the plan has a recurrent state: one that every row advances

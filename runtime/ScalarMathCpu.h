@@ -1,6 +1,7 @@
 //===- ScalarMathCpu.h - ScalarMath.h for the CPU backend -------*- C++ -*-===//
 //
-// Includes the shared scalar math with std:: primitives, in namespace
+// Includes the shared scalar math (and the int8 KV cache's quantisation,
+// KvQuant.h) with std:: primitives, in namespace
 // strata::scalar (the header itself is freestanding and namespace-free so the
 // code generator can embed it in device sources).
 //
@@ -17,6 +18,7 @@ namespace strata::scalar {
 #define strata_log1p(x) std::log1p(x)
 #define strata_sqrt(x) std::sqrt(x)
 #define strata_tanh(x) std::tanh(x)
+#include "runtime/KvQuant.h"
 #include "runtime/ScalarMath.h"
 #undef STRATA_FN
 #undef strata_exp

@@ -62,6 +62,33 @@ std::vector<int64_t> stateDims(const Emitter &e, uint32_t i) {
   return d;
 }
 
+/// The storage of a cache state operand \p i: f32, bf16 or i8 (rows of the
+/// last dim, each its int8 values then an f32 scale: format::stateBytes).
+struct CacheStore {
+  format::PlanDType dtype = format::PlanDType::F32;
+  std::string ctype = "float"; ///< the pointer's element type
+  int64_t len = 1;             ///< values a row (the last dim)
+  bool i8() const { return dtype == format::PlanDType::I8; }
+  /// Elements (f32, bf16) or bytes (i8) from one row to the next.
+  int64_t stride() const { return i8() ? len + 4 : len; }
+};
+
+/// The cache state operand \p i; an i8 one makes the source embed
+/// runtime/KvQuant.h, the quantisation the CPU backend shares.
+CacheStore cacheStore(Emitter &e, uint32_t i) {
+  std::vector<int64_t> d = stateDims(e, i);
+  CacheStore c;
+  c.dtype = e.plan.states.at(e.kernel.inputs.at(i).index).dtype;
+  c.ctype = e.tensor({BodyRef::Kind::In, i, {}}).ctype;
+  c.len = d.back();
+  if (c.i8()) {
+    if (c.len % 4 != 0)
+      throw Unsupported("an i8 cache whose rows are not a multiple of 4");
+    e.out.kvQuant = true;
+  }
+  return c;
+}
+
 /// A run-time row of T ({coef 1}).
 const format::PlanDim kRows{1, 0, 1};
 
@@ -89,6 +116,7 @@ void emitKvStore(Emitter &e, const BodyOp &op) {
   expectLoadable(x, "the rows");
   int64_t per = std::max<int64_t>(1, e.intAttr(op, "block"));
   int64_t row = s[2] * s[3];
+  const CacheStore cs = cacheStore(e, 0);
   begin(e, kThreads);
   e.line("  const long r = bid_x();");
   e.line("  if (r >= T) return;");
@@ -96,10 +124,38 @@ void emitKvStore(Emitter &e, const BodyOp &op) {
   e.line("  if (s < 0 || s >= {}L || p < 0 || p % {}L != {}L || p / {}L >= "
          "{}L) return;",
          s[0], per, per - 1, per, s[1]);
-  e.line("  float *dst = in0 + (s * {}L + p / {}L) * {}L;", s[1], per, row);
-  e.line("  for (long i = tid_x(); i < {}L; i += {}) dst[i] = ld(in1, r * "
-         "{}L + i);",
-         row, kThreads, row);
+  if (cs.dtype == format::PlanDType::F32) {
+    e.line("  float *dst = in0 + (s * {}L + p / {}L) * {}L;", s[1], per, row);
+    e.line("  for (long i = tid_x(); i < {}L; i += {}) dst[i] = ld(in1, r * "
+           "{}L + i);",
+           row, kThreads, row);
+  } else if (!cs.i8()) {
+    e.line("  {} *dst = in0 + (s * {}L + p / {}L) * {}L;", cs.ctype, s[1], per,
+           row);
+    e.line("  for (long i = tid_x(); i < {}L; i += {}) st(dst, i, ld(in1, r * "
+           "{}L + i));",
+           row, kThreads, row);
+  } else {
+    // A warp per head row: its absmax (exact in any order), the scale,
+    // then the values (KvQuant.h, as the CPU stores them).
+    e.line("  const int lane = lane_id(), w = tid_x() >> 5;");
+    e.line("  int8_t *dst = in0 + (s * {}L + p / {}L) * {}L;", s[1], per,
+           s[2] * cs.stride());
+    e.line("  for (long hh = w; hh < {}L; hh += {}) {{", s[2], kThreads / 32);
+    e.line("    const long src = r * {}L + hh * {}L;", row, s[3]);
+    e.line("    float m = 0.0f;");
+    e.line("    for (long i = lane; i < {}L; i += 32) {{", s[3]);
+    e.line("      const float a = __builtin_fabsf(ld(in1, src + i));");
+    e.line("      m = a > m ? a : m;");
+    e.line("    }}");
+    e.line("    const float sc = kv_scale(warp_max(m));");
+    e.line("    int8_t *q = dst + hh * {}L;", cs.stride());
+    e.line("    for (long i = lane; i < {}L; i += 32) q[i] = kv_quant(ld(in1, "
+           "src + i), sc);",
+           s[3]);
+    e.line("    if (lane == 0) *(float *)(q + {}L) = sc;", s[3]);
+    e.line("  }}");
+  }
   e.line("}}");
   e.out.grid = {kRows, {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
@@ -187,6 +243,8 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     expectLoadable(e.tensor(op.inputs[gateIn]), "the gate");
   const CachedAttentionForm f =
       selectCachedAttention(e, h, hkv, d, dv, block > 0 ? nb * block : ctx);
+  // The caches as stored (--kv): f32, bf16 or i8, read natively.
+  const CacheStore kcs = cacheStore(e, 1), vcs = cacheStore(e, 2);
   const int64_t g = f.group, nc = f.chunks, vk = f.pieces;
   // Key pieces (vk elements) a lane of an 8-lane group loads per key.
   const int64_t np = d / vk, nu = (np + 7) / 8;
@@ -250,8 +308,10 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
          "kvh * {}L) * {}L + i);",
          g * d, kThreads, h, g, d);
   e.line("  if (tid < {}) m_s[tid] = -__builtin_inff(), l_s[tid] = 0.0f;", g);
-  e.line("  const float *kb = in1 + (s * {}L + kvh) * {}L;", ctx * hkv, d);
-  e.line("  const float *vb = in2 + (s * {}L + kvh) * {}L;", ctx * hkv, dv);
+  e.line("  const {} *kb = in1 + (s * {}L + kvh) * {}L;", kcs.ctype, ctx * hkv,
+         kcs.stride());
+  e.line("  const {} *vb = in2 + (s * {}L + kvh) * {}L;", vcs.ctype, ctx * hkv,
+         vcs.stride());
   e.line("  float acc[{}][{}];", g, f.cols);
   e.line("#pragma unroll");
   e.line("  for (int j = 0; j < {}; ++j)", g);
@@ -280,16 +340,26 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("    for (int it = 0; it * 16 < nt; ++it) {{");
   e.line("      const int k = it * 16 + w * 4 + (lane >> 3), sub = lane & 7;");
   e.line("      const long key = key_s[k];");
-  e.line("      const float *kr = kb + (key < 0 ? 0 : key) * {}L;", hkv * d);
+  e.line("      const {} *kr = kb + (key < 0 ? 0 : key) * {}L;", kcs.ctype,
+         hkv * kcs.stride());
+  if (kcs.i8())
+    e.line("      const float ksc = kv_row_scale(kr, {}L);", d);
   e.line("      float kv[{}][{}];", nu, vk);
   e.line("#pragma unroll");
   e.line("      for (int u = 0; u < {}; ++u) {{", nu);
   e.line("        const long pc = u * 8L + sub;");
-  if (vk == 4) {
+  if (kcs.i8()) {
+    // Dequantised as loaded (cacheStore: d % 4 == 0, so vk is 4).
+    e.line("        if (key >= 0 && pc < {}L) kv_dequant4(kr, pc * 4, ksc, "
+           "kv[u]);",
+           np);
+    e.line("        else kv[u][0] = kv[u][1] = kv[u][2] = kv[u][3] = 0.0f;");
+  } else if (vk == 4) {
     e.line("        if (key >= 0 && pc < {}L) ld4(kr, pc * 4, kv[u]);", np);
     e.line("        else kv[u][0] = kv[u][1] = kv[u][2] = kv[u][3] = 0.0f;");
   } else {
-    e.line("        kv[u][0] = key >= 0 && pc < {}L ? kr[pc] : 0.0f;", np);
+    e.line("        kv[u][0] = key >= 0 && pc < {}L ? {} : 0.0f;", np,
+           kcs.dtype == format::PlanDType::F32 ? "kr[pc]" : "ld(kr, pc)");
   }
   e.line("      }}");
   // One head at a time (not unrolled): unrolled, the compiler hoists every
@@ -362,9 +432,21 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("#pragma unroll");
   e.line("        for (int u = 0; u < {}; ++u) {{", f.cols);
   e.line("          const long col = tid + {}L * u;", kThreads);
-  e.line("          v[u][i] = key >= 0 && col < {}L ? vb[key * {}L + col] : "
-         "0.0f;",
-         dv, hkv * dv);
+  if (vcs.i8()) {
+    e.line("          const int8_t *vr = vb + (key < 0 ? 0 : key) * {}L;",
+           hkv * vcs.stride());
+    e.line("          v[u][i] = key >= 0 && col < {}L ? kv_dequant(vr[col], "
+           "kv_row_scale(vr, {}L)) : 0.0f;",
+           dv, dv);
+  } else if (vcs.dtype != format::PlanDType::F32) {
+    e.line("          v[u][i] = key >= 0 && col < {}L ? ld(vb, key * {}L + "
+           "col) : 0.0f;",
+           dv, hkv * dv);
+  } else {
+    e.line("          v[u][i] = key >= 0 && col < {}L ? vb[key * {}L + col] : "
+           "0.0f;",
+           dv, hkv * dv);
+  }
   e.line("        }}");
   e.line("      }}");
   e.line("#pragma unroll");
@@ -460,11 +542,28 @@ void emitBlockMeanCached(Emitter &e, const BodyOp &op) {
   e.line("  const bool full = s >= 0 && s < {}L && p >= 0 && p < {}L && p % "
          "{}L == {}L;",
          cs[0], cs[1], block, block - 1);
-  e.line("  const float *base = in0 + (s * {}L + first) * {}L;", cs[1], row);
+  const CacheStore cst = cacheStore(e, 0);
+  e.line("  const {} *base = in0 + (s * {}L + first) * {}L;", cst.ctype, cs[1],
+         cs[2] * cst.stride());
   e.line("  for (long c = tid_x(); c < {}L; c += {}) {{", row, kThreads);
   e.line("    float sum = 0.0f;");
-  e.line("    for (long i = 0; full && i < {}L; ++i) sum += base[i * {}L + c];",
-         block, row);
+  if (cst.i8()) {
+    // Value c is value c % D of head c / D's row (its scale after it).
+    e.line("    const long hh = c / {}L, ci = c % {}L;", cs[3], cs[3]);
+    e.line("    for (long i = 0; full && i < {}L; ++i) {{", block);
+    e.line("      const int8_t *q = base + i * {}L + hh * {}L;",
+           cs[2] * cst.stride(), cst.stride());
+    e.line("      sum += kv_dequant(q[ci], kv_row_scale(q, {}L));", cs[3]);
+    e.line("    }}");
+  } else if (cst.dtype != format::PlanDType::F32) {
+    e.line("    for (long i = 0; full && i < {}L; ++i) sum += ld(base, i * {}L "
+           "+ c);",
+           block, row);
+  } else {
+    e.line("    for (long i = 0; full && i < {}L; ++i) sum += base[i * {}L + "
+           "c];",
+           block, row);
+  }
   e.line("    st(out0, r * {}L + c, full ? sum / {} : 0.0f);", row,
          floatLit(static_cast<float>(block)));
   e.line("  }}");

@@ -1,9 +1,11 @@
 //===- Sequence.cpp - rope, attention, conv1d_causal, gated_delta_rule ----===//
 #include "runtime/cpu/CpuKernel.h"
+#include "runtime/format/Quants.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 namespace strata::runtime::cpu {
 
@@ -312,6 +314,89 @@ float *stateOperand(KernelCtx &ctx, size_t i, size_t rank, const char *what) {
   return static_cast<float *>(a.data);
 }
 
+/// A cache state (kv_store, attention_cached, block_mean_cached) as rows of
+/// its last dim, stored as f32, bf16 or i8 (rows of int8 values and an f32
+/// scale each: format::stateBytes, KvQuant.h). Kernels read a row at a
+/// time, dequantised into scratch (f32: in place), never a copy of the
+/// whole cache.
+class CacheRows {
+public:
+  CacheRows(KernelCtx &ctx, size_t i, size_t rank, const char *what) {
+    const TensorArg &a = ctx.in(i);
+    dtype_ = a.dtype;
+    if (a.isWeight ||
+        (dtype_ != format::PlanDType::F32 &&
+         dtype_ != format::PlanDType::BF16 && dtype_ != format::PlanDType::I8))
+      fail(fmt::format("{} must be an f32, bf16 or i8 state",
+                       ctx.describeIn(i)));
+    ctx.expectInRank(i, rank, what);
+    len_ = ctx.inShape(i).back();
+    if (dtype_ == format::PlanDType::I8 && len_ % 4 != 0)
+      fail(fmt::format("{}: an i8 state's rows are a multiple of 4 long",
+                       ctx.describeIn(i)));
+    base_ = static_cast<uint8_t *>(a.data);
+  }
+
+  /// Row \p r as f32: a pointer into the state (f32) or \p scratch (len()
+  /// floats) holding it converted.
+  const float *get(int64_t r, float *scratch) const {
+    switch (dtype_) {
+    case format::PlanDType::F32:
+      return reinterpret_cast<const float *>(base_) + r * len_;
+    case format::PlanDType::BF16: {
+      const uint16_t *b = reinterpret_cast<const uint16_t *>(base_) + r * len_;
+      for (int64_t i = 0; i < len_; ++i)
+        scratch[i] = format::bf16ToFp32(b[i]);
+      return scratch;
+    }
+    default: {
+      const uint8_t *row = base_ + r * (len_ + 4);
+      float scale;
+      std::memcpy(&scale, row + len_, 4);
+      for (int64_t i = 0; i < len_; ++i)
+        scratch[i] = scalar::kv_dequant(static_cast<int8_t>(row[i]), scale);
+      return scratch;
+    }
+    }
+  }
+
+  /// Stores \p x (len() floats) as row \p r: bf16 rounded to nearest even,
+  /// i8 quantised with the row's absmax scale (KvQuant.h, as the GPU does).
+  void put(int64_t r, const float *x) const {
+    switch (dtype_) {
+    case format::PlanDType::F32:
+      std::copy(x, x + len_, reinterpret_cast<float *>(base_) + r * len_);
+      return;
+    case format::PlanDType::BF16: {
+      uint16_t *b = reinterpret_cast<uint16_t *>(base_) + r * len_;
+      for (int64_t i = 0; i < len_; ++i)
+        b[i] = format::fp32ToBf16(x[i]);
+      return;
+    }
+    default: {
+      uint8_t *row = base_ + r * (len_ + 4);
+      float amax = 0.0f;
+      for (int64_t i = 0; i < len_; ++i) {
+        float a = std::fabs(x[i]);
+        amax = a > amax ? a : amax;
+      }
+      float scale = scalar::kv_scale(amax);
+      for (int64_t i = 0; i < len_; ++i)
+        row[i] = static_cast<uint8_t>(scalar::kv_quant(x[i], scale));
+      std::memcpy(row + len_, &scale, 4);
+      return;
+    }
+    }
+  }
+
+  int64_t len() const { return len_; }
+
+private:
+  uint8_t *base_ = nullptr;
+  format::PlanDType dtype_ = format::PlanDType::F32;
+  int64_t len_ = 1;
+};
+
 /// The rows' slots and positions (inputs \p seqIn and \p seqIn + 1), each
 /// i32 [T] and inside the state's \p slots x \p context.
 void rowPlaces(KernelCtx &ctx, size_t seqIn, int64_t t, int64_t slots,
@@ -332,7 +417,7 @@ void rowPlaces(KernelCtx &ctx, size_t seqIn, int64_t t, int64_t slots,
 } // namespace
 
 void runKvStore(KernelCtx &ctx) {
-  float *state = stateOperand(ctx, 0, 4, "a state [S, C, Hkv, D]");
+  const CacheRows state(ctx, 0, 4, "a state [S, C, Hkv, D]");
   ctx.expectInRank(1, 3, "rows [T, Hkv, D]");
   int64_t block = ctx.intAttr("block");
   if (block < 0)
@@ -348,12 +433,14 @@ void runKvStore(KernelCtx &ctx) {
   const int32_t *seq = nullptr, *pos = nullptr;
   rowPlaces(ctx, 2, t, ss[0], ss[1] * per + per - 1, seq, pos);
   const float *x = ctx.f32(1);
-  // Rows in order: the last of two rows at one place wins.
+  // Rows in order: the last of two rows at one place wins. Each head's
+  // row is stored on its own (an i8 row gets its own scale).
   for (int64_t r = 0; r < t; ++r) {
     if (pos[r] % per != per - 1)
       continue; // its block is not complete yet
-    std::copy(x + r * row, x + (r + 1) * row,
-              state + (int64_t(seq[r]) * ss[1] + pos[r] / per) * row);
+    int64_t at = (int64_t(seq[r]) * ss[1] + pos[r] / per) * ss[2];
+    for (int64_t hh = 0; hh < ss[2]; ++hh)
+      state.put(at + hh, x + r * row + hh * ss[3]);
   }
 }
 
@@ -369,8 +456,8 @@ void runAttentionCached(KernelCtx &ctx) {
                      want, gated ? ", gate" : "",
                      block > 0 ? ", block index" : "", ctx.numInputs()));
   ctx.expectInRank(0, 3, "queries [T, H, D]");
-  const float *kc = stateOperand(ctx, 1, 4, "a key cache [S, C, Hkv, D]");
-  const float *vc = stateOperand(ctx, 2, 4, "a value cache [S, C, Hkv, Dv]");
+  const CacheRows kc(ctx, 1, 4, "a key cache [S, C, Hkv, D]");
+  const CacheRows vc(ctx, 2, 4, "a value cache [S, C, Hkv, Dv]");
   const std::vector<int64_t> &qs = ctx.inShape(0), &ks = ctx.inShape(1);
   int64_t t = qs[0], h = qs[1], d = qs[2];
   int64_t slots = ks[0], context = ks[1], hkv = ks[2];
@@ -411,6 +498,9 @@ void runAttentionCached(KernelCtx &ctx) {
     work += (int64_t(pos[r]) + 1) * h * (d + dv);
   onWorkers(ctx.threads(), t * h, work, [&](int worker, int nw) {
     std::vector<float> p(static_cast<size_t>(context));
+    // A bf16 or i8 cache row, converted where attendRow reads it.
+    std::vector<float> kRow(static_cast<size_t>(d)),
+        vRow(static_cast<size_t>(dv));
     std::vector<int64_t> keys;
     for (int64_t row = worker; row < t * h; row += nw) {
       int64_t ti = row / h, hi = row % h, kvh = hi / group;
@@ -429,8 +519,12 @@ void runAttentionCached(KernelCtx &ctx) {
       // A row that may see no key (empty block selection) stays 0.
       attendRow(
           q + (ti * h + hi) * d, static_cast<int64_t>(keys.size()),
-          [&](int64_t m) { return kc + ((base + keys[m]) * hkv + kvh) * d; },
-          [&](int64_t m) { return vc + ((base + keys[m]) * hkv + kvh) * dv; },
+          [&](int64_t m) {
+            return kc.get((base + keys[m]) * hkv + kvh, kRow.data());
+          },
+          [&](int64_t m) {
+            return vc.get((base + keys[m]) * hkv + kvh, vRow.data());
+          },
           d, dv, scale, p.data(), o);
       if (gate)
         for (int64_t c = 0; c < dv; ++c)
@@ -440,7 +534,7 @@ void runAttentionCached(KernelCtx &ctx) {
 }
 
 void runBlockMeanCached(KernelCtx &ctx) {
-  const float *cache = stateOperand(ctx, 0, 4, "a cache [S, C, Hkv, D]");
+  const CacheRows cache(ctx, 0, 4, "a cache [S, C, Hkv, D]");
   int64_t block = ctx.intAttr("block");
   if (block <= 0)
     fail(fmt::format("attribute 'block' must be positive, got {}", block));
@@ -453,6 +547,8 @@ void runBlockMeanCached(KernelCtx &ctx) {
   ctx.expectOutShape(1, {t});
   float *y = ctx.outF32(0);
   int32_t *start = ctx.outI32(1);
+  std::vector<float> sum(static_cast<size_t>(row)),
+      scratch(static_cast<size_t>(cs[3]));
   for (int64_t r = 0; r < t; ++r) {
     int64_t first = pos[r] - pos[r] % block;
     start[r] = static_cast<int32_t>(first);
@@ -462,13 +558,17 @@ void runBlockMeanCached(KernelCtx &ctx) {
       continue;
     }
     // block_mean's order: the block's rows summed in position order.
-    const float *base = cache + (int64_t(seq[r]) * context + first) * row;
-    for (int64_t c = 0; c < row; ++c) {
-      float sum = 0;
-      for (int64_t i = 0; i < block; ++i)
-        sum += base[i * row + c];
-      yr[c] = sum / static_cast<float>(block);
-    }
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t i = 0; i < block; ++i)
+      for (int64_t hh = 0; hh < cs[2]; ++hh) {
+        const float *x =
+            cache.get(((int64_t(seq[r]) * context + first + i) * cs[2] + hh),
+                      scratch.data());
+        for (int64_t c = 0; c < cs[3]; ++c)
+          sum[hh * cs[3] + c] += x[c];
+      }
+    for (int64_t c = 0; c < row; ++c)
+      yr[c] = sum[c] / static_cast<float>(block);
   }
 }
 

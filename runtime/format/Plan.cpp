@@ -108,6 +108,34 @@ bool PlanPoly::operator==(const PlanPoly &o) const {
 }
 
 //===----------------------------------------------------------------------===//
+// PlanState
+//===----------------------------------------------------------------------===//
+
+bool isStateDType(PlanDType t) {
+  return t == PlanDType::F32 || t == PlanDType::BF16 || t == PlanDType::I8;
+}
+
+std::optional<uint64_t> stateBytes(PlanDType dtype,
+                                   const std::vector<uint64_t> &shape) {
+  if (!isStateDType(dtype) || shape.empty())
+    return std::nullopt;
+  std::optional<uint64_t> n = uint64_t(1);
+  for (uint64_t d : shape)
+    n = d >= 1 && n ? checkedMul(*n, d) : std::nullopt;
+  if (!n)
+    return std::nullopt;
+  if (dtype != PlanDType::I8)
+    return checkedMul(*n, planDTypeSize(dtype));
+  // Rows of the last dim, each D int8 values then its f32 scale: D a
+  // multiple of 4 keeps every scale 4-byte aligned.
+  uint64_t d = shape.back();
+  if (d % 4 != 0)
+    return std::nullopt;
+  std::optional<uint64_t> scales = checkedMul(*n / d, 4);
+  return scales ? checkedAdd(*n, *scales) : std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
 // PlanKernel
 //===----------------------------------------------------------------------===//
 
@@ -1500,7 +1528,7 @@ public:
     return true;
   }
 
-  /// The plan's states: named once, f32 (this build's kernels), dims and
+  /// The plan's states: named once, f32, bf16 or i8 (stateBytes), dims and
   /// sizes capped and their sum too, with max_context and max_batch.
   bool checkStates() {
     if (p_.states.empty())
@@ -1525,20 +1553,21 @@ public:
       std::string what = fmt::format("state {} '{}'", i, st.name);
       if (st.name.empty() || !names.insert(st.name).second)
         return fail(fmt::format("{}: a state needs a name of its own", what));
-      if (st.dtype != DType::F32)
-        return fail(fmt::format("{} is {}; states are f32", what,
+      if (!isStateDType(st.dtype))
+        return fail(fmt::format("{} is {}; states are f32, bf16 or i8", what,
                                 planDTypeName(st.dtype)));
       if (st.shape.empty() || st.shape.size() > 8)
         return fail(fmt::format("{} has {} dims, expected 1..8", what,
                                 st.shape.size()));
-      std::optional<uint64_t> n = planDTypeSize(st.dtype);
-      for (uint64_t d : st.shape) {
-        n = d >= 1 && n ? checkedMul(*n, d) : std::nullopt;
-        if (!n || *n > kMaxBytes)
-          return fail(fmt::format("{} is larger than 2^50 bytes (or has an "
-                                  "empty dim)",
-                                  what));
-      }
+      std::optional<uint64_t> n = stateBytes(st.dtype, st.shape);
+      if (!n && st.dtype == DType::I8 && st.shape.back() % 4 != 0)
+        return fail(fmt::format("{} is i8 with rows of {} values; an i8 "
+                                "state's last dim is a multiple of 4",
+                                what, st.shape.back()));
+      if (!n || *n > kMaxBytes)
+        return fail(fmt::format("{} is larger than 2^50 bytes (or has an "
+                                "empty dim)",
+                                what));
       if (st.bytes != *n)
         return fail(fmt::format("{} has {} bytes, but its shape and dtype "
                                 "need {}",
@@ -1659,6 +1688,9 @@ private:
     int64_t n = checkShape(b.shape, what);
     if (n < 0)
       return false;
+    // i8 is a state dtype (the int8 KV cache): no kernel stores it.
+    if (b.dtype == DType::I8)
+      return fail(fmt::format("{} is i8; i8 is a state dtype only", what));
     uint64_t want = static_cast<uint64_t>(n) * planDTypeSize(b.dtype);
     if (b.bytes != want)
       return fail(fmt::format("{} has {} bytes, but its shape and dtype need "

@@ -101,10 +101,25 @@ struct PlanOperand {
 /// positions, heads, ...), never functions of T.
 struct PlanState {
   std::string name; ///< e.g. "blk.0.k_cache"
+  /// f32, bf16 (the elements) or i8 (the int8 KV cache: rows of the last
+  /// dim, each its int8 values then an f32 scale; stateBytes).
   PlanDType dtype = PlanDType::F32;
   std::vector<uint64_t> shape; ///< IR order, slowest first
-  uint64_t bytes = 0;          ///< elements x element size
+  uint64_t bytes = 0;          ///< stateBytes(dtype, shape)
 };
+
+/// The state dtypes: f32 (recurrent state and, by default, every cache),
+/// bf16 and i8 (the KV caches under strata-compile --kv).
+bool isStateDType(PlanDType t);
+
+/// Bytes of a state of \p dtype and \p shape, nullopt on overflow, an empty
+/// shape or dim, or a state dtype's layout rule broken. f32 and bf16: the
+/// elements, dense. i8: the shape's rows of its last dim D (D a multiple of
+/// 4), each stored as D int8 values then one f32 scale (D + 4 bytes,
+/// 4-aligned), rows in the shape's order: slot-major like every state, a
+/// (slot, position, head) row self-contained. Checked arithmetic.
+std::optional<uint64_t> stateBytes(PlanDType dtype,
+                                   const std::vector<uint64_t> &shape);
 
 /// A function of the token count T: piecewise polynomials in T. Piece i
 /// applies from T = pieces[i].from until the next piece starts; its value is

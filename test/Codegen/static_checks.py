@@ -2,7 +2,8 @@
 """Static checks of the generated kernels (no GPU): the codegen issue's bars.
 
 For every bundled model (tiny GGUFs with the quantised mix the goldens use;
-qwen4exp also in its stateful form, --max-context 128 --max-batch 4) and the
+qwen4exp also in its stateful form, --max-context 128 --max-batch 4, with
+the KV caches in f32, bf16 and int8) and the
 full-size shapes-only qwen4exp (UD-IQ4_XS-like layout, T = 16384),
 for gfx1151 and sm_90:
   - strata-compile generates and compiles every kernel (cold, into a fresh
@@ -166,6 +167,12 @@ def main():
     # family's kernels).
     cases.append(("qwen4exp-state", os.path.join(a.workdir, "qwen4exp.gguf"), 64,
                   ["--max-context", "128", "--max-batch", "4"]))
+    # The same with the KV caches in bf16 and int8 (strata-compile --kv: the
+    # state family reading and writing them natively).
+    for kv in ("bf16", "int8"):
+        cases.append((f"qwen4exp-state-kv{kv}",
+                      os.path.join(a.workdir, "qwen4exp.gguf"), 64,
+                      ["--max-context", "128", "--max-batch", "4", "--kv", kv]))
     if not a.skip_full:
         full = os.path.join(a.workdir, "qwen4exp-full.gguf")
         run([tool("strata-gguf"), "synth", "--arch", "qwen4exp", "--preset", "full",

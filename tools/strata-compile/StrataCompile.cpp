@@ -41,7 +41,7 @@ const char *kUsage =
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
                       [--codegen-opt NAME=VALUE ...]
                       [--max-context N|auto [--max-batch B] [--context P]
-                      [--state-budget BYTES]]
+                      [--state-budget BYTES] [--kv f32|bf16|int8]]
 
 Binds a model description to a GGUF file (metadata and tensor infos), runs
 the compilation pipeline (see strata-opt --list-passes) and writes the plan
@@ -111,6 +111,13 @@ options:
                          slots together (default 8589934592, 8 GiB)
   --max-batch B          the sequence slots of the state (default 1; needs
                          --max-context)
+  --kv f32|bf16|int8     how the KV caches (the attention layers' k_cache and
+                         v_cache states) are stored: f32 (default), bf16, or
+                         int8 with one f32 scale per (slot, position, kv
+                         head) row (symmetric absmax); attention reads them
+                         as stored. The plan's state entries carry the dtype
+                         (int8: "i8") and bytes; recurrent states and the
+                         QSA indexer's keys stay f32 (needs --max-context)
   --context P            with --report and --max-context: the decode step's
                          line counts P cached positions per row (default:
                          the whole context): bytes moved (expert stacks:
@@ -470,9 +477,16 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
     fmt::print(" \"arena\": {{\"bytes\": {}, \"lower_bound\": {}}},\n",
                p.arenaBytes, p.arenaLowerBound);
     if (!p.states.empty()) {
+      // The KV caches' dtype where --kv chose one (f32 plans as before).
+      std::string kv;
+      for (const format::PlanState &st : p.states)
+        if (st.dtype != format::PlanDType::F32)
+          kv = fmt::format(", \"kv_dtype\": \"{}\"",
+                           format::planDTypeName(st.dtype));
       fmt::print(" \"state\": {{\"states\": {}, \"bytes\": {}, "
-                 "\"bytes_per_sequence\": {}}},\n",
-                 p.states.size(), stateBytes(p), stateBytes(p) / maxBatchOf(p));
+                 "\"bytes_per_sequence\": {}{}}},\n",
+                 p.states.size(), stateBytes(p), stateBytes(p) / maxBatchOf(p),
+                 kv);
       DecodeStep d = decodeStep(p, decodeContext);
       fmt::print(" \"decode_step\": {{\"rows\": {}, \"context\": {}, "
                  "\"bytes\": {:.0f}, \"cache_bytes\": {:.0f}, "
@@ -543,6 +557,19 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                human(double(stateBytes(p)), "B"), stateBytes(p) / maxBatchOf(p),
                human(double(stateBytes(p) / maxBatchOf(p)), "B"), maxBatchOf(p),
                p.options.at("max_context"));
+  // The KV caches under --kv bf16|int8 (f32 plans print what they did).
+  for (format::PlanDType dt :
+       {format::PlanDType::BF16, format::PlanDType::I8}) {
+    uint64_t n = 0, bytes = 0;
+    for (const format::PlanState &st : p.states)
+      if (st.dtype == dt)
+        ++n, bytes += st.bytes;
+    if (n)
+      fmt::print("kv caches: {} states in {}{}, {} bytes ({})\n", n,
+                 format::planDTypeName(dt),
+                 dt == format::PlanDType::I8 ? " (an f32 scale per row)" : "",
+                 bytes, human(double(bytes), "B"));
+  }
   if (!p.states.empty()) {
     DecodeStep d = decodeStep(p, decodeContext);
     double floor = d.bytes / (target.memGBs * 1e9);
@@ -738,6 +765,7 @@ int sizeAutoContext(const format::ModelInfo &model, uint64_t budget,
 
 static int compileMain(int argc, char **argv) {
   std::string input, gguf, out, target = "host", precision;
+  std::string kv; ///< --kv as a state dtype name: f32, bf16 or i8
   int64_t maxTokens = 0, qsaRatio = 0, maxContext = 0, maxBatch = 0;
   // --max-context auto: the file's context length, capped by stateBudget.
   bool autoContext = false;
@@ -771,6 +799,13 @@ static int compileMain(int argc, char **argv) {
       if (!v || (*v != "f32" && *v != "bf16"))
         return usageError("--precision is f32 or bf16");
       precision = *v;
+    } else if (a.rfind("--kv", 0) == 0 && (a.size() == 4 || a[4] == '=')) {
+      auto v = value("--kv");
+      if (!v || (*v != "f32" && *v != "bf16" && *v != "int8"))
+        return usageError(
+            fmt::format("--kv is f32, bf16 or int8{}",
+                        v ? fmt::format(", not '{}'", *v) : std::string()));
+      kv = *v == "int8" ? "i8" : *v;
     } else if (a == "--no-codegen") {
       codegenOn = false;
     } else if (a.rfind("--codegen-opt", 0) == 0) {
@@ -905,6 +940,11 @@ static int compileMain(int argc, char **argv) {
   if (budgetGiven && !autoContext)
     return usageError("--state-budget sizes --max-context auto; give "
                       "--max-context auto too");
+  if (!kv.empty() && !maxContext && !autoContext)
+    return usageError("--kv stores the KV caches of a generation plan; give "
+                      "--max-context too");
+  if (kv.empty())
+    kv = "f32";
   if (maxContext && !maxBatch)
     maxBatch = 1;
   if (out.empty() && emitSource.empty())
@@ -973,6 +1013,7 @@ static int compileMain(int argc, char **argv) {
     ctx.maxTokens = maxTokens;
     ctx.target = target;
     ctx.precision = precision;
+    ctx.kv = kv;
     ctx.lastPositionOnly = lastOnly;
     ctx.maxContext = context;
     ctx.maxBatch = context ? maxBatch : 0;

@@ -46,6 +46,8 @@ options:
                             position of [T, ...] results only
   --precision P             activation storage for assign-precision: f32
                             or bf16 (default: the target's, bf16 on GPUs)
+  --kv f32|bf16|int8        the KV caches' storage for assign-precision
+                            (default f32; int8 is the dtype i8)
   --print-ir-after-all      print the IR after every pass (to stderr)
   --print-ir-after=NAME     print the IR after pass NAME (to stderr)
   --split-input-file        treat '// -----' lines as separate inputs
@@ -68,6 +70,7 @@ struct Options {
   int64_t maxTokens = 0;
   int64_t maxContext = 0, maxBatch = 0;
   std::string target = "host", precision;
+  std::string kv = "f32"; ///< a state dtype name: f32, bf16 or i8
   bool lastOnly = false;
   std::vector<std::string> pipeline;
   bool printAfterAll = false;
@@ -198,6 +201,17 @@ int parseArgs(int argc, char **argv, Options &o) {
         return 2;
       }
       o.precision = *v;
+    } else if (a.rfind("--kv", 0) == 0 && (a.size() == 4 || a[4] == '=')) {
+      auto v = valueOf(i, a, "--kv");
+      if (!v)
+        return 2;
+      if (*v != "f32" && *v != "bf16" && *v != "int8") {
+        std::cerr << fmt::format("strata-opt: error: --kv is f32, bf16 or "
+                                 "int8, got '{}'\n",
+                                 *v);
+        return 2;
+      }
+      o.kv = *v == "int8" ? "i8" : *v;
     } else if (a.rfind("--meta", 0) == 0) {
       auto v = valueOf(i, a, "--meta");
       if (!v)
@@ -336,6 +350,7 @@ bool processChunk(const Options &o, const std::string &name,
     ctx.maxBatch = o.maxContext && !o.maxBatch ? 1 : o.maxBatch;
     ctx.target = o.target;
     ctx.lastPositionOnly = o.lastOnly;
+    ctx.kv = o.kv;
     ctx.precision = !o.precision.empty()              ? o.precision
                     : ir::lookupTarget(o.target)->gpu ? "bf16"
                                                       : "f32";

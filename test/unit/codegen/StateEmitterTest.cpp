@@ -197,6 +197,66 @@ format::Plan selectPlan(const std::string &target, uint64_t nb, int64_t top) {
 
 } // namespace
 
+// The KV caches in bf16 and i8 (strata-compile --kv): the state pointers
+// take the stored type, kv_store rounds (bf16) or quantises a head row per
+// warp with its scale after the values (i8), the pre-launch dequantises
+// keys and values as it loads them; only i8 sources embed
+// runtime/KvQuant.h. The launches stay those of f32 caches.
+TEST(StateEmitter, Bf16AndInt8CachesAreReadNatively) {
+  for (const char *target : {"sm_90", "gfx1151"}) {
+    SCOPED_TRACE(target);
+    codegen::EmittedKernel f32Store, f32Att;
+    std::string error;
+    format::Plan base = cachePlan(target);
+    ASSERT_TRUE(codegen::emitKernel(base, 0, target, f32Store, error));
+    ASSERT_TRUE(codegen::emitKernel(base, 2, target, f32Att, error));
+    EXPECT_FALSE(f32Store.kvQuant);
+    EXPECT_FALSE(f32Att.kvQuant);
+    for (format::PlanDType dt :
+         {format::PlanDType::BF16, format::PlanDType::I8}) {
+      SCOPED_TRACE(format::planDTypeName(dt));
+      format::Plan p = cachePlan(target);
+      for (format::PlanState &st : p.states) {
+        st.dtype = dt;
+        st.bytes = *format::stateBytes(dt, st.shape);
+      }
+      const bool i8 = dt == format::PlanDType::I8;
+      const std::string ctype = i8 ? "int8_t" : "bf16";
+      codegen::EmittedKernel store, att;
+      ASSERT_TRUE(codegen::emitKernel(p, 0, target, store, error)) << error;
+      EXPECT_NE(store.body.find(ctype + " *__restrict__ in0"),
+                std::string::npos)
+          << store.body;
+      EXPECT_EQ(store.kvQuant, i8);
+      if (i8) {
+        // A warp per head row; rows of 16 values and a 4-byte scale.
+        EXPECT_NE(store.body.find("kv_scale(warp_max(m))"), std::string::npos)
+            << store.body;
+        EXPECT_NE(store.body.find("*(float *)(q + 16L) = sc"),
+                  std::string::npos);
+      } else {
+        EXPECT_NE(store.body.find("st(dst, i, ld(in1"), std::string::npos);
+      }
+      ASSERT_TRUE(codegen::emitKernel(p, 2, target, att, error)) << error;
+      EXPECT_EQ(att.kvQuant, i8);
+      EXPECT_NE(att.body.find("const " + ctype + " *kb = in1"),
+                std::string::npos)
+          << att.body;
+      EXPECT_NE(att.body.find(i8 ? "kv_dequant4(kr, pc * 4, ksc, kv[u])"
+                                 : "ld4(kr, pc * 4, kv[u])"),
+                std::string::npos);
+      EXPECT_NE(att.body.find(i8 ? "kv_dequant(vr[col], kv_row_scale(vr, 16L))"
+                                 : "ld(vb, key * 32L + col)"),
+                std::string::npos);
+      // The same launches and workspace as over f32 caches.
+      EXPECT_EQ(att.args, f32Att.args);
+      EXPECT_EQ(att.pre->grid[2].constant, f32Att.pre->grid[2].constant);
+      EXPECT_EQ(att.workspace.coef, f32Att.workspace.coef);
+      EXPECT_EQ(store.block, f32Store.block);
+    }
+  }
+}
+
 TEST(StateEmitter, CachedAttentionSplitsKeysOverChunks) {
   for (const char *target : {"sm_90", "gfx1151"}) {
     SCOPED_TRACE(target);

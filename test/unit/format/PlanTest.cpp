@@ -868,7 +868,27 @@ TEST(PlanState, ValidatorRefusesBadStates) {
       {[](Plan &p) { p.states[1].name = "blk.0.k_cache"; },
        "state 1 'blk.0.k_cache': a state needs a name of its own"},
       {[](Plan &p) { p.states[0].dtype = PlanDType::BF16; },
-       "state 0 'blk.0.k_cache' is bf16; states are f32"},
+       "state 0 'blk.0.k_cache' has 512 bytes, but its shape and dtype need "
+       "256"},
+      {[](Plan &p) { p.states[0].dtype = PlanDType::I8; },
+       "state 0 'blk.0.k_cache' has 512 bytes, but its shape and dtype need "
+       "256"},
+      {[](Plan &p) { p.states[0].dtype = PlanDType::F16; },
+       "state 0 'blk.0.k_cache' is f16; states are f32, bf16 or i8"},
+      {[](Plan &p) {
+         p.states[0].dtype = PlanDType::I8;
+         p.states[0].shape = {2, 16, 2, 2};
+       },
+       "state 0 'blk.0.k_cache' is i8 with rows of 2 values; an i8 state's "
+       "last dim is a multiple of 4"},
+      {[](Plan &p) {
+         // 2^48 rows of 4: 2^50 values, 2^50 scale bytes on top.
+         p.states[0].dtype = PlanDType::I8;
+         p.states[0].shape = {uint64_t(1) << 48, 4};
+       },
+       "state 0 'blk.0.k_cache' is larger than 2^50 bytes"},
+      {[](Plan &p) { p.buffers[4].dtype = PlanDType::I8; },
+       "buffer 4 'o' is i8; i8 is a state dtype only"},
       {[](Plan &p) { p.states[0].shape = {2, 0, 1, 4}; },
        "state 0 'blk.0.k_cache' is larger than 2^50 bytes (or has an empty "
        "dim)"},
@@ -937,6 +957,41 @@ TEST(PlanState, ValidatorRefusesBadStates) {
   EXPECT_NE(e.find("kernel 3 (fused:att) is fused and takes a state"),
             std::string::npos)
       << e;
+}
+
+TEST(PlanState, StateBytesOfEachDType) {
+  // f32 and bf16 dense; i8 rows of the last dim, D values then an f32
+  // scale each.
+  EXPECT_EQ(stateBytes(PlanDType::F32, {2, 16, 1, 4}), 512u);
+  EXPECT_EQ(stateBytes(PlanDType::BF16, {2, 16, 1, 4}), 256u);
+  EXPECT_EQ(stateBytes(PlanDType::I8, {2, 16, 1, 4}), 2u * 16 * 1 * (4 + 4));
+  EXPECT_EQ(stateBytes(PlanDType::I8, {4, 4096, 8, 128}),
+            uint64_t(4) * 4096 * 8 * 132);
+  // Refused: rows not a multiple of 4, an empty dim or shape, a dtype that
+  // is no state's, overflow.
+  EXPECT_EQ(stateBytes(PlanDType::I8, {2, 16, 1, 6}), std::nullopt);
+  EXPECT_EQ(stateBytes(PlanDType::F32, {2, 0, 4}), std::nullopt);
+  EXPECT_EQ(stateBytes(PlanDType::F32, {}), std::nullopt);
+  EXPECT_EQ(stateBytes(PlanDType::F16, {4}), std::nullopt);
+  EXPECT_EQ(stateBytes(PlanDType::F32, {uint64_t(1) << 62, 4}), std::nullopt);
+  EXPECT_EQ(stateBytes(PlanDType::I8, {uint64_t(1) << 62, 4}), std::nullopt);
+}
+
+TEST(PlanState, ValidatorAcceptsBf16AndI8Caches) {
+  for (PlanDType dt : {PlanDType::BF16, PlanDType::I8}) {
+    Plan p = statePlan();
+    for (PlanState &st : p.states) {
+      st.dtype = dt;
+      st.bytes = *stateBytes(dt, st.shape);
+    }
+    std::string err;
+    EXPECT_TRUE(validatePlan(p, err)) << planDTypeName(dt) << ": " << err;
+    Plan q;
+    ASSERT_TRUE(planFromJson(planToJson(p), "plan.json", q, err)) << err;
+    EXPECT_EQ(q.states[0].dtype, dt);
+    // 128 values: bf16 2 bytes each; i8 1 each and 32 row scales.
+    EXPECT_EQ(q.states[0].bytes, 256u);
+  }
 }
 
 TEST(PlanState, StatesStayOutOfTheMemoryProof) {

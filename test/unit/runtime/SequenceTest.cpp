@@ -365,12 +365,21 @@ TEST(CpuState, KvStoreAndAttentionCachedErrors) {
                          {&q, &state, &state, &badSeq, &okPos}, {&y}, error));
   EXPECT_NE(error.find("row 0 is at position 0 of slot 2"), std::string::npos)
       << error;
-  // The state is f32; a kernel output is not listed for it.
+  // A cache is f32, bf16 or i8 (rows a multiple of 4 long); a kernel
+  // output is not listed for it.
   HostTensor half =
-      buffer({2, 4, 1, 2}, std::vector<float>(16, 0), PlanDType::BF16);
+      buffer({2, 4, 1, 2}, std::vector<float>(16, 0), PlanDType::F16);
   EXPECT_FALSE(
       runKernel(Recipe::KvStore, {}, {&half, &x, &seq, &okPos}, {}, error));
-  EXPECT_NE(error.find("must be an f32 state"), std::string::npos) << error;
+  EXPECT_NE(error.find("must be an f32, bf16 or i8 state"), std::string::npos)
+      << error;
+  HostTensor narrow = buffer({2, 4, 1, 2}, std::vector<float>(16, 0));
+  narrow.dtype = PlanDType::I8;
+  EXPECT_FALSE(
+      runKernel(Recipe::KvStore, {}, {&narrow, &x, &seq, &okPos}, {}, error));
+  EXPECT_NE(error.find("an i8 state's rows are a multiple of 4 long"),
+            std::string::npos)
+      << error;
   HostTensor out = output({2, 4, 1, 2});
   EXPECT_FALSE(runKernel(Recipe::KvStore, {}, {&state, &x, &seq, &okPos},
                          {&out}, error));
@@ -381,6 +390,112 @@ TEST(CpuState, KvStoreAndAttentionCachedErrors) {
                          {{"scale", aFloat(1)}, {"gated", aBool(true)}},
                          {&q, &state, &state, &seq, &okPos}, {&y}, error));
   EXPECT_NE(error.find("expects 6 inputs"), std::string::npos) << error;
+}
+
+namespace {
+
+/// A zeroed cache state of \p shape stored as \p type (format::stateBytes).
+HostTensor cacheState(std::vector<int64_t> shape, PlanDType type) {
+  HostTensor t;
+  t.dtype = type;
+  t.shape = std::move(shape);
+  std::vector<uint64_t> dims(t.shape.begin(), t.shape.end());
+  t.bytes.assign(*format::stateBytes(type, dims), 0);
+  return t;
+}
+
+/// The values \p cache holds (bf16 widened, i8 rows times their scales).
+std::vector<float> cacheValues(const HostTensor &cache) {
+  format::PlanState st;
+  st.dtype = cache.dtype;
+  st.shape.assign(cache.shape.begin(), cache.shape.end());
+  return stateElements(st, cache.bytes.data());
+}
+
+} // namespace
+
+// The KV cache in bf16 and int8 (--kv): kv_store rounds each row (bf16:
+// nearest even) or quantises it with its own absmax scale (int8: the f32
+// scale max|x| / 127 stored after the row's values, the values x / scale
+// rounded to nearest even), and attention_cached and block_mean_cached read
+// those values: bit for bit `attention` and an f32 cache over the values
+// the cache holds.
+TEST(CpuState, KvCachesInBf16AndInt8) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t slots = 2, context = 12, t = 9, h = 4, hkv = 2, d = 8;
+  std::vector<float> qv = rng.normal(t * h * d), kv = rng.normal(t * hkv * d),
+                     vv = rng.normal(t * hkv * d);
+  // A zero row (scale 0) and a row of one large value.
+  std::fill(kv.begin(), kv.begin() + d, 0.0f);
+  kv[d + 3] = 1000.0f;
+  HostTensor q = buffer({t, h, d}, qv), k = buffer({t, hkv, d}, kv),
+             v = buffer({t, hkv, d}, vv);
+  std::vector<int32_t> posv(t), seqv(t, 1);
+  for (int64_t i = 0; i < t; ++i)
+    posv[i] = static_cast<int32_t>(i);
+  HostTensor seq = ids({t}, seqv), pos = ids({t}, posv);
+  AttrMap attrs = {{"scale", aFloat(0.35)}};
+  for (PlanDType type : {PlanDType::BF16, PlanDType::I8}) {
+    SCOPED_TRACE(format::planDTypeName(type));
+    HostTensor kc = cacheState({slots, context, hkv, d}, type),
+               vc = cacheState({slots, context, hkv, d}, type);
+    std::string error;
+    ASSERT_TRUE(
+        runKernel(Recipe::KvStore, {}, {&kc, &k, &seq, &pos}, {}, error))
+        << error;
+    ASSERT_TRUE(
+        runKernel(Recipe::KvStore, {}, {&vc, &v, &seq, &pos}, {}, error))
+        << error;
+    std::vector<float> kh = cacheValues(kc), vh = cacheValues(vc);
+    // What each row must hold, computed here.
+    for (int64_t r = 0; r < t * hkv; ++r) {
+      const float *x = kv.data() + r * d;
+      const float *got = kh.data() + (context * hkv + r) * d; // slot 1
+      float amax = 0;
+      for (int64_t i = 0; i < d; ++i)
+        amax = std::max(amax, std::fabs(x[i]));
+      for (int64_t i = 0; i < d; ++i) {
+        float want = format::bf16ToFp32(format::fp32ToBf16(x[i]));
+        if (type == PlanDType::I8) {
+          float scale = amax / 127.0f;
+          want = scale > 0 ? std::nearbyint(x[i] / scale) * scale : 0.0f;
+          EXPECT_LE(std::fabs(got[i] - x[i]), scale / 2 * 1.0001f);
+        }
+        EXPECT_EQ(got[i], want) << "row " << r << " value " << i;
+      }
+    }
+    // Slot 0 stays zero.
+    EXPECT_TRUE(std::all_of(kh.begin(), kh.begin() + context * hkv * d,
+                            [](float x) { return x == 0; }));
+    // attention over the values held.
+    std::vector<float> kHeld(kh.begin() + context * hkv * d,
+                             kh.begin() + (context + t) * hkv * d),
+        vHeld(vh.begin() + context * hkv * d,
+              vh.begin() + (context + t) * hkv * d);
+    HostTensor k2 = buffer({t, hkv, d}, kHeld), v2 = buffer({t, hkv, d}, vHeld);
+    HostTensor ref = output({t, h, d}), y = output({t, h, d});
+    ASSERT_TRUE(
+        runKernel(Recipe::Attention, attrs, {&q, &k2, &v2}, {&ref}, error))
+        << error;
+    ASSERT_TRUE(runKernel(Recipe::AttentionCached, attrs,
+                          {&q, &kc, &vc, &seq, &pos}, {&y}, error))
+        << error;
+    EXPECT_EQ(y.bytes, ref.bytes);
+    // block_mean_cached over the values held (an f32 cache of them).
+    HostTensor f32Cache = buffer({slots, context, hkv, d}, kh);
+    HostTensor m1 = output({t, hkv, d}), m2 = output({t, hkv, d});
+    HostTensor s1 = output({t}, PlanDType::I32),
+               s2 = output({t}, PlanDType::I32);
+    ASSERT_TRUE(runKernel(Recipe::BlockMeanCached, {{"block", aInt(4)}},
+                          {&kc, &seq, &pos}, {&m1, &s1}, error))
+        << error;
+    ASSERT_TRUE(runKernel(Recipe::BlockMeanCached, {{"block", aInt(4)}},
+                          {&f32Cache, &seq, &pos}, {&m2, &s2}, error))
+        << error;
+    EXPECT_EQ(m1.bytes, m2.bytes);
+    EXPECT_EQ(s1.bytes, s2.bytes);
+  }
 }
 
 // Cached attention is attention over the cache: the rows of one prompt
