@@ -7,9 +7,10 @@
 #                  chunks) --max-context 4224 --max-batch 1 --logits last
 #                  (cubins only), and the --report of one decode step at
 #                  P = 4096 (plan/decode-report.txt)
-#   plan-b16-r8/, plan-b16-r16/  plans for batched decode (--logits all,
-#                  --max-batch 16 --max-context 320; gemm-decode-rows 8, 16)
-#   plan-16k/      the plan for P = 16,384: --max-context 16640, as plan/
+#   plan-b16-r8/   the plan for batched decode (--logits all, --max-batch 16
+#                  --max-context 320; gemm-decode-rows 8)
+#   plan-16k/      the plan for P = 16,384: --max-context 16640, as plan/;
+#   plan-16k-bf16/, plan-16k-int8/  the same with --kv bf16 and --kv int8
 #   dense.gguf, plan-dense-16k/  the same model with dense attention
 #                  (--compress-ratio 0): the attention kernels the decode
 #                  peers (bench/peers.py attn_decode) are set against
@@ -39,19 +40,22 @@ rm -rf "$OUT/plan-report"
 [ -f "$OUT/dense.gguf" ] ||
   "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --compress-ratio 0 \
     --types "$TYPES" -o "$OUT/dense.gguf"
-for v in plan-16k:full plan-dense-16k:dense; do
-  rm -rf "$OUT/${v%%:*}"
-  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/${v##*:}.gguf" --max-tokens 64 --max-context 16640 \
-    --max-batch 1 --logits last --target sm_90 -o "$OUT/${v%%:*}" > /dev/null
-  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/${v##*:}.gguf" --max-tokens 64 --max-context 16640 \
-    --max-batch 1 --logits last --target sm_90 --no-codegen --context 16384 --report -o "$OUT/plan-report" |
-    grep -i "decode step" > "$OUT/${v%%:*}/decode-report.txt"
+for v in plan-16k:full:f32 plan-16k-bf16:full:bf16 plan-16k-int8:full:int8 plan-dense-16k:dense:f32; do
+  name=${v%%:*} rest=${v#*:}
+  gguf=${rest%%:*} kv=${rest##*:}
+  rm -rf "$OUT/$name"
+  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/$gguf.gguf" --max-tokens 64 --max-context 16640 \
+    --max-batch 1 --logits last --kv $kv --target sm_90 -o "$OUT/$name" > /dev/null
+  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/$gguf.gguf" --max-tokens 64 --max-context 16640 \
+    --max-batch 1 --logits last --kv $kv --target sm_90 --no-codegen --context 16384 --report -o "$OUT/plan-report" |
+    grep -i "decode step" > "$OUT/$name/decode-report.txt"
   rm -rf "$OUT/plan-report"
-  find "$OUT/${v%%:*}" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
+  find "$OUT/$name" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
 done
 # Batched decode (strata-run --batch B): every row's logits, 16 slots of 320
 # positions, decode forms up to 8 rows (the default) and up to 16.
-for rows in 8 16; do
+rm -rf "$OUT/plan-b16-r16"
+for rows in 8; do
   rm -rf "$OUT/plan-b16-r$rows"
   "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 320 \
     --max-batch 16 --logits all --target sm_90 --codegen-opt gemm-decode-rows=$rows -o "$OUT/plan-b16-r$rows" > /dev/null

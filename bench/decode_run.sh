@@ -29,18 +29,19 @@ D=build-decode
   echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plan commit $(cat $D/plan/COMMIT)"
   echo "# plan: --max-tokens 64 --max-context 4224 --max-batch 1 --logits last --target sm_90"
   echo "# floor: $(cat $D/plan/decode-report.txt)"
-  echo "# batched: plan-b16-r8, plan-b16-r16: --max-tokens 64 --max-context 320 --max-batch 16 --logits all --codegen-opt gemm-decode-rows=8|16"
+  echo "# batched: plan-b16-r8: --max-tokens 64 --max-context 320 --max-batch 16 --logits all (gemm-decode-rows 8)"
+  echo "# P = 16,384: plan-16k (f32 KV cache), plan-16k-bf16, plan-16k-int8 (--kv), plan-dense-16k (dense attention, f32 cache): --max-context 16640"
   for p in 1024 4096; do
     echo "== prompt $p"
     "$B/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
       --tokens-file "$D/tokens-$p.txt" -n 64 --ignore-eos 2>&1 >/dev/null | grep -E "timings|error"
   done
-  for v in plan-16k plan-dense-16k; do
+  for v in plan-16k plan-16k-bf16 plan-16k-int8 plan-dense-16k; do
     echo "== prompt 16384 ($v; floor: $(cat $D/$v/decode-report.txt))"
-    "$B/strata-run" "$D/$v" --gguf "$D/$([ $v = plan-16k ] && echo full || echo dense).gguf" --synthetic-weights 1 \
+    "$B/strata-run" "$D/$v" --gguf "$D/$([ $v = plan-dense-16k ] && echo dense || echo full).gguf" --synthetic-weights 1 \
       --tokens-file "$D/tokens-16384.txt" -n 64 --ignore-eos 2>&1 >/dev/null | grep -E "timings|error"
   done
-  for rows in 8 16; do
+  for rows in 8; do
     for b in 1 4 16; do
       echo "== batched decode: B = $b sequences after 256-token prompts, 32 steps (gemm-decode-rows=$rows)"
       "$B/strata-run" "$D/plan-b16-r$rows" --gguf "$D/full.gguf" --synthetic-weights 1 \
