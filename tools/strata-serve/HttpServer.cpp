@@ -151,6 +151,15 @@ struct StreamState {
   size_t offset = 0;
 };
 
+/// cpp-httplib 0.11 listens with a backlog of 5 connections: a burst of
+/// clients (or of connect/close) overflows it, and the kernel drops their
+/// SYNs, which the clients retry only after a second. Listening again on
+/// the bound socket raises the backlog (Linux updates it in place).
+class Listener : public httplib::Server {
+public:
+  void raiseBacklog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+
 /// "data: JSON\n\n".
 std::string event(const json &j) { return "data: " + dump(j) + "\n\n"; }
 
@@ -161,7 +170,7 @@ HttpServer::HttpServer(HttpSettings settings, Scheduler &scheduler,
                        Metrics &metrics)
     : settings_(std::move(settings)), scheduler_(scheduler),
       tokenizer_(tokenizer), chat_(std::move(chat)), metrics_(metrics),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(std::make_unique<Listener>()) {
   httplib::Server &s = *server_;
   // The library's default pool has max(8, cores - 1) threads: fewer than
   // the slots and queue may hold streams.
@@ -229,6 +238,8 @@ int HttpServer::bind(std::string &error) {
     port = server_->bind_to_any_port(settings_.host);
   else if (!server_->bind_to_port(settings_.host, port))
     port = -1;
+  if (port >= 0)
+    static_cast<Listener &>(*server_).raiseBacklog(1024);
   if (port < 0)
     error = fmt::format("cannot listen on {}:{} (in use, or not an address "
                         "of this machine)",
