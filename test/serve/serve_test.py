@@ -176,6 +176,14 @@ def api_mode(a, gguf, plans):
     startup([plans["all"], "--gguf", gguf, "--chat-format", "llama3"], 2, "chatml or none")
     startup([plans["all"], "--gguf", gguf, "--bogus", "1"], 2, "unknown option --bogus")
     startup([plans["all"]], 2, "missing --gguf")
+    startup([plans["all"], "--gguf", gguf, "--host", "192.0.2.1"], 1, "cannot listen on 192.0.2.1:8080")
+    # synth's own vocabulary has ChatML's tokens but no chat template.
+    bare = os.path.join(a.workdir, "qwen3-synthvocab.gguf")
+    if not os.path.exists(bare):
+        subprocess.run([os.path.join(a.bin, "strata-gguf"), "synth", "--arch", "qwen3", "--preset",
+                        "tiny", "--seed", "1", "-o", bare], check=True, stdout=subprocess.DEVNULL)
+    startup([plans["all"], "--gguf", bare], 1, "no chat template (tokenizer.chat_template): give "
+            "--chat-format chatml|none")
 
     key = "sk-test-0123456789"
     srv = Server(a.bin, plans["all"], gguf, "--parallel", "4", "--api-key", key,
@@ -391,7 +399,10 @@ def load_mode(a, gguf, plans):
     try:
         client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0,
                                timeout=120)
-        prompts = [f"Story {i}: once" for i in range(8)]
+        # Seven short prompts and a long one (about 100 tokens: 7 chunks of
+        # 16 rows, each run between two decode steps of the others).
+        prompts = [f"Story {i}: once" for i in range(7)]
+        prompts.append("The history of the old city by the river, " * 10)
         # Each prompt alone (and one against strata-run).
         alone = {}
         for p in prompts:

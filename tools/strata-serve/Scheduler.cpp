@@ -97,17 +97,18 @@ std::shared_ptr<Job> Scheduler::submit(JobSpec spec) {
 }
 
 void Scheduler::admit() {
-  for (size_t s = 0; s < slots_.size() && !queue_.empty(); ++s) {
-    Slot &slot = slots_[s];
-    if (slot.job)
-      continue;
+  size_t s = 0;
+  while (!queue_.empty()) {
+    while (s < slots_.size() && slots_[s].job)
+      ++s;
+    if (s == slots_.size())
+      break;
     std::shared_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
     if (job->cancelled()) {
       // Went away while it waited: nothing ran for it.
       ++metrics_.cancelled;
       job->finish("cancelled", "");
-      --s;
       continue;
     }
     std::string error;
@@ -115,10 +116,10 @@ void Scheduler::admit() {
         runtime::Sampler::create(job->spec().sampling, error);
     if (!sampler) {
       job->finish("", error);
-      --s;
       continue;
     }
     session_.reset(static_cast<int32_t>(s));
+    Slot &slot = slots_[s];
     slot = Slot{};
     slot.job = std::move(job);
     slot.sampler = std::move(sampler);
