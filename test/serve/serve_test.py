@@ -185,13 +185,24 @@ def api_mode(a, gguf, plans):
     startup([plans["all"], "--gguf", bare], 1, "no chat template (tokenizer.chat_template): give "
             "--chat-format chatml|none")
 
+    # A --logits last plan serves one slot (its decode runs hold one row):
+    # the same text as strata-run.
+    prompt = "The quick brown fox"
+    ref = cli(a, plans["all"], gguf, prompt, 12, "--temp", "0")
+    one = Server(a.bin, plans["last"], gguf)
+    try:
+        st_, body = one.request("POST", "/v1/completions",
+                                {"prompt": prompt, "max_tokens": 12, "temperature": 0})
+        check(st_ == 200 and body["choices"][0]["text"] == ref,
+              f"--logits last plan, --parallel 1: {st_} {body}")
+    finally:
+        one.stop()
+
     key = "sk-test-0123456789"
     srv = Server(a.bin, plans["all"], gguf, "--parallel", "4", "--api-key", key,
                  "--max-body", "65536", "--read-timeout", "1")
     try:
         client = openai.OpenAI(base_url=srv.url + "/v1", api_key=key, max_retries=0)
-        prompt = "The quick brown fox"
-        ref = cli(a, plans["all"], gguf, prompt, 12, "--temp", "0")
         # The --logits last plan generates the same text (one slot).
         check(cli(a, plans["last"], gguf, prompt, 12, "--temp", "0") == ref,
               "strata-run: the same text from the last-row plan")

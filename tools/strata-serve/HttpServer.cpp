@@ -426,13 +426,17 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
           }
         }
         JobOutput out;
-        // Waits in short steps, so that a client gone while the prompt is
-        // prefilled is noticed.
-        while (!state->job->take(out, std::chrono::milliseconds(200)))
+        // While the job waits in the queue or prefills a long prompt there
+        // is nothing to send, and only a write tells that the client went
+        // away: an SSE comment line (clients skip it) every second.
+        while (!state->job->take(out, std::chrono::milliseconds(1000))) {
           if (!sink.is_writable()) {
             state->job->cancel();
             return false;
           }
+          if (!send(": waiting\n\n"))
+            return false;
+        }
         if (!out.error.empty()) {
           json err = {{"error",
                        {{"message", "generation failed: " + out.error},
