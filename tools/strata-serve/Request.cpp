@@ -228,6 +228,22 @@ bool readTemplateKwargs(const json &v, GenerationRequest &r,
   return true;
 }
 
+/// A field strata-serve does not implement: only a value that asks for
+/// nothing passes.
+bool readUnsupported(const json &v, const char *name, RequestError &error) {
+  bool nothing =
+      v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+      (v.is_number_integer() && v.get<int64_t>() >= 0 &&
+       v.get<int64_t>() <= 1) ||
+      ((v.is_string() || v.is_array() || v.is_object()) && v.empty()) ||
+      (v.is_object() && v.size() == 1 && v.contains("type") &&
+       v["type"] == "text");
+  if (nothing)
+    return true;
+  return fail(error, name,
+              fmt::format("'{}' is not supported by strata-serve", name));
+}
+
 bool forEndpoint(const char *endpoints, Endpoint e) {
   std::string_view s(endpoints);
   return s == "Both" || (s == "Chat") == (e == Endpoint::Chat);
@@ -300,6 +316,8 @@ bool parseRequest(const std::string &body, Endpoint endpoint,
   readStreamOptions(value, r, error)
 #define SERVE_READ_TemplateKwargs(Name, Lo, Hi, Apply)                         \
   readTemplateKwargs(value, r, error)
+#define SERVE_READ_Unsupported(Name, Lo, Hi, Apply)                            \
+  readUnsupported(value, Name, error)
 #include "tools/strata-serve/RequestFields.def"
 #undef SERVE_READ_Number
 #undef SERVE_READ_Integer
@@ -309,6 +327,7 @@ bool parseRequest(const std::string &body, Endpoint endpoint,
 #undef SERVE_READ_Messages
 #undef SERVE_READ_StreamOptions
 #undef SERVE_READ_TemplateKwargs
+#undef SERVE_READ_Unsupported
 
   if (!sawPrompt)
     return endpoint == Endpoint::Chat

@@ -183,6 +183,34 @@ TEST(Request, ErrorsNameTheField) {
             "top_logprobs");
 }
 
+TEST(Request, UnsupportedFieldsThatAskForSomething) {
+  const char *chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_EQ(parseError(std::string(chat) + R"("tools":[{"type":"function"}]})",
+                       Endpoint::Chat)
+                .param,
+            "tools");
+  EXPECT_EQ(parseError(std::string(chat) +
+                           R"("response_format":{"type":"json_object"}})",
+                       Endpoint::Chat)
+                .param,
+            "response_format");
+  EXPECT_EQ(parseError(R"({"prompt":"a","echo":true})").param, "echo");
+  EXPECT_EQ(parseError(R"({"prompt":"a","best_of":3})").param, "best_of");
+  EXPECT_EQ(parseError(R"({"prompt":"a","logit_bias":{"5":1}})").param,
+            "logit_bias");
+  // Values that ask for nothing pass.
+  EXPECT_EQ(parseError(std::string(chat) +
+                           R"("tools":[],"response_format":{"type":"text"},
+                              "logit_bias":{}})",
+                       Endpoint::Chat)
+                .message,
+            "");
+  EXPECT_EQ(parseError(R"({"prompt":"a","echo":false,"best_of":1,
+                           "suffix":null})")
+                .message,
+            "");
+}
+
 TEST(Metrics, PrometheusText) {
   Metrics m;
   m.requests += 3;
