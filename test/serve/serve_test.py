@@ -314,6 +314,11 @@ def api_mode(a, gguf, plans):
             ({"messages": "hi"}, "messages"),
             ({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0},
              "max_completion_tokens"),
+            ({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 500},
+             "max_completion_tokens"),
+            ({"messages": [{"role": "user", "content": "x " * 150}]}, "messages"),
+            ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
+             "tools"),
         ]
         for b, param in chat_bad:
             st_, body = srv.request("POST", "/v1/chat/completions", b, headers=auth)

@@ -345,14 +345,12 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
   int64_t maxTokens = r.maxTokens.value_or(context - n);
   if (n + maxTokens > context)
     return sendError(res, 400,
-                     fmt::format("'max_tokens' = {}: the prompt's {} tokens "
-                                 "and {} generated make {}, more than the "
-                                 "model's context {} (at most {})",
-                                 maxTokens, n, maxTokens, n + maxTokens,
-                                 context, context - n),
-                     endpoint == Endpoint::Chat && !r.maxTokens
-                         ? "max_completion_tokens"
-                         : "max_tokens");
+                     fmt::format("'{}' = {}: the prompt's {} tokens and {} "
+                                 "generated make {}, more than the model's "
+                                 "context {} (at most {})",
+                                 r.maxTokensField, maxTokens, n, maxTokens,
+                                 n + maxTokens, context, context - n),
+                     r.maxTokensField);
 
   JobSpec spec;
   spec.prompt = std::move(prompt);

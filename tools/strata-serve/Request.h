@@ -44,6 +44,8 @@ struct GenerationRequest {
   runtime::SamplerOptions sampling;
   /// Tokens to generate at most; none: until the context is full.
   std::optional<int64_t> maxTokens;
+  /// The field that set maxTokens (chat has two names for it).
+  std::string maxTokensField = "max_tokens";
   std::vector<std::string> stops;
   bool stream = false;
   /// stream_options.include_usage: a last chunk with the usage.
