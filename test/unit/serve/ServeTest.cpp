@@ -27,7 +27,7 @@ const char *kQwen3Template =
     "enable_thinking is defined and enable_thinking is false %}{{- "
     "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
 
-TEST(ChatFormat, Qwen2DefaultSystemMessage) {
+TEST(ServeChatFormat, Qwen2DefaultSystemMessage) {
   ChatFormat f;
   std::string error;
   ASSERT_TRUE(chooseChatFormat("", kQwen2Template, f, error)) << error;
@@ -43,7 +43,7 @@ TEST(ChatFormat, Qwen2DefaultSystemMessage) {
             "\n<|im_start|>assistant\n");
 }
 
-TEST(ChatFormat, Qwen3ThinkingSwitch) {
+TEST(ServeChatFormat, Qwen3ThinkingSwitch) {
   ChatFormat f;
   std::string error;
   ASSERT_TRUE(chooseChatFormat("", kQwen3Template, f, error)) << error;
@@ -59,7 +59,7 @@ TEST(ChatFormat, Qwen3ThinkingSwitch) {
   EXPECT_EQ(renderChat(f, m, false), turns + "<think>\n\n</think>\n\n");
 }
 
-TEST(ChatFormat, UnknownTemplateRefused) {
+TEST(ServeChatFormat, UnknownTemplateRefused) {
   ChatFormat f;
   std::string error;
   EXPECT_FALSE(chooseChatFormat("", "{{ '[INST] ' + m }}", f, error));
@@ -88,7 +88,7 @@ RequestError parseError(const std::string &body,
   return error;
 }
 
-TEST(Request, Fields) {
+TEST(ServeRequest, Fields) {
   GenerationRequest r;
   RequestError error;
   ASSERT_TRUE(parseRequest(
@@ -132,7 +132,7 @@ TEST(Request, Fields) {
   EXPECT_EQ(r.promptIds, (std::vector<int32_t>{1, 2, 3}));
 }
 
-TEST(Request, ErrorsNameTheField) {
+TEST(ServeRequest, ErrorsNameTheField) {
   EXPECT_EQ(parseError("{").message, "the body is not valid JSON");
   EXPECT_EQ(parseError("[1]").param, "");
   EXPECT_EQ(parseError(std::string(100, '[') + std::string(100, ']')).message,
@@ -183,7 +183,7 @@ TEST(Request, ErrorsNameTheField) {
             "top_logprobs");
 }
 
-TEST(Request, UnsupportedFieldsThatAskForSomething) {
+TEST(ServeRequest, UnsupportedFieldsThatAskForSomething) {
   const char *chat = R"({"messages":[{"role":"user","content":"x"}],)";
   EXPECT_EQ(parseError(std::string(chat) + R"("tools":[{"type":"function"}]})",
                        Endpoint::Chat)
@@ -211,7 +211,7 @@ TEST(Request, UnsupportedFieldsThatAskForSomething) {
             "");
 }
 
-TEST(Metrics, PrometheusText) {
+TEST(ServeMetrics, PrometheusText) {
   Metrics m;
   m.requests += 3;
   m.queueDepth = 2;
