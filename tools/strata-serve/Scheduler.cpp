@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace strata::tools::serve {
 
@@ -147,14 +150,26 @@ void Scheduler::release(size_t s, std::string reason, std::string error) {
 }
 
 void Scheduler::loop() {
+  auto busy = [&] {
+    return !queue_.empty() ||
+           std::any_of(slots_.begin(), slots_.end(),
+                       [](const Slot &s) { return s.job != nullptr; });
+  };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] {
-        return stopping_ || !queue_.empty() ||
-               std::any_of(slots_.begin(), slots_.end(),
-                           [](const Slot &s) { return s.job != nullptr; });
-      });
+#ifdef __GLIBC__
+      // Going idle after a burst: every job's buffers (a sampler holds a
+      // vocabulary's worth of candidates) were freed, but glibc keeps the
+      // freed heap; give it back, so that the server's memory between
+      // bursts is its working set, not its peak.
+      if (!busy() && !stopping_ && ranSinceIdle_) {
+        ranSinceIdle_ = false;
+        malloc_trim(0);
+      }
+#endif
+      wake_.wait(lock, [&] { return stopping_ || busy(); });
+      ranSinceIdle_ = true;
       if (stopping_)
         break;
       admit();

@@ -131,8 +131,8 @@ private:
 class Scheduler {
 public:
   /// A scheduler over slots 0 .. \p parallel - 1 of \p session (used, not
-  /// owned), with a queue of \p queue places. \p ignoreEos: generation does
-  /// not stop at end-of-generation tokens.
+  /// owned), with a queue of \p queue places; \p tokenizer makes the text
+  /// and tells the end-of-generation tokens.
   Scheduler(runtime::Session &session, const tokenizer::Tokenizer &tokenizer,
             Metrics &metrics, int64_t parallel, int64_t queue);
   ~Scheduler();
@@ -189,6 +189,8 @@ private:
   /// Jobs admitted and not yet finished (guarded by mutex_).
   int64_t running_ = 0;
   bool stopping_ = false;
+  /// Jobs ran since the scheduler last went idle (scheduler thread only).
+  bool ranSinceIdle_ = false;
   std::thread thread_;
 };
 

@@ -22,6 +22,9 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <csignal>
 #include <filesystem>
 #include <pthread.h>
@@ -250,6 +253,14 @@ int serveMain(int argc, char **argv) {
   // the server.
   std::signal(SIGPIPE, SIG_IGN);
 
+#ifdef __GLIBC__
+  // Every job allocates and frees buffers of a vocabulary's size (the
+  // sampler's candidates, logits rows). glibc's mmap threshold grows to the
+  // size of the largest block freed, after which such buffers come from the
+  // heap and leave it fragmented: the server's memory would wander with the
+  // order of requests. A fixed threshold keeps them mapped and unmapped.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+#endif
   Metrics metrics;
   Scheduler scheduler(*session, *tok, metrics, o.parallel, o.queue);
   HttpServer server(o.http, scheduler, *tok, chat, metrics);
