@@ -62,10 +62,9 @@ bool chooseChatFormat(std::string_view forced, std::string_view chatTemplate,
     return true;
   }
   if (forced == "chatml") {
+    // Plain ChatML, llama.cpp's "chatml": the template is not read at all
+    // (it may be missing, or a format strata does not know).
     format.kind = ChatFormat::Kind::ChatML;
-    // The template's Qwen details still apply where it has them.
-    format.defaultSystem = defaultSystemMessage(chatTemplate);
-    format.thinkingSwitch = contains(chatTemplate, "enable_thinking");
     return true;
   }
   if (!forced.empty()) {

@@ -53,10 +53,11 @@ struct ChatFormat {
   std::string describe() const;
 };
 
-/// Chooses the format: \p forced ("chatml", "none" or "" for none given)
-/// wins; else the GGUF's \p chatTemplate ("" when the file has none) is
-/// recognised. Returns false with \p error set for an unknown --chat-format
-/// name or a template that is not recognised (the error names
+/// Chooses the format: \p forced ("chatml": plain ChatML, without the Qwen
+/// details; "none"; or "" for none given) wins; else the GGUF's
+/// \p chatTemplate ("" when the file has none) is recognised. Returns false
+/// with \p error set for an unknown --chat-format name or a template that is
+/// not recognised (the error names
 /// --chat-format chatml|none).
 bool chooseChatFormat(std::string_view forced, std::string_view chatTemplate,
                       ChatFormat &format, std::string &error);

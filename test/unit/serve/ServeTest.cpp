@@ -75,6 +75,10 @@ TEST(ServeChatFormat, UnknownTemplateRefused) {
   ASSERT_TRUE(chooseChatFormat("chatml", "", f, error));
   EXPECT_EQ(renderChat(f, {{"user", "b"}}, true),
             "<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n");
+  // Plain ChatML: the template's default system message is not added.
+  ASSERT_TRUE(chooseChatFormat("chatml", kQwen2Template, f, error));
+  EXPECT_EQ(renderChat(f, {{"user", "b"}}, false),
+            "<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_FALSE(chooseChatFormat("llama3", "", f, error));
 }
 
