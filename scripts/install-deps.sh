@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of strata-compile on Debian 12, idempotently.
 # Debian packages: toolchain, LLVM 19 (device code, lit/FileCheck, fuzzer runtime), fmt, gtest, JSON,
-# PCRE2 (the tokenizer's pre-tokenizer regexes).
-# PyPI packages: test oracles (gguf, numpy) and lit.
+# PCRE2 (the tokenizer's pre-tokenizer regexes), cpp-httplib (strata-serve's HTTP).
+# PyPI packages: test oracles (gguf, numpy), lit, and openai (the client that drives strata-serve's
+# tests).
 set -euo pipefail
 
 SUDO=""
@@ -11,7 +12,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 DEB_PKGS=(
   build-essential cmake ninja-build pkg-config python3 python3-pip python3-venv
   clang-19 lld-19 llvm-19-tools llvm-19-dev libclang-rt-19-dev clang-format-19
-  libfmt-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
+  libfmt-dev libgtest-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
 )
 
 missing=()
@@ -28,9 +29,9 @@ else
 fi
 
 PY=${PYTHON:-python3}
-PIP_PKGS=(gguf numpy lit)
+PIP_PKGS=(gguf numpy lit openai)
 need_pip=0
-for m in gguf numpy lit; do
+for m in gguf numpy lit openai; do
   "$PY" -c "import $m" 2>/dev/null || need_pip=1
 done
 if [ $need_pip -eq 1 ]; then

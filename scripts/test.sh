@@ -43,10 +43,13 @@ cmake --build build-asan -j "$jobs"
 # state op) runs instead. spec_decode (10 s in the main suite, 190 s here)
 # runs four archs' generation 20 times; its Generator, Session and rollback
 # paths run here through ExecutorTest (GeneratorSpeculation*,
-# SessionRewinds*) and the lit test strata-run-spec.
+# SessionRewinds*) and the lit test strata-run-spec. serve_api and serve_load
+# (35 to 50 s in the main suite; 140 s and past 900 s here, measured once)
+# spend it in the model at -O0; strata-serve's request checks and chat
+# formats run here through strata_serve_tests (docs/serve.md: the ASan run).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
-    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|codegen_identity|synth_llama_load|generate_golden|cache_consistency|spec_decode)$'
+    -E '^(clang_format|layering|llama_golden_mix|fusion_equivalence|precision_bf16_llama|codegen_static|codegen_identity|synth_llama_load|generate_golden|cache_consistency|spec_decode|serve_api|serve_load)$'
 passed=$((passed + 1))
 
 echo "== fuzzing =="

@@ -1,0 +1,197 @@
+//===- Scheduler.h - continuous batching over a Session ---------*- C++ -*-===//
+//
+// One thread owns the Session (and through it the Executor): the HTTP
+// threads hand it Jobs and read their output, and never touch the model.
+//
+// The plan's state has --max-batch slots; the scheduler uses --parallel of
+// them. Each iteration of its loop:
+//   1. admits queued jobs into free slots (Session::reset: the slot's next
+//      row is at position 0, which starts a sequence afresh);
+//   2. frees the slots whose client went away (Job::cancel);
+//   3. runs one chunk (at most the plan's max_tokens rows) of one prompt
+//      that is still being prefilled, the slots taking turns, so that a
+//      long prompt costs the running streams one chunk's time per token,
+//      not the whole prompt's;
+//   4. decodes one token of every slot past its prompt in ONE run
+//      (Session::decode: rows {token, pos, seq} of distinct slots).
+// A row depends only on its own slot's state, so a request's tokens do not
+// depend on what else runs (equal to strata-run's on the cpu backend; see
+// docs/serve.md).
+//
+// Sampling is per job (its own seeded runtime::Sampler over the job's own
+// history), as strata-run's Generator samples: the first token from the
+// logits after the prompt, each next one from the logits after the token
+// before it; the last token is never run. Text comes out of a
+// StreamingDecoder (whole UTF-8 characters) through the job's StopStrings.
+//
+// Jobs beyond the slots wait in a queue of --queue places; submit() refuses
+// one more (the HTTP layer answers 503).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Sampler.h"
+#include "tools/strata-serve/Metrics.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace strata::runtime {
+class Session;
+} // namespace strata::runtime
+namespace strata::tokenizer {
+class Tokenizer;
+} // namespace strata::tokenizer
+
+namespace strata::tools::serve {
+
+using Clock = std::chrono::steady_clock;
+
+/// What a job asks for (checked by the HTTP layer: the prompt's ids are in
+/// the vocabulary and prompt + maxTokens fits the context).
+struct JobSpec {
+  std::vector<int32_t> prompt;
+  runtime::SamplerOptions sampling;
+  int64_t maxTokens = 1;
+  std::vector<std::string> stops;
+  /// Alternatives reported with each token's log-probability; -1: none.
+  int64_t logprobs = -1;
+  Clock::time_point arrival = Clock::now();
+};
+
+/// One alternative of a token: its id, text and log-probability.
+struct TokenAlternative {
+  int32_t id = 0;
+  std::string text;
+  double logprob = 0;
+};
+
+/// A generated token's log-probability under the model (log-softmax of its
+/// logits row) and the most likely alternatives.
+struct TokenLogprob {
+  TokenAlternative token;
+  std::vector<TokenAlternative> top;
+};
+
+/// What a job has produced since the consumer last looked.
+struct JobOutput {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  bool finished = false;
+  /// "stop" (end-of-generation token or stop string), "length" (max_tokens)
+  /// or "" while running.
+  std::string finishReason;
+  /// Set when the model failed: the job ends with a server error.
+  std::string error;
+  int64_t promptTokens = 0, completionTokens = 0;
+};
+
+/// A request in the scheduler. The HTTP thread that submitted it reads its
+/// output with take(); the scheduler thread writes it.
+class Job {
+public:
+  explicit Job(JobSpec spec) : spec_(std::move(spec)) {}
+
+  /// Waits up to \p timeout for new output (or the end) and moves it into
+  /// \p out. Returns false when nothing new came in time.
+  bool take(JobOutput &out, std::chrono::milliseconds timeout);
+  /// The client went away: the scheduler frees the job's slot at its next
+  /// iteration (or drops it from the queue when it gets there).
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+  const JobSpec &spec() const { return spec_; }
+
+private:
+  friend class Scheduler;
+  /// Adds output (scheduler thread).
+  void push(std::string text, std::vector<TokenLogprob> logprobs);
+  /// Ends the job (scheduler thread).
+  void finish(std::string reason, std::string error);
+
+  JobSpec spec_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  JobOutput pending_;
+  bool changed_ = false;
+  int64_t completionTokens_ = 0;
+};
+
+/// The scheduler thread and its queue (see the file comment).
+class Scheduler {
+public:
+  /// A scheduler over slots 0 .. \p parallel - 1 of \p session (used, not
+  /// owned), with a queue of \p queue places; \p tokenizer makes the text
+  /// and tells the end-of-generation tokens.
+  Scheduler(runtime::Session &session, const tokenizer::Tokenizer &tokenizer,
+            Metrics &metrics, int64_t parallel, int64_t queue);
+  ~Scheduler();
+  Scheduler(const Scheduler &) = delete;
+  Scheduler &operator=(const Scheduler &) = delete;
+
+  /// Starts the thread.
+  void start();
+  /// Stops the thread; jobs still running or queued end with an error.
+  void stop();
+
+  /// Queues \p spec; null when every slot is busy and the queue is full.
+  std::shared_ptr<Job> submit(JobSpec spec);
+
+private:
+  /// A slot and the job it runs.
+  struct Slot {
+    std::shared_ptr<Job> job;
+    enum class Phase { Prefill, Decode } phase = Phase::Prefill;
+    size_t prefilled = 0;
+    std::vector<int32_t> sequence; ///< prompt, then generated tokens
+    std::optional<runtime::Sampler> sampler;
+    struct Text; ///< decoder and stop strings (Scheduler.cpp)
+    std::shared_ptr<Text> text;
+    int32_t pending = 0; ///< the last token, not yet run
+    int64_t generated = 0;
+    Clock::time_point lastToken;
+  };
+
+  void loop();
+  /// Takes queued jobs into free slots (called with mutex_ held).
+  void admit();
+  /// Runs the next prompt chunk of one prefilling slot.
+  void prefillStep();
+  /// Runs one token of every decoding slot.
+  void decodeStep();
+  /// Samples from \p logits for slot \p s and handles the token (output,
+  /// end of the job or the next decode).
+  void next(size_t s, std::span<const float> logits);
+  /// Frees slot \p s, ending its job with \p reason / \p error.
+  void release(size_t s, std::string reason, std::string error);
+
+  runtime::Session &session_;
+  const tokenizer::Tokenizer &tokenizer_;
+  Metrics &metrics_;
+  int64_t queueCap_;
+  std::vector<Slot> slots_;
+  size_t prefillTurn_ = 0;
+  std::vector<float> logits_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  /// Jobs admitted and not yet finished (guarded by mutex_).
+  int64_t running_ = 0;
+  bool stopping_ = false;
+  /// Jobs ran since the scheduler last went idle (scheduler thread only).
+  bool ranSinceIdle_ = false;
+  std::thread thread_;
+};
+
+} // namespace strata::tools::serve
