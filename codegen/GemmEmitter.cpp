@@ -21,6 +21,7 @@
 #include "codegen/EmitterImpl.h"
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
+#include "codegen/gemm/GemvForm.h"
 
 #include "ir/Target.h"
 
@@ -236,29 +237,12 @@ private:
   void emitGemv(const std::vector<Chain> &chains,
                 const std::vector<Gemm> &gemms, int64_t rows,
                 const std::string &sym);
-  /// Warps of a block in the decode forms.
-  static constexpr int kGemvWarps = 8;
   /// The stream-mean decode form takes a chain's K in one warp: below it.
   static constexpr int64_t kGemvStreamK = 1024;
-  /// How a decode form maps a weight matrix onto warps: `slices` warps
-  /// share one column (each a slice of K) and each warp takes `cols`
-  /// columns at once.
-  struct GemvShape {
-    int slices = 1, cols = 1;
-  };
-  /// The decode form's shape for \p columns columns in all (every routed
-  /// expert's, for the grouped form) of K = \p k: enough warps for the
-  /// whole GPU (decodeWarpSlots) by splitting long rows, and enough bytes
-  /// in flight per warp by giving a warp several short columns. A warp
-  /// whose few pieces each wait a round trip to memory left the H200's
-  /// decode GEMVs at 300-500 GB/s (bench/results/decode-20261203T133312Z).
-  /// A warp's columns times \p rows stay within its lanes (the epilogue's);
-  /// costlier pieces (\p cost, gemvCost) take fewer columns: at two columns
-  /// of the two IQ3_S matrices the grouped gate/up kernel held 113
-  /// registers and ran at 315 GB/s, at one column 53 and 400 GB/s
-  /// (bench/results/gemv-shapes-20261203.txt).
-  GemvShape gemvShape(int64_t columns, int64_t k, int64_t rows,
-                      int64_t cost) const;
+  /// The decode form's shape (selectGemv) for \p columns columns in all
+  /// (every routed expert's, for the grouped form) of \p g's K, \p rows
+  /// accumulator rows a column, under the plan's options.
+  GemvForm gemvShape(const Gemm &g, int64_t columns, int64_t rows) const;
   /// What decoding one piece of every matrix of \p g costs a warp, in
   /// units of a plain block type's piece: IQ3_S (grid lookups, signs)
   /// counts two. The decode forms keep cost x columns x unrolled pieces
@@ -271,10 +255,10 @@ private:
   /// Bytes of shared memory one warp of \p g's staged decode form takes
   /// (0: not staged): every matrix's and column's chunk of gemvChunk()
   /// pieces, each with 16 bytes of alignment room.
-  int64_t gemvStage(const Gemm &g, GemvShape shape) const;
+  int64_t gemvStage(const Gemm &g, GemvForm shape) const;
   /// Pieces (256 of K) a staged warp copies at once: its budget of 4 KiB
   /// of shared memory over its columns' and matrices' piece bytes.
-  static int64_t gemvChunk(const Gemm &g, GemvShape shape);
+  static int64_t gemvChunk(const Gemm &g, GemvForm shape);
   /// Shared bytes of one column's chunk of \p q pieces of \p w: 16 bytes
   /// of room for the chunk's address modulo 16, rounded up to 16 so the
   /// next one starts aligned.
@@ -296,7 +280,7 @@ private:
   /// \p end (C expressions, uniform in the block) in passes of \p rows,
   /// summed over \p shape.slices warps, then the epilogue of (column c,
   /// row m0 + r) by lane c * rows + r of the column's first slice.
-  void gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
+  void gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
                 const std::string &first, const std::string &end);
   /// The decode form of a chain with a stream mean (hyper-connection K3):
   /// a warp per hidden column takes that column of every stream's gate
@@ -307,14 +291,14 @@ private:
   /// position k decoding from the rows named prefix{b}_{c}. Staged: each
   /// warp's chunks copied to shared memory (gemvStage), then decoded
   /// there; direct: decoded where they lie in global memory.
-  void gemvStaged(const Gemm &g, int64_t rows, GemvShape shape,
+  void gemvStaged(const Gemm &g, int64_t rows, GemvForm shape,
                   const std::function<void(const std::string &,
                                            const std::string &)> &piece);
-  void gemvDirect(const Gemm &g, GemvShape shape,
+  void gemvDirect(const Gemm &g, GemvForm shape,
                   const std::function<void(const std::string &,
                                            const std::string &)> &piece);
   /// gemvBody's sums over the warp (and its slices) and the epilogue.
-  void gemvReduce(const Gemm &g, int64_t rows, GemvShape shape);
+  void gemvReduce(const Gemm &g, int64_t rows, GemvForm shape);
   /// W's first row in gemvBody (a C expression).
   std::string rowBase_ = "0L";
   /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
@@ -1473,23 +1457,16 @@ int64_t GemmEmitter::gemvCost(const Gemm &g) {
   return cost;
 }
 
-GemmEmitter::GemvShape GemmEmitter::gemvShape(int64_t columns, int64_t k,
-                                              int64_t rows,
-                                              int64_t cost) const {
-  const int64_t maxCols = option(e.plan, Opt::GemmDecodeCols);
-  // Pieces are 256 of K a warp (32 lanes x 8). Split K while the GPU would
-  // be short of warps and each slice keeps two pieces; then, while rows are
-  // short (under 8 pieces) and warps plentiful, give a warp more columns.
-  const int64_t target = decodeWarpSlots();
-  GemvShape sh;
-  while (sh.slices < kGemvWarps && columns * sh.slices < target &&
-         k / (sh.slices * 2) >= 512)
-    sh.slices *= 2;
-  while (sh.cols * 2 * cost <= maxCols && rows * sh.cols * 2 <= 32 &&
-         k * sh.cols / sh.slices < 2048 &&
-         columns * sh.slices / (sh.cols * 2) >= target / 2)
-    sh.cols *= 2;
-  return sh;
+GemvForm GemmEmitter::gemvShape(const Gemm &g, int64_t columns,
+                                int64_t rows) const {
+  GemvProblem p;
+  p.columns = columns;
+  p.k = g.k;
+  p.rows = rows;
+  p.cost = gemvCost(g);
+  p.maxCols = option(e.plan, Opt::GemmDecodeCols);
+  p.pieces = option(e.plan, Opt::GemmDecodePieces);
+  return selectGemv(p);
 }
 
 void GemmEmitter::gemvRows(const Gemm &g, int64_t rows) {
@@ -1507,14 +1484,14 @@ void GemmEmitter::gemvClose() {
   iq3sLds_ = true;
 }
 
-int64_t GemmEmitter::gemvChunk(const Gemm &g, GemvShape shape) {
+int64_t GemmEmitter::gemvChunk(const Gemm &g, GemvForm shape) {
   int64_t bytes = 0;
   for (const Tensor &w : g.w)
     bytes += pieceBytes(w) * shape.cols;
   return std::max<int64_t>(1, 4096 / bytes);
 }
 
-int64_t GemmEmitter::gemvStage(const Gemm &g, GemvShape shape) const {
+int64_t GemmEmitter::gemvStage(const Gemm &g, GemvForm shape) const {
   if (option(e.plan, Opt::GemmDecodeStage) == 0)
     return 0;
   for (const Tensor &w : g.w)
@@ -1554,7 +1531,7 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
            kGemvWarps, stageBytes);
 }
 
-void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
+void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
                            const std::string &first, const std::string &end) {
   const size_t nb = g.w.size();
   const int slices = shape.slices, cols = shape.cols;
@@ -1616,7 +1593,7 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvShape shape,
 }
 
 void GemmEmitter::gemvStaged(
-    const Gemm &g, int64_t rows, GemvShape shape,
+    const Gemm &g, int64_t rows, GemvForm shape,
     const std::function<void(const std::string &, const std::string &)>
         &piece) {
   (void)rows;
@@ -1656,10 +1633,7 @@ void GemmEmitter::gemvStaged(
   e.line("    cp_async_commit();");
   e.line("    cp_async_wait_all();");
   e.line("    sync_wave();");
-  e.line("#pragma unroll {}",
-         std::max<int64_t>(
-             1, std::min<int64_t>(q, option(e.plan, Opt::GemmDecodePieces) /
-                                         (gemvCost(g) * cols))));
+  e.line("#pragma unroll {}", std::min<int64_t>(q, shape.unroll));
   e.line("    for (int it = 0; it < {}; ++it) {{", q);
   e.line("      if (kc + it * 256L + lane * 8L >= kce) break;");
   piece("kc + it * 256L + lane * 8L", "wl");
@@ -1671,10 +1645,10 @@ void GemmEmitter::gemvStaged(
 }
 
 void GemmEmitter::gemvDirect(
-    const Gemm &g, GemvShape shape,
+    const Gemm &g, GemvForm shape,
     const std::function<void(const std::string &, const std::string &)>
         &piece) {
-  const int slices = shape.slices, cols = shape.cols;
+  const int slices = shape.slices;
   // The whole pieces in a loop of a fixed count without a bound check, so
   // that the unrolled pieces' loads are all issued before the first one's
   // FMAs wait; a last partial piece checks its bound.
@@ -1682,11 +1656,7 @@ void GemmEmitter::gemvDirect(
   const int64_t whole = g.k / span;
   const std::string lanePos = "(slice * 32L + lane) * 8L";
   if (whole > 0) {
-    e.line(
-        "#pragma unroll {}",
-        std::max<int64_t>(
-            1, std::min<int64_t>(whole, option(e.plan, Opt::GemmDecodePieces) /
-                                            (gemvCost(g) * cols))));
+    e.line("#pragma unroll {}", std::min<int64_t>(whole, shape.unroll));
     e.line("  for (int it = 0; it < {}; ++it) {{", whole);
     piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
     e.line("  }}");
@@ -1698,7 +1668,7 @@ void GemmEmitter::gemvDirect(
   }
 }
 
-void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvShape shape) {
+void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvForm shape) {
   const size_t nb = g.w.size();
   const int slices = shape.slices, cols = shape.cols;
   // Sum over the warp; lane c * rows + r then holds (column c, row r).
@@ -1822,11 +1792,11 @@ EmittedKernel GemmEmitter::gemvForms(
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows,
                            const std::string &sym) {
-  std::vector<GemvShape> shapes;
+  std::vector<GemvForm> shapes;
   int64_t stage = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    shapes.push_back(gemvShape(g.n, g.k, rows * g.mPer, gemvCost(g)));
+    shapes.push_back(gemvShape(g, g.n, rows * g.mPer));
     if (!chains[ci].streamMean)
       stage = std::max(stage, gemvStage(g, shapes.back()));
   }
@@ -1834,7 +1804,7 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    const GemvShape shape = shapes[ci];
+    const GemvForm shape = shapes[ci];
     // A stream-mean chain's warp takes one hidden column over the whole K.
     const int64_t cols = chains[ci].streamMean
                              ? kGemvWarps
@@ -2625,8 +2595,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
                                   int64_t experts, int64_t slotsPerToken,
                                   int64_t rows, const std::string &sym) {
   // The shape over every routed slot's columns.
-  const GemvShape shape =
-      gemvShape(slotsPerToken * g.n, g.k, rows, gemvCost(g));
+  const GemvForm shape = gemvShape(g, slotsPerToken * g.n, rows);
   const int64_t cols = kGemvWarps / shape.slices * shape.cols;
   const int64_t colBlocks = (g.n + cols - 1) / cols;
   gemvOpen(std::any_of(g.w.begin(), g.w.end(),

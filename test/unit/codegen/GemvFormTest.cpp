@@ -8,6 +8,7 @@
 // numbers are checked on the H200 by test/device/state_run.sh.)
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/gemm/GemvForm.h"
 #include "codegen/KernelEmitter.h"
 #include "codegen/Options.h"
 #include "runtime/format/Plan.h"
@@ -135,4 +136,56 @@ TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
   ASSERT_EQ(k.alternates.size(), 2u);
   EXPECT_EQ(k.alternates[1].minTokens, 17);
   EXPECT_NE(k.body.find("float acc0[1][16] = {};"), std::string::npos);
+}
+
+TEST(GemvForm, SelectAtTheFullModelsDecodeShapes) {
+  // selectGemv alone, without printing: the full Qwen4-Exp's decode GEMMs
+  // at one row, the defaults (gemm-decode-cols 4, gemm-decode-pieces 4),
+  // against the 8,448 warp slots of the larger GPU target (the H200).
+  auto at = [](int64_t columns, int64_t k, int64_t rows, int64_t cost) {
+    codegen::GemvProblem p;
+    p.columns = columns;
+    p.k = k;
+    p.rows = rows;
+    p.cost = cost;
+    return codegen::selectGemv(p);
+  };
+  // attn_qkv (N 10,240, K 2,560, Q4_K): columns enough, rows long enough.
+  codegen::GemvForm qkv = at(10240, 2560, 1, 1);
+  EXPECT_EQ(qkv.slices, 1);
+  EXPECT_EQ(qkv.cols, 1);
+  EXPECT_EQ(qkv.unroll, 4);
+  // The shared expert's up (N 640, K 2,560): too few columns, K in four
+  // slices (each still two pieces).
+  codegen::GemvForm shexp = at(640, 2560, 1, 1);
+  EXPECT_EQ(shexp.slices, 4);
+  EXPECT_EQ(shexp.cols, 1);
+  // The routed experts' down (10 slots x N 2,560, K 640, IQ4_NL): short
+  // rows, plentiful columns: four a warp, one piece unrolled each.
+  codegen::GemvForm down = at(10 * 2560, 640, 1, 1);
+  EXPECT_EQ(down.slices, 1);
+  EXPECT_EQ(down.cols, 4);
+  EXPECT_EQ(down.unroll, 1);
+  // Their gate and up (10 x N 640, K 2,560, two IQ3_S matrices: cost 4):
+  // K in two slices, one column a warp, one piece unrolled.
+  codegen::GemvForm gateUp = at(10 * 640, 2560, 1, 4);
+  EXPECT_EQ(gateUp.slices, 2);
+  EXPECT_EQ(gateUp.cols, 1);
+  EXPECT_EQ(gateUp.unroll, 1);
+  // The output projection (N 248,320, K 2,560): a column a warp.
+  EXPECT_EQ(at(248320, 2560, 1, 1).slices, 1);
+  // Eight rows: a warp's columns times rows within its 32 lanes.
+  codegen::GemvForm rows8 = at(10 * 2560, 640, 8, 1);
+  EXPECT_LE(rows8.cols * 8, 32);
+  EXPECT_EQ(rows8.cols, 4);
+  EXPECT_EQ(at(10 * 2560, 640, 16, 1).cols, 2);
+  // The options: columns capped, unrolled pieces follow.
+  codegen::GemvProblem capped;
+  capped.columns = 10 * 2560;
+  capped.k = 640;
+  capped.maxCols = 1;
+  capped.pieces = 8;
+  codegen::GemvForm c = codegen::selectGemv(capped);
+  EXPECT_EQ(c.cols, 1);
+  EXPECT_EQ(c.unroll, 8);
 }

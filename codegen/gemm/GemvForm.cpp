@@ -1,0 +1,24 @@
+//===- GemvForm.cpp - the GEMM decode forms' choice of shape --------------===//
+#include "codegen/gemm/GemvForm.h"
+
+#include "codegen/Limits.h"
+
+#include <algorithm>
+
+namespace strata::codegen {
+
+GemvForm selectGemv(const GemvProblem &p) {
+  const int64_t target = decodeWarpSlots();
+  GemvForm f;
+  while (f.slices < kGemvWarps && p.columns * f.slices < target &&
+         p.k / (f.slices * 2) >= 512)
+    f.slices *= 2;
+  while (f.cols * 2 * p.cost <= p.maxCols && p.rows * f.cols * 2 <= 32 &&
+         p.k * f.cols / f.slices < 2048 &&
+         p.columns * f.slices / (f.cols * 2) >= target / 2)
+    f.cols *= 2;
+  f.unroll = std::max<int64_t>(1, p.pieces / (p.cost * f.cols));
+  return f;
+}
+
+} // namespace strata::codegen
