@@ -126,7 +126,7 @@ build_llama() {
   t=$(date +%s)
   say "== building llama-bench (CUDA, sm_90) in $W/llama-build"
   cmake -S "$W/llama.cpp" -B "$W/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_OPENSSL=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_NUMBER=0 \
     -DLLAMA_BUILD_COMMIT="$(cat "$W/llama.cpp/STRATA_LLAMA_COMMIT" 2>/dev/null || echo unknown)" \
@@ -135,6 +135,17 @@ build_llama() {
   local rc=$?
   say "   llama-bench build: rc $rc in $(($(date +%s) - t)) s"
   [ $rc = 0 ] || { tail -30 "$W/llama-build.log" | tee -a "$LOG"; return 1; }
+  # The build took 396 s of a 600 s call (2026-12-03): hand the static
+  # binary back through RESULTS_DIR, to be carried as
+  # build-carry/llama-bench-sm90.tar.xz by later calls (see above).
+  echo "llama.cpp $(cat "$W/llama.cpp/STRATA_LLAMA_COMMIT" 2>/dev/null || echo unknown), CUDA sm_90, static, built $(date -u +%FT%TZ)" \
+    > "$W/llama-build/bin/BUILD"
+  if tar -C "$W/llama-build/bin" -cf - llama-bench BUILD | xz -T0 -6 > "$RES/llama-bench-sm90.tar.xz"; then
+    say "   llama-bench packed: $RES/llama-bench-sm90.tar.xz ($(du -h "$RES/llama-bench-sm90.tar.xz" | cut -f1)); carry it as build-carry/llama-bench-sm90.tar.xz"
+  else
+    rm -f "$RES/llama-bench-sm90.tar.xz"
+    say "   llama-bench not packed (tar/xz failed): later calls build it again"
+  fi
 }
 
 # build-rt/ once a call (ninja's no-op when it is up to date: a build-rt/
