@@ -502,6 +502,65 @@ struct Preset {
   uint32_t eosToken = 0;
 };
 
+// The real Qwen4-Exp text model's dimensions (docs/qwen4exp-model.md §0,
+// §2; test/Inputs/gen_kv.py qwen4exp_real): 48 layers, QSA every 4th,
+// PLE on blk.1, 512 experts, 1224 tensors. The EOS id is a stand-in.
+constexpr Preset kQwen4ExpFull = {.arch = "qwen4exp",
+                                  .name = "full",
+                                  .layers = 48,
+                                  .embd = 2560,
+                                  .heads = 24,
+                                  .headsKv = 2,
+                                  .headDim = 256,
+                                  .ropeDims = 64,
+                                  .vocab = 248320,
+                                  .context = 262144,
+                                  .ropeBase = 10000000.0f,
+                                  .rmsEps = 1e-6f,
+                                  .experts = 512,
+                                  .expertUsed = 10,
+                                  .expertFfn = 640,
+                                  .sharedFfn = 640,
+                                  .fullAttnInterval = 4,
+                                  .ssmConv = 4,
+                                  .ssmState = 128,
+                                  .ssmGroups = 16,
+                                  .ssmVHeads = 48,
+                                  .ssmInner = 6144,
+                                  .ropeSections = {11, 11, 10, 0},
+                                  .compressRatio = 4,
+                                  .indexerHeads = 4,
+                                  .indexerDim = 128,
+                                  .indexerTopK = 2048,
+                                  .hcCount = 4,
+                                  .hcLowRank = 320,
+                                  .pleLayer = 1,
+                                  .pleNgram = 3,
+                                  .pleHeadsPerNgram = 8,
+                                  .pleConv = 4,
+                                  .pleDim = 160,
+                                  .pleSeed = 1234,
+                                  .pleVocabBase = 20000000,
+                                  .realSize = true,
+                                  .eosToken = 248046};
+
+// The full model's width with 12 layers (QSA or dense attention on
+// blk.3, 7, 11), written with data (16 GB in the UD-IQ4_XS-like mix): the
+// peer benchmark against llama.cpp (bench/llamacpp_prepare.sh). Its
+// vocabulary is the synthetic one padded to 248320 tokens, and its PLE
+// table's heads hash into primes from 100,000, not 20,000,000: 1.6M rows
+// (272 MB in Q8_0) instead of 320M (54 GB). A gather reads the same rows
+// per token from either.
+constexpr Preset qwen4ExpFull12() {
+  Preset p = kQwen4ExpFull;
+  p.name = "full12";
+  p.layers = 12;
+  p.pleVocabBase = 100000;
+  p.realSize = false;
+  p.eosToken = 0;
+  return p;
+}
+
 // The presets. Widths that are a matmul's row length (D, H*HD, F, FE, FS,
 // value heads * head dim) are multiples of 256 so every block type fits.
 // qwen3moe's expert width differs from D so a swapped gate/down stack shows.
@@ -629,90 +688,8 @@ constexpr Preset kPresets[] = {
      .pleDim = 64,
      .pleSeed = 1234,
      .pleVocabBase = 500},
-    // The real Qwen4-Exp text model's dimensions (docs/qwen4exp-model.md §0,
-    // §2; test/Inputs/gen_kv.py qwen4exp_real): 48 layers, QSA every 4th,
-    // PLE on blk.1, 512 experts, 1224 tensors. The EOS id is a stand-in.
-    {.arch = "qwen4exp",
-     .name = "full",
-     .layers = 48,
-     .embd = 2560,
-     .heads = 24,
-     .headsKv = 2,
-     .headDim = 256,
-     .ropeDims = 64,
-     .vocab = 248320,
-     .context = 262144,
-     .ropeBase = 10000000.0f,
-     .rmsEps = 1e-6f,
-     .experts = 512,
-     .expertUsed = 10,
-     .expertFfn = 640,
-     .sharedFfn = 640,
-     .fullAttnInterval = 4,
-     .ssmConv = 4,
-     .ssmState = 128,
-     .ssmGroups = 16,
-     .ssmVHeads = 48,
-     .ssmInner = 6144,
-     .ropeSections = {11, 11, 10, 0},
-     .compressRatio = 4,
-     .indexerHeads = 4,
-     .indexerDim = 128,
-     .indexerTopK = 2048,
-     .hcCount = 4,
-     .hcLowRank = 320,
-     .pleLayer = 1,
-     .pleNgram = 3,
-     .pleHeadsPerNgram = 8,
-     .pleConv = 4,
-     .pleDim = 160,
-     .pleSeed = 1234,
-     .pleVocabBase = 20000000,
-     .realSize = true,
-     .eosToken = 248046},
-    // The full model's width with 12 layers (QSA or dense attention on
-    // blk.3, 7, 11), written with data (16 GB in the UD-IQ4_XS-like mix):
-    // the peer benchmark against llama.cpp (bench/llamacpp_prepare.sh). Its
-    // vocabulary is the synthetic one padded to 248320 tokens.
-    {.arch = "qwen4exp",
-     .name = "full12",
-     .layers = 12,
-     .embd = 2560,
-     .heads = 24,
-     .headsKv = 2,
-     .headDim = 256,
-     .ropeDims = 64,
-     .vocab = 248320,
-     .context = 262144,
-     .ropeBase = 10000000.0f,
-     .rmsEps = 1e-6f,
-     .experts = 512,
-     .expertUsed = 10,
-     .expertFfn = 640,
-     .sharedFfn = 640,
-     .fullAttnInterval = 4,
-     .ssmConv = 4,
-     .ssmState = 128,
-     .ssmGroups = 16,
-     .ssmVHeads = 48,
-     .ssmInner = 6144,
-     .ropeSections = {11, 11, 10, 0},
-     .compressRatio = 4,
-     .indexerHeads = 4,
-     .indexerDim = 128,
-     .indexerTopK = 2048,
-     .hcCount = 4,
-     .hcLowRank = 320,
-     .pleLayer = 1,
-     .pleNgram = 3,
-     .pleHeadsPerNgram = 8,
-     .pleConv = 4,
-     .pleDim = 160,
-     .pleSeed = 1234,
-     // The PLE table's heads hash into primes from 100,000, not 20,000,000:
-     // 1.6M rows (272 MB in Q8_0) instead of 320M (54 GB). A gather reads
-     // the same rows per token from either.
-     .pleVocabBase = 100000},
+    kQwen4ExpFull,
+    qwen4ExpFull12(),
 };
 
 /// What llama.cpp's loaders and the vocabulary builder rely on: qwen3next's
