@@ -18,9 +18,17 @@ every row's logits (--logits all), runs of 16 rows.
   queue of 32: every request completes or gets a clean 503, every greedy
   result equals its request run alone, the server's resident anonymous
   memory after a second wave is within 5 % of before it.
+--mode ids: what the H200 benchmark (bench/serve_run.sh) relies on, with
+  synth's own vocabulary (no download) and plain HTTP (no openai package):
+  ignore_eos and return_token_ids (a seeded request that ends at an
+  end-of-generation token, and the same with ignore_eos, both equal to
+  strata-run's ids); a GGUF without a vocabulary (test/serve/no_vocab_gguf.py)
+  served with --synthetic-weights: token ids in and out, equal to strata-run
+  --synthetic-weights, streamed and concurrent; the requests such a server
+  refuses (text, chat, stop strings, logprobs, ids past the vocabulary).
 
 Exits 0 on success, 1 on a failure, 77 (ctest: skipped) where the vocabulary
-cannot be fetched or the openai package is missing.
+cannot be fetched or the openai package is missing (api and load modes).
 """
 
 import argparse
@@ -487,21 +495,188 @@ def load_mode(a, gguf, plans):
         srv.stop()
 
 
+def post_stream(srv, body):
+    """(status, [events]) of a streaming completion, read with http.client:
+    each `data:` line's JSON, without the final [DONE] (None if it was
+    missing)."""
+    conn = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+                 headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        text = r.read().decode("utf-8", "replace")
+        conn.close()
+        return r.status, text
+    events, done = [], False
+    for line in r:
+        line = line.strip()
+        if line == b"data: [DONE]":
+            done = True
+        elif line.startswith(b"data: "):
+            events.append(json.loads(line[6:]))
+    conn.close()
+    return r.status, events if done else None
+
+
+def ids_mode(a):
+    sys.path.insert(0, HERE)
+    from no_vocab_gguf import strip_vocab
+
+    work = os.path.join(a.workdir, "ids")
+    os.makedirs(work, exist_ok=True)
+    bin_ = lambda t: os.path.join(a.bin, t)
+    # synth's own vocabulary (1000 tokens, ChatML's specials, EOS
+    # <|endoftext|>) and the same model without it.
+    vocab_gguf = os.path.join(work, "qwen3-synthvocab.gguf")
+    novocab = os.path.join(work, "qwen3-novocab.gguf")
+    if not os.path.exists(vocab_gguf):
+        subprocess.run([bin_("strata-gguf"), "synth", "--arch", "qwen3", "--preset", "tiny",
+                        "--seed", "1", "-o", vocab_gguf], check=True, stdout=subprocess.DEVNULL)
+    strip_vocab(vocab_gguf, novocab)
+    plan = os.path.join(work, "plan")
+    subprocess.run([bin_("strata-compile"), os.path.join(a.source, "models", "qwen3.strata"),
+                    "--gguf", vocab_gguf, "--max-tokens", "16", "--max-context", "128",
+                    "--max-batch", "4", "--logits", "all", "--target", "host", "-o", plan],
+                   check=True, stdout=subprocess.DEVNULL)
+
+    def run_ids(gguf, prompt_args, n, *extra):
+        """strata-run's generated ids (--dump-ids' second line)."""
+        dump = os.path.join(work, "ids.txt")
+        subprocess.run([bin_("strata-run"), plan, "--gguf", gguf, *prompt_args, "-n", str(n),
+                        "--threads", "2", "--dump-ids", dump, *extra],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(dump) as f:
+            line = f.read().split("\n")[1]
+        return [int(x) for x in line.split(",")] if line else []
+
+    section("ignore_eos, return_token_ids")
+    srv = Server(a.bin, plan, vocab_gguf, "--parallel", "4", "--chat-format", "none")
+    try:
+        sampling = {"temperature": 2, "top_k": 0, "top_p": 1, "min_p": 0}
+        prompt, n = "The cat", 100
+        # A seed whose sample reaches an end-of-generation token early.
+        found = None
+        for seed in range(200):
+            st_, body = srv.request("POST", "/v1/completions",
+                                    dict(sampling, prompt=prompt, max_tokens=n, seed=seed,
+                                         return_token_ids=True))
+            if not check(st_ == 200, f"seeded completion: {st_} {body}"):
+                break
+            c = body["choices"][0]
+            if c["finish_reason"] == "stop":
+                found = (seed, c)
+                break
+        if check(found is not None, "a seed in 0..199 whose sample ends at an end-of-generation token"):
+            seed, c = found
+            ids = c["token_ids"]
+            print(f"ignore_eos: seed {seed} ends at token {len(ids)} (id {ids[-1]})", flush=True)
+            check(0 < len(ids) < n and body["usage"]["completion_tokens"] == len(ids),
+                  f"stopped early, the end token counted: {len(ids)} ids, usage {body['usage']}")
+            args = ["--temp", "2", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+                    "--seed", str(seed)]
+            check(ids == run_ids(vocab_gguf, ["--prompt", prompt], n, *args),
+                  f"seed {seed}: token_ids equal strata-run's (the end token last)")
+            st_, body = srv.request("POST", "/v1/completions",
+                                    dict(sampling, prompt=prompt, max_tokens=n, seed=seed,
+                                         return_token_ids=True, ignore_eos=True))
+            e = body["choices"][0] if st_ == 200 else {}
+            check(e.get("finish_reason") == "length" and len(e.get("token_ids", [])) == n
+                  and e["token_ids"][:len(ids)] == ids and e["text"].startswith(c["text"])
+                  and body["usage"]["completion_tokens"] == n,
+                  f"ignore_eos: {n} tokens past the end token: {st_} {str(body)[:300]}")
+            ref = run_ids(vocab_gguf, ["--prompt", prompt], n, *args, "--ignore-eos")
+            check(e.get("token_ids") == ref, "ignore_eos: token_ids equal strata-run --ignore-eos's")
+            text = cli(a, plan, vocab_gguf, prompt, n, *args, "--ignore-eos")
+            check(e.get("text") == text, f"ignore_eos: text equals strata-run's ({e.get('text')!r:.80} vs {text!r:.80})")
+        # Without return_token_ids the choices have no ids.
+        st_, body = srv.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 3})
+        check(st_ == 200 and "token_ids" not in body["choices"][0], f"no token_ids unasked: {body}")
+        # Streamed: every chunk says its ids, together the whole completion's.
+        st_, events = post_stream(srv, {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                        "return_token_ids": True})
+        whole = srv.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 8,
+                                                        "temperature": 0, "return_token_ids": True})
+        got = [i for ev in events or [] for ch in ev["choices"] for i in ch["token_ids"]]
+        check(st_ == 200 and events and got == whole[1]["choices"][0]["token_ids"] and len(got) == 8,
+              f"streamed token_ids equal the whole completion's: {got}")
+    finally:
+        srv.stop()
+
+    section("no vocabulary, synthetic weights")
+    r = subprocess.run([bin_("strata-serve"), plan, "--gguf", novocab, "--synthetic-weights", "x"],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and "--synthetic-weights 'x'" in r.stderr,
+          f"--synthetic-weights x: status 2 ({r.returncode}: {r.stderr.strip()})")
+    srv = Server(a.bin, plan, novocab, "--parallel", "4", "--synthetic-weights", "3")
+    try:
+        prompts = [[(7 * i + 3 * k) % 997 for k in range(5 + 9 * i)] for i in range(4)]
+        refs = [run_ids(novocab, ["--tokens", ",".join(map(str, p))], 12, "--temp", "0",
+                        "--synthetic-weights", "3") for p in prompts]
+        file_weights = run_ids(novocab, ["--tokens", ",".join(map(str, prompts[0]))], 12,
+                               "--temp", "0")
+        check(file_weights != refs[0], "strata-run: synthetic weights give other ids than the file's")
+        st_, body = srv.request("POST", "/v1/completions",
+                                {"prompt": prompts[0], "max_tokens": 12, "temperature": 0})
+        c = body["choices"][0] if st_ == 200 else {}
+        check(c.get("token_ids") == refs[0] and c.get("text") == ""
+              and c.get("finish_reason") == "length" and body["usage"]["completion_tokens"] == 12,
+              f"ids in, ids out (no text), equal to strata-run --synthetic-weights: {st_} {body} vs {refs[0]}")
+        # Four streams at once, each equal to its prompt run alone.
+        results = [None] * 4
+
+        def one(i):
+            results[i] = post_stream(srv, {"prompt": prompts[i], "max_tokens": 12, "temperature": 0,
+                                           "ignore_eos": True,
+                                           "stream_options": {"include_usage": True}})
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, (st_, events) in enumerate(results):
+            ok = st_ == 200 and events is not None
+            got = [t for ev in events for ch in ev["choices"] for t in ch.get("token_ids", [])] if ok else None
+            usage = [ev["usage"] for ev in events if ev.get("usage")] if ok else []
+            check(ok and got == refs[i] and usage and usage[0]["completion_tokens"] == 12
+                  and usage[0]["prompt_tokens"] == len(prompts[i]),
+                  f"stream {i} of 4 equals strata-run alone: {got} vs {refs[i]}, usage {usage}")
+        # What a server without a vocabulary refuses, naming the field.
+        for path, b, param in [
+                ("/v1/completions", {"prompt": "hello"}, "prompt"),
+                ("/v1/completions", {"prompt": [1, 2], "stop": ["x"]}, "stop"),
+                ("/v1/completions", {"prompt": [1, 2], "logprobs": 1}, "logprobs"),
+                ("/v1/completions", {"prompt": [1, 1000]}, "prompt"),
+                ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]},
+                 "messages")]:
+            st_, body = srv.request("POST", path, b)
+            check(is_error(st_, body, 400, param), f"no vocabulary, {b}: 400 naming {param}: {st_} {body}")
+        _, metrics = srv.request("GET", "/metrics")
+        gen = int(re.search(r"^strata_generated_tokens_total (\d+)", metrics, re.M).group(1))
+        check(gen == 12 * 5, f"generated tokens counted ({gen})")
+    finally:
+        srv.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--cache-dir", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--mode", choices=["api", "load"], required=True)
+    ap.add_argument("--mode", choices=["api", "load", "ids"], required=True)
     a = ap.parse_args()
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        skip("the openai package is missing (scripts/install-deps.sh installs it)")
-    gguf, plans = prepare(a)
     t0 = time.time()
-    (api_mode if a.mode == "api" else load_mode)(a, gguf, plans)
+    if a.mode == "ids":
+        ids_mode(a)
+    else:
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            skip("the openai package is missing (scripts/install-deps.sh installs it)")
+        gguf, plans = prepare(a)
+        t0 = time.time()
+        (api_mode if a.mode == "api" else load_mode)(a, gguf, plans)
     print(f"serve_{a.mode}: {time.time() - t0:.1f} s, {len(FAILURES)} failures")
     sys.exit(1 if FAILURES else 0)
 

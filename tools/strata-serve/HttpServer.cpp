@@ -113,6 +113,9 @@ struct Reply {
   std::string id, model;
   int64_t created = 0;
   bool logprobs = false;
+  /// Each choice carries its generated ids (return_token_ids, or a model
+  /// without a vocabulary, whose output is ids only).
+  bool tokenIds = false;
 
   json base(bool chunk) const {
     const char *object =
@@ -122,9 +125,11 @@ struct Reply {
     return {
         {"id", id}, {"object", object}, {"created", created}, {"model", model}};
   }
-  /// A choice holding \p text (a message, a delta or a completion's text).
+  /// A choice holding \p text (a message, a delta or a completion's text)
+  /// and, where asked for, the \p ids it came from.
   json choice(const std::string &text, const std::vector<TokenLogprob> &lps,
-              size_t offset, const std::string &finish, bool chunk) const {
+              size_t offset, const std::string &finish, bool chunk,
+              const std::vector<int32_t> &ids = {}) const {
     json c = {{"index", 0}};
     if (endpoint == Endpoint::Chat) {
       if (chunk)
@@ -138,6 +143,8 @@ struct Reply {
                         ? logprobsJson(endpoint, lps, offset)
                         : json(nullptr);
     c["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
+    if (tokenIds)
+      c["token_ids"] = ids;
     return c;
   }
 };
@@ -306,6 +313,27 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
   RequestError bad;
   if (!parseRequest(req.body, endpoint, r, bad))
     return sendError(res, 400, bad.message, bad.param);
+  // A GGUF without a vocabulary (tokenizer.ggml.model "no_vocab", as
+  // real-size shapes-only files): token ids in and out, no text.
+  if (!tokenizer_.hasVocab()) {
+    const std::string noVocab = "the model's GGUF has no vocabulary (token "
+                                "ids in and out)";
+    if (endpoint == Endpoint::Chat)
+      return sendError(res, 400,
+                       noVocab + ": chat needs one; use /v1/completions "
+                                 "with 'prompt' as a list of token ids",
+                       "messages");
+    if (!r.promptIsIds)
+      return sendError(res, 400,
+                       noVocab + ": give 'prompt' as a list of token ids",
+                       "prompt");
+    if (!r.stops.empty())
+      return sendError(res, 400, noVocab + ": 'stop' strings match text",
+                       "stop");
+    if (r.logprobs >= 0)
+      return sendError(res, 400, noVocab + ": 'logprobs' name tokens by text",
+                       "logprobs");
+  }
 
   // The prompt's ids.
   const char *promptField = endpoint == Endpoint::Chat ? "messages" : "prompt";
@@ -358,6 +386,7 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
   spec.maxTokens = maxTokens;
   spec.stops = r.stops;
   spec.logprobs = r.logprobs;
+  spec.ignoreEos = r.ignoreEos;
   std::shared_ptr<Job> job = scheduler_.submit(std::move(spec));
   if (!job) {
     ++metrics_.rejectedBusy;
@@ -373,15 +402,18 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
   reply.model = settings_.modelId;
   reply.created = static_cast<int64_t>(std::time(nullptr));
   reply.logprobs = r.logprobs >= 0;
+  reply.tokenIds = r.returnTokenIds || !tokenizer_.hasVocab();
 
   if (!r.stream) {
     std::string text;
     std::vector<TokenLogprob> lps;
+    std::vector<int32_t> ids;
     JobOutput out;
     for (;;) {
       if (!job->take(out, std::chrono::milliseconds(1000)))
         continue;
       text += out.text;
+      ids.insert(ids.end(), out.ids.begin(), out.ids.end());
       for (TokenLogprob &l : out.logprobs)
         lps.push_back(std::move(l));
       if (out.finished)
@@ -391,7 +423,7 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
       return sendError(res, 500, "generation failed: " + out.error);
     json body = reply.base(false);
     body["choices"] =
-        json::array({reply.choice(text, lps, 0, out.finishReason, false)});
+        json::array({reply.choice(text, lps, 0, out.finishReason, false, ids)});
     body["usage"] = usageJson(out);
     res.set_content(dump(body), "application/json");
     return;
@@ -446,10 +478,13 @@ void HttpServer::generate(Endpoint endpoint, const httplib::Request &req,
           sink.done();
           return true;
         }
-        if (!out.text.empty() || !out.logprobs.empty()) {
+        // A chunk per batch of new text (or of tokens, where they are
+        // asked for: a token may add no text).
+        if (!out.text.empty() || !out.logprobs.empty() ||
+            (rp.tokenIds && !out.ids.empty())) {
           json chunk = rp.base(true);
-          chunk["choices"] = json::array(
-              {rp.choice(out.text, out.logprobs, state->offset, "", true)});
+          chunk["choices"] = json::array({rp.choice(
+              out.text, out.logprobs, state->offset, "", true, out.ids)});
           state->offset += out.text.size();
           if (!send(event(chunk)))
             return false;

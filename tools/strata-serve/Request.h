@@ -59,6 +59,11 @@ struct GenerationRequest {
   /// logprobs).
   bool chatLogprobs = false;
   std::optional<int64_t> topLogprobs;
+  /// Generate past end-of-generation tokens (max_tokens or the context
+  /// ends the job).
+  bool ignoreEos = false;
+  /// Give each choice's generated token ids ("token_ids").
+  bool returnTokenIds = false;
 };
 
 /// Reads \p body (the raw bytes) as a request for \p endpoint. Returns false

@@ -31,8 +31,10 @@ bool Job::take(JobOutput &out, std::chrono::milliseconds timeout) {
   return true;
 }
 
-void Job::push(std::string text, std::vector<TokenLogprob> logprobs) {
+void Job::push(int32_t id, std::string text,
+               std::vector<TokenLogprob> logprobs) {
   std::lock_guard<std::mutex> lock(mutex_);
+  pending_.ids.push_back(id);
   pending_.text += text;
   for (TokenLogprob &l : logprobs)
     pending_.logprobs.push_back(std::move(l));
@@ -127,8 +129,9 @@ void Scheduler::admit() {
     slot.job = std::move(job);
     slot.sampler = std::move(sampler);
     slot.sequence = slot.job->spec().prompt;
-    slot.text =
-        std::make_shared<Slot::Text>(tokenizer_, slot.job->spec().stops);
+    if (tokenizer_.hasVocab())
+      slot.text =
+          std::make_shared<Slot::Text>(tokenizer_, slot.job->spec().stops);
     ++running_;
   }
   metrics_.queueDepth = static_cast<int64_t>(queue_.size());
@@ -309,27 +312,28 @@ void Scheduler::next(size_t s, std::span<const float> logits) {
   if (spec.logprobs >= 0)
     logprobs.push_back(logprobOf(logits, id, spec.logprobs, tokenizer_));
   // An end-of-generation token ends the text and is not shown (as
-  // strata-run).
-  if (tokenizer_.isEndOfGeneration(id)) {
-    slot.job->push("", std::move(logprobs));
+  // strata-run), unless the job ignores them.
+  if (!spec.ignoreEos && tokenizer_.isEndOfGeneration(id)) {
+    slot.job->push(id, "", std::move(logprobs));
     ++metrics_.completed;
     release(s, "stop", "");
     return;
   }
+  bool last = slot.generated >= spec.maxTokens;
   std::string piece, shown;
-  if (!slot.text->decoder.push(id, piece, error)) {
+  // Without a vocabulary there is no text: the ids are the output.
+  if (slot.text && !slot.text->decoder.push(id, piece, error)) {
     release(s, "", "detokenize: " + error);
     return;
   }
-  bool stopped = slot.text->stops.push(piece, shown);
-  bool last = slot.generated >= spec.maxTokens;
-  if (last && !stopped) {
+  bool stopped = slot.text && slot.text->stops.push(piece, shown);
+  if (slot.text && last && !stopped) {
     // What is still held: an unfinished character, a tail that began a
     // stop string that never came.
     slot.text->stops.push(slot.text->decoder.flush(), shown);
     slot.text->stops.finish(shown);
   }
-  slot.job->push(std::move(shown), std::move(logprobs));
+  slot.job->push(id, std::move(shown), std::move(logprobs));
   if (stopped || last) {
     ++metrics_.completed;
     release(s, stopped ? "stop" : "length", "");

@@ -22,7 +22,8 @@
 // history), as strata-run's Generator samples: the first token from the
 // logits after the prompt, each next one from the logits after the token
 // before it; the last token is never run. Text comes out of a
-// StreamingDecoder (whole UTF-8 characters) through the job's StopStrings.
+// StreamingDecoder (whole UTF-8 characters) through the job's StopStrings;
+// a GGUF without a vocabulary makes no text, only ids (as strata-run).
 //
 // Jobs beyond the slots wait in a queue of --queue places; submit() refuses
 // one more (the HTTP layer answers 503).
@@ -66,6 +67,8 @@ struct JobSpec {
   std::vector<std::string> stops;
   /// Alternatives reported with each token's log-probability; -1: none.
   int64_t logprobs = -1;
+  /// End-of-generation tokens do not end the job (they are shown).
+  bool ignoreEos = false;
   Clock::time_point arrival = Clock::now();
 };
 
@@ -87,6 +90,9 @@ struct TokenLogprob {
 struct JobOutput {
   std::string text;
   std::vector<TokenLogprob> logprobs;
+  /// The ids of the tokens generated since (an end-of-generation token
+  /// too: it counts in completionTokens).
+  std::vector<int32_t> ids;
   bool finished = false;
   /// "stop" (end-of-generation token or stop string), "length" (max_tokens)
   /// or "" while running.
@@ -113,8 +119,8 @@ public:
 
 private:
   friend class Scheduler;
-  /// Adds output (scheduler thread).
-  void push(std::string text, std::vector<TokenLogprob> logprobs);
+  /// Adds token \p id's output (scheduler thread).
+  void push(int32_t id, std::string text, std::vector<TokenLogprob> logprobs);
   /// Ends the job (scheduler thread).
   void finish(std::string reason, std::string error);
 
@@ -156,6 +162,7 @@ private:
     std::vector<int32_t> sequence; ///< prompt, then generated tokens
     std::optional<runtime::Sampler> sampler;
     struct Text; ///< decoder and stop strings (Scheduler.cpp)
+    /// Null where the GGUF has no vocabulary (no text).
     std::shared_ptr<Text> text;
     int32_t pending = 0; ///< the last token, not yet run
     int64_t generated = 0;

@@ -5,7 +5,8 @@
 // checks everything the server will need before it listens (slots, logits
 // of every row, chat format, vocabulary), then serves until SIGINT or
 // SIGTERM. Every start-up mistake is one line on stderr and a non-zero
-// exit status: 2 for the command line, 1 for the files.
+// exit status: 2 for the command line, 1 for the files. A GGUF without a
+// vocabulary (a real-size shapes-only file) serves token ids in and out.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -27,6 +28,7 @@
 #endif
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <pthread.h>
 #include <thread>
 
@@ -38,6 +40,9 @@ constexpr const char *kUsage =
 
 An OpenAI-compatible HTTP server over a plan with generation state
 (strata-compile --max-context N --max-batch B; --logits all for --parallel > 1).
+Where the GGUF has no vocabulary (tokenizer.ggml.model no_vocab) it serves
+token ids: completions whose prompt is a list of ids, "token_ids" in every
+choice, no text.
 
   --gguf FILE              the model's weights and tokenizer (required)
   --host ADDR              address to listen on (default 127.0.0.1)
@@ -48,6 +53,14 @@ An OpenAI-compatible HTTP server over a plan with generation state
                            --parallel); more get 503
   --backend cpu|cuda|hip   default: the plan's target's
   --threads N              cpu backend: workers per kernel (default: all)
+  --synthetic-weights SEED do not read weights from FILE (which may be a
+                           shapes-only GGUF: strata-gguf synth --shapes-only)
+                           but fill each with deterministic valid random
+                           blocks of its type (small finite scales), the same
+                           bytes on every backend, as strata-run does:
+                           real-size runs without the download. GPU plans
+                           fill them on the device (the plan's
+                           strata_synthetic_fill kernel)
   --api-key KEY            require "Authorization: Bearer KEY"
   --max-body BYTES         largest request body (default 1048576)
   --chat-format chatml|none  how chat messages become a prompt (default:
@@ -73,6 +86,7 @@ struct Options {
   int64_t parallel = 1;
   int64_t queue = -1; ///< -1: 4 x parallel
   int threads = 0;
+  std::optional<uint64_t> synthetic; ///< --synthetic-weights SEED
 };
 
 bool parseInt(std::string_view text, int64_t lo, int64_t hi, int64_t &out) {
@@ -136,6 +150,14 @@ int parseArgs(int argc, char **argv, Options &o) {
       if (!integer(1, 1024))
         return 2;
       o.threads = static_cast<int>(n);
+    } else if (a == "--synthetic-weights") {
+      uint64_t seed = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+      if (ec != std::errc() || end != v.data() + v.size())
+        return usageError(fmt::format("--synthetic-weights '{}': needs a seed "
+                                      "(an integer >= 0)",
+                                      v));
+      o.synthetic = seed;
     } else if (a == "--api-key") {
       if (v.empty())
         return usageError("--api-key: the key is empty");
@@ -189,23 +211,22 @@ int serveMain(int argc, char **argv) {
       tokenizer::Tokenizer::load(file->info(), error);
   if (!tok)
     return fail(error);
-  if (!tok->hasVocab())
-    return fail(fmt::format("{} has no tokenizer (tokenizer.ggml.*): the "
-                            "server reads and writes text",
-                            o.gguf));
+  // Without a vocabulary there is neither text nor chat: the chat format
+  // is not needed (chat requests are refused one by one).
+  const bool vocab = tok->hasVocab();
   std::string chatTemplate;
   if (const format::MetaValue *t =
           file->info().findMeta("tokenizer.chat_template");
       t && t->type == format::GgufValueType::String)
     chatTemplate = t->s;
   ChatFormat chat;
-  if (!chooseChatFormat(o.chatFormat, chatTemplate, chat, error))
+  if (vocab && !chooseChatFormat(o.chatFormat, chatTemplate, chat, error))
     return fail(error);
   file.reset();
 
-  std::unique_ptr<runtime::Executor> ex =
-      runtime::Executor::create(plan, o.gguf, o.backend, error,
-                                runtime::DeviceOptions{o.threads}, o.planDir);
+  std::unique_ptr<runtime::Executor> ex = runtime::Executor::create(
+      plan, o.gguf, o.backend, error, runtime::DeviceOptions{o.threads},
+      o.planDir, o.synthetic);
   if (!ex)
     return fail(error);
   std::unique_ptr<runtime::Session> session =
@@ -232,7 +253,7 @@ int serveMain(int argc, char **argv) {
                             "sequence's; recompile it with strata-compile "
                             "--logits all (or serve with --parallel 1)",
                             o.parallel));
-  if (static_cast<int64_t>(tok->vocabSize()) < session->vocabSize())
+  if (vocab && static_cast<int64_t>(tok->vocabSize()) < session->vocabSize())
     return fail(fmt::format("the plan's logits have {} entries, the GGUF's "
                             "vocabulary {} tokens",
                             session->vocabSize(), tok->vocabSize()));
@@ -277,10 +298,15 @@ int serveMain(int argc, char **argv) {
   }).detach();
   fmt::print(stderr,
              "strata-serve: listening on http://{}:{} (model {}, {} slot{} "
-             "of {} positions, queue {}, chat format {}, backend {})\n",
+             "of {} positions, queue {}, {}, backend {}{})\n",
              o.http.host, port, o.http.modelId, o.parallel,
              o.parallel == 1 ? "" : "s", session->context(), o.queue,
-             chat.describe(), o.backend);
+             vocab ? "chat format " + chat.describe()
+                   : std::string("no vocabulary: token ids in and out"),
+             o.backend,
+             o.synthetic
+                 ? fmt::format(", synthetic weights (seed {})", *o.synthetic)
+                 : std::string());
   bool ok = server.serve();
   scheduler.stop();
   if (!ok)

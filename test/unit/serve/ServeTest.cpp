@@ -134,6 +134,22 @@ TEST(ServeRequest, Fields) {
       parseRequest(R"({"prompt":[1,2,3]})", Endpoint::Completions, r, error));
   EXPECT_TRUE(r.promptIsIds);
   EXPECT_EQ(r.promptIds, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(r.ignoreEos);
+  EXPECT_FALSE(r.returnTokenIds);
+
+  // vLLM's extensions, on both endpoints.
+  ASSERT_TRUE(parseRequest(
+      R"({"prompt":[4],"ignore_eos":true,"return_token_ids":true})",
+      Endpoint::Completions, r, error))
+      << error.message;
+  EXPECT_TRUE(r.ignoreEos);
+  EXPECT_TRUE(r.returnTokenIds);
+  ASSERT_TRUE(parseRequest(R"({"messages":[{"role":"user","content":"x"}],
+                              "ignore_eos":true,"return_token_ids":false})",
+                           Endpoint::Chat, r, error))
+      << error.message;
+  EXPECT_TRUE(r.ignoreEos);
+  EXPECT_FALSE(r.returnTokenIds);
 }
 
 TEST(ServeRequest, ErrorsNameTheField) {
@@ -164,6 +180,10 @@ TEST(ServeRequest, ErrorsNameTheField) {
             "'n' = 2: only 1 is supported");
   EXPECT_EQ(parseError(R"({"prompt":"a","stop":[1]})").param, "stop");
   EXPECT_EQ(parseError(R"({"prompt":"a","logprobs":6})").param, "logprobs");
+  EXPECT_EQ(parseError(R"({"prompt":"a","ignore_eos":1})").message,
+            "'ignore_eos' must be true or false, not number");
+  EXPECT_EQ(parseError(R"({"prompt":"a","return_token_ids":"yes"})").param,
+            "return_token_ids");
   EXPECT_EQ(parseError(R"({"prompt":["a","b"]})").param, "prompt");
   EXPECT_EQ(parseError(R"({"prompt":"a","stream_options":{}})").param,
             "stream_options");
