@@ -44,6 +44,10 @@ namespace {
 
 constexpr int kBK = 32;     ///< K per staged tile (one 32-block, 1/8 of a 256)
 constexpr int kSkinnyN = 8; ///< the most columns of a skinny GEMM
+/// The f32 chains' row-block form: rows a block takes, in passes of
+/// kF32RowPass (its accumulators a column): a block's weight slices are
+/// read from L2 once and reused from L1 by its later passes.
+constexpr int64_t kF32RowBlock = 32, kF32RowPass = 8;
 constexpr int kSkinnyRows = 4; ///< rows per warp of a skinny GEMM
 
 /// Row stride (floats) of the f32 Cs tile of \p bn columns: 4 floats of
@@ -234,15 +238,32 @@ private:
   /// blocks of grid x. Every weight byte is read once for all rows, and
   /// the columns spread over the whole GPU (the tiles give a one-row run
   /// N / 64 blocks, most of their rows empty: 117 GB/s on the H200).
+  /// With \p rowBlock > 0 (the f32 chains' row-block form, below) grid y
+  /// splits the rows \p rowDim into blocks of \p rowBlock rows, each
+  /// walked in passes of \p rows.
   void emitGemv(const std::vector<Chain> &chains,
                 const std::vector<Gemm> &gemms, int64_t rows,
-                const std::string &sym);
+                const std::string &sym, int64_t rowBlock = 0,
+                const format::PlanDim &rowDim = {});
+  /// The row from which chains of f32 weights take the tiles, below which
+  /// they take the row-block form (the decode form over grid y's blocks of
+  /// kF32RowBlock rows): where the tiles fill the target, a tile's rows x
+  /// units / column tiles. The f32 tiles' blocks each walk all of K (the
+  /// MoE router of K 2048, N 128 at T = 512: 4 tiles of 128 rows, 183 us
+  /// on the H200; the delta rule's gates, N 48: 154 us), while warp dot
+  /// products split K over warps and spread the columns over the whole
+  /// GPU. 0: no row-block form (weights not all f32, a stream mean, option
+  /// gemm-f32-rows=off).
+  int64_t f32TileRows(const std::vector<Chain> &chains,
+                      const std::vector<Gemm> &gemms) const;
   /// The stream-mean decode form takes a chain's K in one warp: below it.
   static constexpr int64_t kGemvStreamK = 1024;
   /// The decode form's shape (selectGemv) for \p columns columns in all
   /// (every routed expert's, for the grouped form) of \p g's K, \p rows
-  /// accumulator rows a column, under the plan's options.
-  GemvForm gemvShape(const Gemm &g, int64_t columns, int64_t rows) const;
+  /// accumulator rows a column, under the plan's options (\p rowBlocks:
+  /// the row-block form's, GemvProblem::rowBlocks).
+  GemvForm gemvShape(const Gemm &g, int64_t columns, int64_t rows,
+                     bool rowBlocks = false) const;
   /// What decoding one piece of every matrix of \p g costs a warp, in
   /// units of a plain block type's piece: IQ3_S (grid lookups, signs)
   /// counts two. The decode forms keep cost x columns x unrolled pieces
@@ -1385,26 +1406,47 @@ void GemmEmitter::runChains() {
   // kernel's own code) and the tiles become an alternate from the row after
   // it. Prefill-only plans keep the tiles as their own code.
   const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
-  if (!e.plan.states.empty() && decodeRows > 0 &&
-      gemvFits(chains, gemms, decodeRows)) {
-    EmittedKernel forms =
-        gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
-          emitGemv(chains, gemms, rows, sym);
-        });
-    e.out = std::move(forms);
-    if (e.plan.maxTokens > decodeRows) {
-      EmittedKernel own = std::move(e.out);
-      e.out = EmittedKernel{};
-      emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@_tile");
-      EmittedKernel tile = std::move(e.out);
-      tile.minTokens = decodeRows + 1;
-      tile.suffix = "_tile";
-      e.out = std::move(own);
-      e.out.alternates.push_back(std::move(tile));
-    }
+  const bool decode = !e.plan.states.empty() && decodeRows > 0 &&
+                      gemvFits(chains, gemms, decodeRows);
+  // Chains of f32 weights: the row-block form until the tiles fill the
+  // target (f32TileRows), from the decode forms' last row on.
+  const int64_t f32From = f32TileRows(chains, gemms);
+  const int64_t blockFrom = decode ? decodeRows + 1 : 1;
+  const int64_t tileFrom = std::max(blockFrom, f32From);
+  const bool rowBlock = f32From > blockFrom && e.plan.maxTokens >= blockFrom;
+  auto alternate = [&](EmittedKernel &to, int64_t from, const char *suffix,
+                       const std::function<void(const std::string &)> &emit) {
+    e.out = EmittedKernel{};
+    emit(std::string("@SYMBOL@") + suffix);
+    EmittedKernel alt = std::move(e.out);
+    alt.minTokens = from;
+    alt.suffix = suffix;
+    to.alternates.push_back(std::move(alt));
+  };
+  auto blocks = [&](const std::string &sym) {
+    emitGemv(chains, gemms, kF32RowPass, sym, kF32RowBlock,
+             ys.front().shape[0]);
+  };
+  auto tiles = [&](const std::string &sym) {
+    emitVariant(chains, gemms, ys, TmaUse::None, sym);
+  };
+  EmittedKernel forms;
+  if (decode) {
+    forms = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
+      emitGemv(chains, gemms, rows, sym);
+    });
+    if (rowBlock)
+      alternate(forms, blockFrom, "_rowblk", blocks);
+  } else if (rowBlock) {
+    blocks("@SYMBOL@");
+    forms = std::move(e.out);
   } else {
-    emitVariant(chains, gemms, ys, TmaUse::None, "@SYMBOL@");
+    tiles("@SYMBOL@");
+    forms = std::move(e.out);
   }
+  if ((decode || rowBlock) && e.plan.maxTokens >= tileFrom)
+    alternate(forms, tileFrom, "_tile", tiles);
+  e.out = std::move(forms);
   // Quantised weights too (their pre-launch dequantises W): measured on the
   // H200 at T = 16,384, the dense GEMMs 381 -> 213 ms, all kernels 1,174 ->
   // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
@@ -1450,6 +1492,28 @@ bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
   return true;
 }
 
+int64_t GemmEmitter::f32TileRows(const std::vector<Chain> &chains,
+                                 const std::vector<Gemm> &gemms) const {
+  if (option(e.plan, Opt::GemmF32Rows) != 0 ||
+      !gemvFits(chains, gemms, kF32RowPass))
+    return 0;
+  const ir::Target *t = ir::lookupTarget(e.target);
+  if (!t)
+    return 0;
+  int64_t bm = INT64_MAX, colTiles = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    if (chains[ci].streamMean || g.mPer != 1 || g.w[0].ctype != "float" ||
+        g.bm <= 0 || g.bn <= 0)
+      return 0;
+    bm = std::min<int64_t>(bm, g.bm);
+    colTiles += (g.n + g.bn - 1) / g.bn;
+  }
+  if (gemms.empty())
+    return 0;
+  return bm * ((t->units + colTiles - 1) / colTiles);
+}
+
 int64_t GemmEmitter::gemvCost(const Gemm &g) {
   int64_t cost = 0;
   for (const Tensor &w : g.w)
@@ -1457,9 +1521,10 @@ int64_t GemmEmitter::gemvCost(const Gemm &g) {
   return cost;
 }
 
-GemvForm GemmEmitter::gemvShape(const Gemm &g, int64_t columns,
-                                int64_t rows) const {
+GemvForm GemmEmitter::gemvShape(const Gemm &g, int64_t columns, int64_t rows,
+                                bool rowBlocks) const {
   GemvProblem p;
+  p.rowBlocks = rowBlocks;
   p.columns = columns;
   p.k = g.k;
   p.rows = rows;
@@ -1791,12 +1856,13 @@ EmittedKernel GemmEmitter::gemvForms(
 
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows,
-                           const std::string &sym) {
+                           const std::string &sym, int64_t rowBlock,
+                           const format::PlanDim &rowDim) {
   std::vector<GemvForm> shapes;
   int64_t stage = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    shapes.push_back(gemvShape(g, g.n, rows * g.mPer));
+    shapes.push_back(gemvShape(g, g.n, rows * g.mPer, rowBlock > 0));
     if (!chains[ci].streamMean)
       stage = std::max(stage, gemvStage(g, shapes.back()));
   }
@@ -1818,16 +1884,27 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
     e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
     e.line("  const long base = {};", base);
     rowBase_ = "0L";
-    if (chains[ci].streamMean)
+    if (chains[ci].streamMean) {
       gemvStreamBody(g, chains[ci], rows);
-    else
+    } else if (rowBlock > 0) {
+      // Block y's rows [y R, y R + R) of M (uniform in the block).
+      e.line("  const long mb = (long)bid_y() * {}L, me = mb + {}L < {} ? mb "
+             "+ {}L : {};",
+             rowBlock * g.mPer, rowBlock * g.mPer, g.mRows, rowBlock * g.mPer,
+             g.mRows);
+      gemvBody(g, rows * g.mPer, shape, "mb", "me");
+    } else {
       gemvBody(g, rows * g.mPer, shape, "0L", g.mRows);
+    }
     e.line("  return;");
     e.line("  }}");
     base += blocks;
   }
   gemvClose();
-  e.out.grid = {{0, base, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.grid = {{0, base, 1},
+                rowBlock > 0 ? tilesOf(rowDim, 1, rowBlock)
+                             : format::PlanDim{0, 1, 1},
+                {0, 1, 1}};
   e.out.block = {kGemvWarps * 32, 1, 1};
   e.out.sharedBytes = 0;
 }

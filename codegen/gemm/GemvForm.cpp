@@ -10,6 +10,14 @@ namespace strata::codegen {
 GemvForm selectGemv(const GemvProblem &p) {
   const int64_t target = decodeWarpSlots();
   GemvForm f;
+  if (p.rowBlocks) {
+    while (f.slices < kGemvWarps && p.k / (f.slices * 2) >= 512)
+      f.slices *= 2;
+    while (f.cols * 2 * p.cost <= p.maxCols && p.rows * f.cols * 2 <= 32)
+      f.cols *= 2;
+    f.unroll = std::max<int64_t>(1, p.pieces / (p.cost * f.cols));
+    return f;
+  }
   while (f.slices < kGemvWarps && p.columns * f.slices < target &&
          p.k / (f.slices * 2) >= 512)
     f.slices *= 2;

@@ -27,7 +27,13 @@ struct GemvProblem {
   /// block-type pieces (IQ3_S counts two: grid lookups and signs).
   int64_t cost = 1;
   int64_t maxCols = 4; ///< option gemm-decode-cols
-  int64_t pieces = 4;  ///< option gemm-decode-pieces
+  /// The row-block form (f32 chains at up to thousands of rows): every
+  /// block re-reads A's rows, so a warp takes as many columns as its
+  /// accumulators allow (each row of A loaded once for all of them), and
+  /// K splits while a slice keeps 512 elements; the grid's row blocks,
+  /// not the columns, fill the GPU.
+  bool rowBlocks = false;
+  int64_t pieces = 4; ///< option gemm-decode-pieces
 };
 
 /// The shape of a decode form.

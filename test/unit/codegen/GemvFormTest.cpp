@@ -83,9 +83,12 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       EXPECT_EQ(k.alternates[0].grid[0].constant, 25);
       EXPECT_NE(k.body.find("float acc0[1][8] = {};"), std::string::npos);
       EXPECT_EQ(k.alternates[1].minTokens, 9);
-      EXPECT_EQ(k.alternates[1].symbol, k.symbol + "_tile");
+      // f32 weights: the row-block form from there (the tiles would fill
+      // the GPU only from thousands of rows, past this plan's 64).
+      const bool f32 = type == format::GgmlType::F32;
+      EXPECT_EQ(k.alternates[1].symbol, k.symbol + (f32 ? "_rowblk" : "_tile"));
       EXPECT_NE(k.alternates[1].grid[0].coef + k.alternates[1].grid[1].coef, 0)
-          << "the tiles' grid follows T";
+          << "the tiles' (or row blocks') grid follows T";
     }
 }
 
@@ -188,4 +191,55 @@ TEST(GemvForm, SelectAtTheFullModelsDecodeShapes) {
   codegen::GemvForm c = codegen::selectGemv(capped);
   EXPECT_EQ(c.cols, 1);
   EXPECT_EQ(c.unroll, 8);
+}
+
+TEST(GemvForm, F32ChainsTakeRowBlocksUntilTheTilesFillTheTarget) {
+  // A prefill plan of f32 weights (the MoE router's N 512, K 2,560): the
+  // row-block form (grid y: blocks of 32 rows) as its own code, the tiles
+  // from a tile's 128 rows x ceil(132 SMs / 4 column tiles) = 4,224 rows.
+  format::Plan router =
+      matmulPlan("sm_90", format::GgmlType::F32, false, 512, 2560);
+  router.maxTokens = 16384;
+  codegen::EmittedKernel k = emit(router);
+  EXPECT_NE(k.body.find("bid_y() * 32L"), std::string::npos);
+  EXPECT_EQ(k.grid[1].coef, 1);
+  EXPECT_EQ(k.grid[1].div, 32);
+  // Four columns a warp: each row of A loaded once for all of them.
+  EXPECT_NE(k.body.find("float acc0[4][8] = {};"), std::string::npos);
+  ASSERT_EQ(k.alternates.size(), 1u);
+  EXPECT_EQ(k.alternates[0].symbol, k.symbol + "_tile");
+  EXPECT_EQ(k.alternates[0].minTokens, 4224);
+  // N 48 (the delta rule's gates): one column tile, which fills the GPU
+  // only past the plan's T: row blocks at every T.
+  format::Plan gates =
+      matmulPlan("sm_90", format::GgmlType::F32, false, 48, 2560);
+  gates.maxTokens = 16384;
+  EXPECT_TRUE(emit(gates).alternates.empty());
+  // Quantised weights keep the tiles; so does the option.
+  EXPECT_EQ(emit(matmulPlan("sm_90", format::GgmlType::Q4_K, false, 512, 2560))
+                .body.find("bid_y() * 32L"),
+            std::string::npos);
+  std::string error;
+  ASSERT_TRUE(codegen::setOption(router, "gemm-f32-rows=off", error)) << error;
+  codegen::EmittedKernel tiles = emit(router);
+  EXPECT_EQ(tiles.body.find("bid_y() * 32L"), std::string::npos);
+  EXPECT_TRUE(tiles.alternates.empty());
+}
+
+TEST(GemvForm, SelectTheRowBlockForm) {
+  // Row blocks: columns a warp as the accumulators allow (8 rows: 4), K
+  // split while a slice keeps 512 elements, whatever the column count.
+  codegen::GemvProblem p;
+  p.rowBlocks = true;
+  p.rows = 8;
+  p.k = 2560;
+  for (int64_t columns : {48, 512, 16384}) {
+    p.columns = columns;
+    codegen::GemvForm f = codegen::selectGemv(p);
+    EXPECT_EQ(f.cols, 4) << columns;
+    EXPECT_EQ(f.slices, 4) << columns;
+    EXPECT_EQ(f.unroll, 1) << columns;
+  }
+  p.k = 512;
+  EXPECT_EQ(codegen::selectGemv(p).slices, 1);
 }

@@ -22,7 +22,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-compact",     "attn-ws",
                                       "attn-pingpong",    "attn-expfirst",
                                       "attn-trace",       "attn-rolled",
-                                      "attn-smx"};
+                                      "attn-smx",         "gemm-f32-rows"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
