@@ -4,7 +4,7 @@
 // The C++ half of test/unit/runtime/cache_consistency.sh (ctest
 // cache_consistency): the bars of docs/generation-design.md on one model.
 //
-//   cache-consistency-check GEN_PLAN REF_PLAN MODEL.gguf
+//   cache-consistency-check GEN_PLAN REF_PLAN MODEL.gguf [options]
 //
 // GEN_PLAN was compiled with generation (--max-context, --max-batch; plan
 // version 3 with KV caches); REF_PLAN is the same description and file
@@ -12,8 +12,10 @@
 // tokens. Checks, printing one line each with the measured figure:
 //
 //   decode    for prompts of P tokens prefilled in chunks of 1, 7, 16 and 64
-//             (and the plan's maximum), at positions P that put the decode
-//             step on a chunk boundary and past it, the logits of the decode
+//             (and the plan's maximum; --chunks C,C,... others), at
+//             positions P that put the decode step on a chunk boundary and
+//             past it (and max_context - 1; --positions P,P,... others),
+//             the logits of the decode
 //             step at position P equal row P of one prefill of the same P + 1
 //             tokens by REF_PLAN: NMSE <= 1e-10; every row of every prefill
 //             chunk equals its row of the reference too (with --kv bf16
@@ -128,6 +130,25 @@ int main(int argc, char **argv) {
   std::string backend = "cpu";
   std::optional<uint64_t> synthetic;
   double decodeBar = kDecodeBar, batchBar = kBatchBar, selfBar = kDecodeBar;
+  std::vector<int64_t> chunks = {1, 7, 16, 64};
+  std::vector<int64_t> positions = {0,  1,  6,  7,  8,  13, 14, 15,
+                                    16, 17, 40, 63, 64, 65, 100};
+  // A comma-separated list of non-negative integers, at least one.
+  auto list = [](const std::string &v, std::vector<int64_t> &out) {
+    out.clear();
+    size_t at = 0;
+    while (at <= v.size()) {
+      size_t comma = std::min(v.find(',', at), v.size());
+      std::string item = v.substr(at, comma - at);
+      char *end = nullptr;
+      long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end || n < 0)
+        return false;
+      out.push_back(n);
+      at = comma + 1;
+    }
+    return !out.empty();
+  };
   bool usage = argc < 4;
   for (int i = 4; i + 1 < argc && !usage; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -142,6 +163,11 @@ int main(int argc, char **argv) {
       batchBar = std::strtod(v.c_str(), &end);
     else if (a == "--self-bar")
       selfBar = std::strtod(v.c_str(), &end);
+    else if (a == "--chunks")
+      usage = !list(v, chunks) ||
+              std::find(chunks.begin(), chunks.end(), 0) != chunks.end();
+    else if (a == "--positions")
+      usage = !list(v, positions);
     else
       usage = true;
     usage = usage || (end && *end);
@@ -150,7 +176,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr,
                  "usage: cache-consistency-check GEN_PLAN REF_PLAN MODEL.gguf "
                  "[--backend cpu|cuda|hip] [--synthetic-weights SEED] "
-                 "[--decode-bar X] [--batch-bar X] [--self-bar X]\n");
+                 "[--decode-bar X] [--batch-bar X] [--self-bar X] "
+                 "[--chunks C,C,...] [--positions P,P,...]\n");
     return 1;
   }
   Checker c;
@@ -202,19 +229,30 @@ int main(int argc, char **argv) {
   if (!c.ref->run(tokens, all, c.error))
     c.die("reference prefill: " + c.error);
   c.vocab = all.shape.back();
-  std::vector<int64_t> chunks;
-  for (int64_t ch : {int64_t(1), int64_t(7), int64_t(16), int64_t(64), maxT})
+  // The chunks a run can hold, and the plan's maximum; the positions in
+  // the context, and its last.
+  std::vector<int64_t> runChunks;
+  chunks.push_back(maxT);
+  for (int64_t ch : chunks)
     if (ch <= maxT &&
-        std::find(chunks.begin(), chunks.end(), ch) == chunks.end())
-      chunks.push_back(ch);
-  std::vector<int64_t> positions = {0,  1,  6,  7,  8,  13, 14, 15,
-                                    16, 17, 40, 63, 64, 65, 100};
+        std::find(runChunks.begin(), runChunks.end(), ch) == runChunks.end())
+      runChunks.push_back(ch);
+  chunks = runChunks;
   positions.push_back(context - 1);
+  std::vector<int64_t> inContext;
+  for (int64_t p : positions)
+    if (p < context &&
+        std::find(inContext.begin(), inContext.end(), p) == inContext.end())
+      inContext.push_back(p);
+  positions = inContext;
+  // Row P of one prefill of P + 1 tokens by the reference, per position
+  // (the same for every chunk size).
+  std::map<int64_t, std::vector<float>> refRows;
   // Row P of the generation plan's own prefill of P + 1 tokens (slot 1,
   // chunks of its maximum), per position.
   std::map<int64_t, std::vector<float>> selfRows;
   for (int64_t p : positions) {
-    if (p >= context || selfRows.count(p))
+    if (selfRows.count(p))
       continue;
     if (!c.gen->resetStates(c.error))
       c.die(c.error);
@@ -232,14 +270,14 @@ int main(int argc, char **argv) {
   int cases = 0;
   for (int64_t chunk : chunks) {
     for (int64_t p : positions) {
-      if (p >= context)
-        continue;
       if (!c.gen->resetStates(c.error))
         c.die(c.error);
       // Slot 2: the other slots hold zeros, which the rows must not read.
       worstChunk = std::max(worstChunk, c.prefill(tokens, p, chunk, 2, all));
       RunOutput step = c.rows({{tokens[p], static_cast<int32_t>(p), 2}});
-      std::vector<float> want = c.refRow(tokens, p);
+      if (!refRows.count(p))
+        refRows[p] = c.refRow(tokens, p);
+      const std::vector<float> &want = refRows[p];
       double e = nmse(c.row(step, 0), want.data(), c.vocab);
       worstDecode = std::max(worstDecode, e);
       worstSelf = std::max(worstSelf,
@@ -252,11 +290,11 @@ int main(int argc, char **argv) {
     }
   }
   c.check(worstDecode <= decodeBar,
-          fmt::format("decode: {} cases (chunks of {}; P up to {}): decode "
+          fmt::format("decode: {} cases (chunks of {}; P = {}): decode "
                       "step at P against row P of one prefill of P + 1 "
                       "tokens, worst NMSE {:.3g} (bar {:g})",
-                      cases, fmt::join(chunks, ", "), context - 1, worstDecode,
-                      decodeBar));
+                      cases, fmt::join(chunks, ", "),
+                      fmt::join(positions, ", "), worstDecode, decodeBar));
   c.check(worstSelf <= selfBar,
           fmt::format("self: the same decode steps against row P of the "
                       "generation plan's own prefill of P + 1 tokens, worst "
