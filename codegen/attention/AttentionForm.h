@@ -7,7 +7,7 @@
 // the emitter (SequenceEmitter.cpp) prints that form. Unit-tested without
 // printing (test/unit/codegen/AttentionFormTest.cpp).
 //
-// The forms (codegen/device/DeviceLib.h):
+// The forms (codegen/device/attention/, arch/sm_90/AttentionW{g,s}.h):
 //   Ws   - sm_90, QSA's sparse union form warp-specialised (attention_ws:
 //          a producer warpgroup gathering K and V into mbarrier stages, two
 //          wgmma consumer warpgroups)
