@@ -2,8 +2,8 @@
 //
 // Internal to codegen: the operand model every kernel family emits against
 // (kernel inputs, outputs and body temporaries with their C types, shapes
-// and index expressions), used by KernelEmitter.cpp (row family, dispatch)
-// and the GEMM / sequence families.
+// and index expressions), used by KernelEmitter.cpp (dispatch) and every
+// family's emitter (codegen/<family>/).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

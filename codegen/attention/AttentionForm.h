@@ -4,7 +4,7 @@
 // Select, then emit: `selectAttention` decides, from the kernel's shape, the
 // target and the plan's code generation options alone (no printing), which
 // form an attention kernel takes and how it is tiled, launched and sized;
-// the emitter (SequenceEmitter.cpp) prints that form. Unit-tested without
+// the emitter (AttentionEmitter.cpp) prints that form. Unit-tested without
 // printing (test/unit/codegen/AttentionFormTest.cpp).
 //
 // The forms (codegen/device/attention/, arch/sm_90/AttentionW{g,s}.h):
