@@ -221,6 +221,15 @@ bench_model() {
       --tokens-file "$PLANS/$m/tokens-$t.txt" --repeat $reps 2>&1 |
       grep -E '^(time|repeat|graph):|error' | sed "s/^/pp$t /" | tee -a "$LOG" >> "$W/results/$m-strata.txt"
   done
+  # The first prompt's kernels on the data file, grouped (the shapes-only
+  # GGUF's synthetic weights gave q4x's pp512 27.6 ms against 43.6 ms here:
+  # bench/peer_profile.sh).
+  local first=${PP%%,*}
+  say "-- strata-run plan-prefill, $first tokens, --profile (grouped by bench/profile_groups.py)"
+  timeout $(tmo 30) "$SB/strata-run" "$PLANS/$m/plan-prefill" --gguf "$g" \
+    --tokens-file "$PLANS/$m/tokens-$first.txt" --profile=json 2> /dev/null |
+    sed -n '/^{"backend"/,$p' > "$W/results/$m-pp$first-profile.json" &&
+    python3 bench/profile_groups.py "$W/results/$m-pp$first-profile.json" | head -24 | tee -a "$LOG" > /dev/null
   say "-- strata-run plan-decode, $PEER_TG_PROMPT-token prompt, -n $((PEER_TG + 1))"
   timeout $(tmo 10) "$SB/strata-run" "$PLANS/$m/plan-decode" --gguf "$g" \
     --tokens-file "$PLANS/$m/tokens-$PEER_TG_PROMPT.txt" -n $((PEER_TG + 1)) --ignore-eos 2>&1 > /dev/null |

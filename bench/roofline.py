@@ -50,9 +50,60 @@ def runs_of(doc):
     return strata, [r for r in strata.get("runs", []) if r.get("status") == "ok"]
 
 
-def write_pngs(doc, out_dir, stamp="", all_runs=False, peers=None):
+def boxes_overlap(a, b):
+    """Whether two display-space boxes (x0, y0, x1, y1) share any area."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+# Where a label may go, in points from its marker: right above, right
+# below, left above, left below, straight above, straight below.
+TABLE_ROWS = 20  # rows of the table under the picture (6.5 pt)
+OFFSETS = ((5, 4, "left"), (5, -10, "left"), (-5, 4, "right"), (-5, -10, "right"),
+           (0, 9, "center"), (0, -15, "center"))
+
+
+def place_labels(fig, ax, items, obstacles=()):
+    """Annotates each item (dicts of x, y, text, color, size; in priority
+    order) at the first offset where its drawn box overlaps no box placed
+    before it and stays inside the axes; an item without one gets a number
+    (placed the same way where it fits) and is returned for the table under
+    the picture. Boxes are measured from the rendered text, so the
+    guarantee (no two labels overlap, none covers an obstacle such as the
+    legend) holds for the fonts drawn. Sets
+    item["box"] (the label's box, or None) and item["number"]."""
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    frame = (frame.x0, frame.y0, frame.x1, frame.y1)
+    placed, table = list(obstacles), []
+
+    def try_place(item, text, size):
+        for dx, dy, ha in OFFSETS:
+            t = ax.annotate(text, (item["x"], item["y"]), fontsize=size, color=item["color"],
+                            xytext=(dx, dy), textcoords="offset points", ha=ha, zorder=4)
+            e = t.get_window_extent(renderer)
+            # Two pixels of air around each label, so neighbours read apart.
+            box = (e.x0 - 2, e.y0 - 2, e.x1 + 2, e.y1 + 2)
+            inside = box[0] >= frame[0] and box[2] <= frame[2] and box[1] >= frame[1] and box[3] <= frame[3]
+            if inside and not any(boxes_overlap(box, b) for b in placed):
+                placed.append(box)
+                return box
+            t.remove()
+        return None
+
+    for item in items:
+        item["number"] = None
+        item["box"] = try_place(item, item["text"], item["size"])
+        if item["box"] is None:
+            item["number"] = len(table) + 1
+            table.append(item)
+            item["box"] = try_place(item, str(item["number"]), 6)
+    return table
+
+
+def write_pngs(doc, out_dir, stamp="", all_runs=False, peers=None, layouts=None):
     """Writes one PNG per plan at the seed prompt length (or one per run with
-    all_runs); returns the paths."""
+    all_runs); returns the paths. With layouts (a list), appends each
+    picture's label layout (place_labels' items and table) to it."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -79,7 +130,11 @@ def write_pngs(doc, out_dir, stamp="", all_runs=False, peers=None):
         zero = [f for f in run["families"] if not (f["flops"] > 0 and f["bytes"] > 0 and f["seconds"] > 0)]
         if not fams:
             continue
-        fig, ax = plt.subplots(figsize=(12, 8), dpi=110)
+        # A fixed layout (no tight_layout after the labels: moving the axes
+        # would move the markers under labels placed for their positions):
+        # the picture above, the table of the labels that did not fit below.
+        fig = plt.figure(figsize=(12, 10), dpi=110)
+        ax = fig.add_axes((0.07, 0.37, 0.91, 0.55))
         xs = [f["flops"] / f["bytes"] for f in fams]
         ys = [f["tflops"] for f in fams]
         pts = [(x, y) for x, y in zip(xs, ys)]
@@ -110,17 +165,10 @@ def write_pngs(doc, out_dir, stamp="", all_runs=False, peers=None):
             ax.scatter([x], [y], s=size, color=colour, alpha=0.75, edgecolors="black", linewidths=0.5,
                        label=cat if cat not in seen else None, zorder=3)
             seen.add(cat)
-        for f, (x, y) in sorted(zip(fams, pts), key=lambda t: -t[0]["seconds"])[:14]:
-            share = 100 * f["seconds"] / total
-            ax.annotate(f"{f['label']} ({share:.0f} %)" if share >= 1 else f"{f['label']} ({share:.1f} %)",
-                        (x, y), fontsize=7,
-                        xytext=(5, 4), textcoords="offset points", zorder=4)
         for x, y, p in peer_pts:
             ax.scatter([x], [y], s=70, facecolors="none", edgecolors="tab:cyan", linewidths=1.6,
                        marker="D", label="peers (same run)" if "peers" not in seen else None, zorder=3)
             seen.add("peers")
-            ax.annotate(f"{p['group']}/{p['name']}: {p['impl']}", (x, y), fontsize=6.5, color="teal",
-                        xytext=(5, -9), textcoords="offset points", zorder=4)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(xlo, xhi)
@@ -133,16 +181,51 @@ def write_pngs(doc, out_dir, stamp="", all_runs=False, peers=None):
                      f"{run['floor_seconds'] * 1e3:.1f} ms\n{meta.get('gpu')}, driver {meta.get('driver')}, "
                      f"{meta.get('date')}, commit {meta.get('commit')}; marker area = share of time",
                      fontsize=9)
+        # Labels, slowest family first, then the peers: each at the first
+        # free one of a few offsets around its marker, else a number there
+        # and its row in the table under the axes (the dense cluster of
+        # small row kernels put a dozen labels on one spot).
+        items = []
+        for f, (x, y) in sorted(zip(fams, pts), key=lambda t: -t[0]["seconds"]):
+            share = 100 * f["seconds"] / total
+            items.append(dict(x=x, y=y, color="black", size=7,
+                              text=f"{f['label']} ({share:.0f} %)" if share >= 1
+                              else f"{f['label']} ({share:.1f} %)",
+                              row=(f["label"], f"{share:.1f} %", f"{1e3 * f['seconds']:.3f}",
+                                   f"{x:.3g}", f"{y:.3g}")))
+        for x, y, p in peer_pts:
+            items.append(dict(x=x, y=y, color="teal", size=6.5,
+                              text=f"{p['group']}/{p['name']}: {p['impl']}",
+                              row=(f"peer {p['group']}/{p['name']}: {p['impl']}", "", "",
+                                   f"{x:.3g}", f"{y:.3g}")))
         leg = ax.legend(loc="lower right", fontsize=7.5)
         for h in getattr(leg, "legend_handles", None) or getattr(leg, "legendHandles", []):
             if hasattr(h, "set_sizes"):
                 h.set_sizes([40])
+        renderer = fig.canvas.get_renderer()
+        e = leg.get_window_extent(renderer)
+        legend_box = (e.x0, e.y0, e.x1, e.y1)
+        table = place_labels(fig, ax, items, obstacles=[legend_box])
+        if layouts is not None:
+            layouts.append(dict(T=run["T"], items=items, table=table, legend=legend_box))
+        tax = fig.add_axes((0.07, 0.035, 0.91, 0.27))
+        tax.axis("off")
+        if table:
+            rows = [[str(i["number"])] + list(i["row"]) for i in table]
+            if len(rows) > TABLE_ROWS:
+                more = len(rows) - (TABLE_ROWS - 1)
+                rows = rows[:TABLE_ROWS - 1] + [["", f"... and {more} more (results JSON)", "", "", "", ""]]
+            tb = tax.table(cellText=rows, colLabels=["#", "kernel family (no room for its label)", "share",
+                                                     "ms", "FLOP/B", "TFLOP/s"],
+                           loc="upper center", cellLoc="left", colWidths=[0.04, 0.56, 0.1, 0.1, 0.1, 0.1])
+            tb.auto_set_font_size(False)
+            tb.set_fontsize(6.5)
+            tb.scale(1, 0.9)
         if zero:
             names = ", ".join(f"{f['label']} {f['ms']:.2f} ms" for f in
                               sorted(zero, key=lambda f: -f["seconds"])[:6])
             fig.text(0.01, 0.005, f"not drawn (no FLOPs counted): {names}"
                      + (" ..." if len(zero) > 6 else ""), fontsize=6.5)
-        fig.tight_layout(rect=(0, 0.02, 1, 1))
         name = f"roofline-{plan.get('name') or 'plan'}-T{run['T']}" + (f"-{tag}" if tag else "") + ".png"
         path = os.path.join(out_dir, name)
         fig.savefig(path)

@@ -6,12 +6,20 @@
 #                   (decode_prepare.sh's; made here, by the same command,
 #                   only when missing)
 #   plan-serve16/   its sm_90 plan for strata-serve --parallel 16:
-#                   --max-tokens 64 (prompt chunks, and up to 64 decode rows
-#                   a run) --max-context 1344 (a 1024-token prompt and 256
+#                   --max-tokens 512 (SERVE_CHUNK: a run's rows, the decode
+#                   rows and a prompt chunk beside them; chunks of 64 cost
+#                   a 64-row run about what a 512-row run costs, since
+#                   either decodes most experts' weights: TTFT p50 39 s for
+#                   16 x 1024 prompts, 2026-12-03) --max-context 1344 (a 1024-token prompt and 256
 #                   generated, 1280, in chunks of 64) --max-batch 16
 #                   --logits all (strata-serve refuses --parallel > 1 on a
-#                   last-row plan); decode forms as plan-b16-r8 (the
-#                   default gemm-decode-rows, 8). Cubins only; OPTIONS (the
+#                   last-row plan); gemm-decode-rows 16 (SERVE_DECODE_ROWS):
+#                   every decode step of up to 16 slots takes the decode
+#                   forms, whose per-row sums do not depend on the other
+#                   rows (the tiles from 9 rows, plan-b16-r8's, round
+#                   through bf16 matrix units: a stream's greedy ids then
+#                   differ from strata-run alone on near ties, 2026-12-03).
+#                   Cubins only; OPTIONS (the
 #                   compile command), COMMIT, decode-report.txt (the
 #                   --report's decode step of 16 rows at 1280 positions)
 #   tokens-1024.txt and tokens-256.txt  the prompts (as decode_prepare.sh)
@@ -42,7 +50,7 @@ for p in 256 1024; do
   [ -f "$OUT/tokens-$p.txt" ] || python3 bench/strata_bench.py tokens --T "$p" --vocab 248320 -o "$OUT/tokens-$p.txt"
 done
 
-OPTS="--max-tokens 64 --max-context 1344 --max-batch 16 --logits all --target sm_90"
+OPTS="--max-tokens ${SERVE_CHUNK:-512} --max-context 1344 --max-batch 16 --logits all --target sm_90 --codegen-opt gemm-decode-rows=${SERVE_DECODE_ROWS:-16}"
 P=$OUT/plan-serve16
 rm -rf "$P"
 t0=$(date +%s.%N)

@@ -1,8 +1,9 @@
 //===- Session.cpp - sequences in the state slots of a plan ---------------===//
 //
 // Rows for Executor::runRows: chunks of one slot for an append, one row per
-// slot for a decode step. Every check that does not need the model runs
-// before the first run, so a refused call changes nothing.
+// slot for a decode step, both in one run for a step. Every check that does
+// not need the model runs before the first run, so a refused call changes
+// nothing.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Session.h"
@@ -222,19 +223,15 @@ bool Session::rewind(int32_t slot, int64_t length, std::string &error) {
   return true;
 }
 
-bool Session::decode(std::span<const SessionStep> steps,
-                     std::vector<float> &logits, std::string &error) {
-  if (steps.empty()) {
-    error = "nothing to decode: no steps";
-    return false;
-  }
+bool Session::checkSteps(std::span<const SessionStep> steps,
+                         std::vector<bool> &used, std::string &error) const {
   if (static_cast<int64_t>(steps.size()) > chunk_) {
     error = fmt::format("{} decode steps in one run, more than the plan's "
                         "max_tokens {}",
                         steps.size(), chunk_);
     return false;
   }
-  std::vector<bool> used(slots(), false);
+  used.assign(slots(), false);
   for (size_t i = 0; i < steps.size(); ++i) {
     const SessionStep &s = steps[i];
     if (!checkToken(s.slot, s.token, fmt::format("step {}", i), error))
@@ -252,6 +249,18 @@ bool Session::decode(std::span<const SessionStep> steps,
       return false;
     }
   }
+  return true;
+}
+
+bool Session::decode(std::span<const SessionStep> steps,
+                     std::vector<float> &logits, std::string &error) {
+  if (steps.empty()) {
+    error = "nothing to decode: no steps";
+    return false;
+  }
+  std::vector<bool> used;
+  if (!checkSteps(steps, used, error))
+    return false;
   std::vector<Row> rows;
   for (const SessionStep &s : steps) {
     rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
@@ -276,6 +285,85 @@ bool Session::decode(std::span<const SessionStep> steps,
       ++length_[r.seq];
     }
   }
+  return true;
+}
+
+bool Session::step(std::span<const SessionStep> steps, int32_t prefillSlot,
+                   std::span<const int32_t> ids, std::vector<float> &logits,
+                   std::string &error) {
+  if (steps.empty() && ids.empty()) {
+    error = "nothing to run: no decode steps and no prompt tokens";
+    return false;
+  }
+  std::vector<bool> used;
+  if (!checkSteps(steps, used, error))
+    return false;
+  if (!ids.empty()) {
+    if (!checkAppend(prefillSlot, ids, error))
+      return false;
+    if (used[prefillSlot]) {
+      error = fmt::format("slot {} has a decode step and prompt tokens in one "
+                          "run (its rows would repeat a position)",
+                          prefillSlot);
+      return false;
+    }
+  }
+  const size_t rowCount = steps.size() + ids.size();
+  if (static_cast<int64_t>(rowCount) > chunk_) {
+    error = fmt::format("{} decode steps and {} prompt tokens in one run: {} "
+                        "rows, more than the plan's max_tokens {}",
+                        steps.size(), ids.size(), rowCount, chunk_);
+    return false;
+  }
+  // The logits wanted: each decode row's and the chunk's last. A last-row
+  // plan returns the run's last row, which is enough for one of them only.
+  const size_t wanted = steps.size() + (ids.empty() ? 0 : 1);
+  if (!allRows_ && wanted > 1) {
+    error = fmt::format("a run of {} decode row{}{} needs the logits of {} "
+                        "rows, but the plan returns a run's last row only (it "
+                        "was compiled with --logits last); recompile it with "
+                        "strata-compile --logits all",
+                        steps.size(), steps.size() == 1 ? "" : "s",
+                        ids.empty() ? "" : " and a prompt chunk", wanted);
+    return false;
+  }
+  // Decode rows first, then the chunk: its last row is the run's last, as
+  // in an append (the only row a last-row plan returns).
+  std::vector<Row> rows;
+  rows.reserve(rowCount);
+  for (const SessionStep &s : steps) {
+    rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
+    atCheckpoint_[s.slot] = false;
+  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    rows.push_back(
+        {ids[i], static_cast<int32_t>(length_[prefillSlot] + i), prefillSlot});
+  if (!ids.empty())
+    atCheckpoint_[prefillSlot] = false;
+  RunOutput out;
+  if (!executor_.runRows(rows, out, error))
+    return false;
+  ++runs_;
+  lastRunRows_ = static_cast<int64_t>(rowCount);
+  const size_t returned = allRows_ ? rowCount : 1;
+  if (out.data.size() != returned * static_cast<size_t>(vocab_)) {
+    error = fmt::format("the plan's output has {} values, not {} rows of {} "
+                        "logits",
+                        out.data.size(), returned, vocab_);
+    return false;
+  }
+  if (allRows_ && !ids.empty()) {
+    // Keep the decode rows and the chunk's last row: drop the rows between.
+    auto chunkLast = out.data.end() - vocab_;
+    std::copy(chunkLast, out.data.end(),
+              out.data.begin() + steps.size() * static_cast<size_t>(vocab_));
+    out.data.resize(wanted * static_cast<size_t>(vocab_));
+  }
+  logits = std::move(out.data);
+  for (const SessionStep &s : steps)
+    ++length_[s.slot];
+  if (!ids.empty())
+    length_[prefillSlot] += static_cast<int64_t>(ids.size());
   return true;
 }
 

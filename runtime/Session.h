@@ -13,7 +13,13 @@
 //     step comes back;
 //   - appendEach(slot, ids): tokens of one slot in one run, the logits after
 //     each of them (a plan compiled with --logits all): what verifies
-//     speculative drafts.
+//     speculative drafts;
+//   - step(steps, slot, ids): a decode() and one chunk of an append() to
+//     another slot in ONE run (a plan compiled with --logits all): the
+//     decode rows, then the prompt rows; the logits of each decode row and
+//     of the chunk's last row come back. What a server runs each iteration,
+//     so that a prompt being prefilled does not cost the streams already
+//     decoding a run of their own per chunk.
 //
 // Taking tokens back: rewind(slot, n) shortens a sequence to n tokens.
 // Caches indexed by position need nothing (the next rows at those positions
@@ -33,7 +39,9 @@
 // compiled with --logits last only the run's last row. Appends use the last
 // row either way; a decode of several slots on a last-row plan runs each
 // slot on its own (the same rows, so the same numbers: each row depends only
-// on its own slot's state).
+// on its own slot's state). step() needs every row's logits once a run holds
+// more than one row whose logits are wanted (several decode rows, or decode
+// rows and a chunk); it never splits the run, since one run is its point.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -132,6 +140,22 @@ public:
   bool decode(std::span<const SessionStep> steps, std::vector<float> &logits,
               std::string &error);
 
+  /// Runs in ONE run the rows of \p steps (one token of each of its
+  /// slots, as decode()) followed by \p ids appended to slot \p prefillSlot
+  /// (one chunk of an append(); \p prefillSlot is not read when \p ids is
+  /// empty). Sets \p logits to a row per step, in the order of \p steps,
+  /// then, when \p ids is not empty, the row after its last id:
+  /// [steps.size() + (ids.empty() ? 0 : 1), vocabSize()]. Every slot of
+  /// the run advances: a step's by one, \p prefillSlot's by ids.size().
+  /// Fails, before any run, as decode() and append() do, and naming a slot
+  /// that has both a step and ids, more rows than chunk(), no rows at all,
+  /// or a plan that returns the last row's logits only when more than one
+  /// row's are wanted; on a run's error no length changes, and every slot
+  /// of the run has lost its checkpoint's state (rewind() restores it).
+  bool step(std::span<const SessionStep> steps, int32_t prefillSlot,
+            std::span<const int32_t> ids, std::vector<float> &logits,
+            std::string &error);
+
 private:
   Session(Executor &executor, int64_t context, int64_t chunk, int64_t vocab,
           int64_t slots, bool allRows);
@@ -150,6 +174,11 @@ private:
   /// room for them in the context.
   bool checkAppend(int32_t slot, std::span<const int32_t> ids,
                    std::string &error) const;
+  /// Checks \p steps for a decode: at most chunk() of them, each a valid
+  /// id of a distinct slot that is not full. Marks their slots in \p used
+  /// (resized to slots()).
+  bool checkSteps(std::span<const SessionStep> steps, std::vector<bool> &used,
+                  std::string &error) const;
 
   Executor &executor_;
   int64_t context_ = 0, chunk_ = 0, vocab_ = 0;

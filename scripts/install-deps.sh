@@ -29,9 +29,9 @@ else
 fi
 
 PY=${PYTHON:-python3}
-PIP_PKGS=(gguf numpy lit openai)
+PIP_PKGS=(gguf numpy lit openai matplotlib)
 need_pip=0
-for m in gguf numpy lit openai; do
+for m in gguf numpy lit openai matplotlib; do
   "$PY" -c "import $m" 2>/dev/null || need_pip=1
 done
 if [ $need_pip -eq 1 ]; then

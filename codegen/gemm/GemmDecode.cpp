@@ -41,7 +41,7 @@ int64_t GemmEmitter::f32TileRows(const std::vector<Chain> &chains,
   const ir::Target *t = ir::lookupTarget(e.target);
   if (!t)
     return 0;
-  int64_t bm = INT64_MAX, colTiles = 0;
+  int64_t bm = INT64_MAX, colTiles = 0, work = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
     if (chains[ci].streamMean || g.mPer != 1 || g.w[0].ctype != "float" ||
@@ -49,10 +49,13 @@ int64_t GemmEmitter::f32TileRows(const std::vector<Chain> &chains,
       return 0;
     bm = std::min<int64_t>(bm, g.bm);
     colTiles += (g.n + g.bn - 1) / g.bn;
+    work += g.n * g.k;
   }
   if (gemms.empty())
     return 0;
-  return bm * ((t->units + colTiles - 1) / colTiles);
+  // Or earlier, where the row-block form's work passes one wave of tiles.
+  return std::min(bm * ((t->units + colTiles - 1) / colTiles),
+                  std::max<int64_t>(1, kF32RowBlockWork / work));
 }
 
 int64_t GemmEmitter::gemvCost(const Gemm &g) {

@@ -47,6 +47,14 @@ constexpr int kSkinnyN = 8; ///< the most columns of a skinny GEMM
 /// kF32RowPass (its accumulators a column): a block's weight slices are
 /// read from L2 once and reused from L1 by its later passes.
 constexpr int64_t kF32RowBlock = 32, kF32RowPass = 8;
+/// Rows x N x K products the row-block form computes in the time of one
+/// wave of f32 tiles: on the H200 the MoE router (K 2048, N 128) took 28 us
+/// at T = 512 and 850 us at 16,384 on row blocks (about 2e-13 s a
+/// product), its tiles 183 us at either (bench/results/
+/// peer-profile-moe-20261203T192031Z.txt, -20261203T184808Z.txt): the
+/// tiles from T = 8.5e8 / (N K), 3,240 rows for that router, 650 for
+/// q4x's (K 2560, N 512), 6,900 for the delta rule's gates (N 48).
+constexpr int64_t kF32RowBlockWork = 850'000'000;
 constexpr int kSkinnyRows = 4; ///< rows per warp of a skinny GEMM
 
 /// Row stride (floats) of the f32 Cs tile of \p bn columns: 4 floats of
@@ -246,11 +254,12 @@ private:
                 const format::PlanDim &rowDim = {});
   /// The row from which chains of f32 weights take the tiles, below which
   /// they take the row-block form (the decode form over grid y's blocks of
-  /// kF32RowBlock rows): where the tiles fill the target, a tile's rows x
-  /// units / column tiles. The f32 tiles' blocks each walk all of K (the
-  /// MoE router of K 2048, N 128 at T = 512: 4 tiles of 128 rows, 183 us
-  /// on the H200; the delta rule's gates, N 48: 154 us), while warp dot
-  /// products split K over warps and spread the columns over the whole
+  /// kF32RowBlock rows): where the tiles fill the target (a tile's rows x
+  /// units / column tiles), or earlier where the row-block form's work
+  /// passes a wave of tiles' time (kF32RowBlockWork). The f32 tiles' blocks
+  /// each walk all of K (the MoE router of K 2048, N 128 at T = 512: 4 tiles of
+  /// 128 rows, 183 us on the H200; the delta rule's gates, N 48: 154 us), while
+  /// warp dot products split K over warps and spread the columns over the whole
   /// GPU. 0: no row-block form (weights not all f32, a stream mean, option
   /// gemm-f32-rows=off).
   int64_t f32TileRows(const std::vector<Chain> &chains,

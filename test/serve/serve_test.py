@@ -162,6 +162,26 @@ CHATML_HI = ("<|im_start|>system\nYou are a helpful assistant<|im_end|>\n"
              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
+def metric(text, name):
+    """The value of an unlabelled metric in /metrics' text, or None."""
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def runs_add_up(text):
+    """Every run of the model held decode rows, a prompt chunk or both, so
+    runs = chunks + decode runs - mixed runs, and each run's rows were
+    counted once: (ok, description)."""
+    runs, chunks, decodes, mixed, counted = (
+        metric(text, n) for n in ("strata_model_runs_total", "strata_prefill_chunks_total",
+                                  "strata_decode_steps_total", "strata_mixed_runs_total",
+                                  "strata_run_rows_count"))
+    ok = None not in (runs, chunks, decodes, mixed, counted) and \
+        runs == chunks + decodes - mixed and counted == runs
+    return ok, (f"{runs} runs, {chunks} prompt chunks, {decodes} with decode rows, "
+                f"{mixed} mixed, {counted} counted in strata_run_rows")
+
+
 def is_error(status, body, code, param=None):
     ok = (status == code and isinstance(body, dict) and "error" in body
           and isinstance(body["error"].get("message"), str))
@@ -196,7 +216,8 @@ def api_mode(a, gguf, plans):
             "--chat-format chatml|none")
 
     # A --logits last plan serves one slot (its decode runs hold one row):
-    # the same text as strata-run.
+    # the same text as strata-run. Its prompt chunks and decode rows run
+    # apart (the scheduler's old path: a last-row plan cannot mix them).
     prompt = "The quick brown fox"
     ref = cli(a, plans["all"], gguf, prompt, 12, "--temp", "0")
     one = Server(a.bin, plans["last"], gguf)
@@ -205,6 +226,11 @@ def api_mode(a, gguf, plans):
                                 {"prompt": prompt, "max_tokens": 12, "temperature": 0})
         check(st_ == 200 and body["choices"][0]["text"] == ref,
               f"--logits last plan, --parallel 1: {st_} {body}")
+        _, metrics = one.request("GET", "/metrics")
+        ok, what = runs_add_up(metrics)
+        check(ok and metric(metrics, "strata_mixed_runs_total") == 0 and
+              metric(metrics, "strata_model_runs_total") == 12,
+              f"--logits last plan: a prompt chunk, then 11 decode runs, none mixed: {what}")
     finally:
         one.stop()
 
@@ -408,7 +434,8 @@ def api_mode(a, gguf, plans):
         for name in ("strata_requests_total", "strata_prompt_tokens_total",
                      "strata_generated_tokens_total", "strata_queue_depth",
                      "strata_decode_batch_size_bucket", "strata_time_to_first_token_seconds_bucket",
-                     "strata_inter_token_latency_seconds_count"):
+                     "strata_inter_token_latency_seconds_count", "strata_model_runs_total",
+                     "strata_mixed_runs_total", "strata_run_rows_bucket"):
             check(re.search(rf"^{name}(\{{[^}}]*\}})? \d", metrics, re.M) is not None,
                   f"/metrics has {name}")
         gen = int(re.search(r"^strata_generated_tokens_total (\d+)", metrics, re.M).group(1))
@@ -425,8 +452,8 @@ def load_mode(a, gguf, plans):
     try:
         client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0,
                                timeout=120)
-        # Seven short prompts and a long one (about 100 tokens: 7 chunks of
-        # 16 rows, each run between two decode steps of the others).
+        # Seven short prompts and a long one (about 100 tokens: chunks of
+        # 16 rows less the others' decode rows, in the same runs as those).
         prompts = [f"Story {i}: once" for i in range(7)]
         prompts.append("The history of the old city by the river, " * 10)
         # Each prompt alone (and one against strata-run).
@@ -475,6 +502,12 @@ def load_mode(a, gguf, plans):
         total = re.search(r"^strata_decode_batch_size_count (\d+)", metrics, re.M)
         check(batch and total and int(total.group(1)) > int(batch.group(1)),
               "some decode runs held more than 4 rows")
+        # The long prompt's chunks ran in the same runs as the others'
+        # decode rows (Session::step), and the counts add up.
+        ok, what = runs_add_up(metrics)
+        print(f"load: {what}", flush=True)
+        check(ok and metric(metrics, "strata_mixed_runs_total") > 0,
+              f"prompt chunks ran beside decode rows: {what}")
         # Memory: a second wave of the same leaves the RSS within 5 % (the
         # first wave grew it to its working size: thread stacks, the
         # allocator's per-thread arenas).

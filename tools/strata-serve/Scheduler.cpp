@@ -116,6 +116,12 @@ void Scheduler::admit() {
       job->finish("cancelled", "");
       continue;
     }
+    if (job->spec().prompt.empty()) {
+      // The HTTP layer refuses these; a slot with no prompt row to run
+      // would never reach its first token.
+      job->finish("", "the prompt has no tokens");
+      continue;
+    }
     std::string error;
     std::optional<runtime::Sampler> sampler =
         runtime::Sampler::create(job->spec().sampling, error);
@@ -182,8 +188,12 @@ void Scheduler::loop() {
         ++metrics_.cancelled;
         release(s, "cancelled", "");
       }
-    prefillStep();
-    decodeStep();
+    if (session_.everyRowLogits()) {
+      mixedStep();
+    } else {
+      prefillStep();
+      decodeStep();
+    }
   }
   // Shutting down: every job still here ends with an error.
   for (size_t s = 0; s < slots_.size(); ++s)
@@ -194,53 +204,139 @@ void Scheduler::loop() {
   queue_.clear();
 }
 
-void Scheduler::prefillStep() {
+std::optional<size_t> Scheduler::prefillTurn() {
   // The slots take turns, so that prompts arriving together all start soon.
   for (size_t i = 0; i < slots_.size(); ++i) {
     size_t s = (prefillTurn_ + i) % slots_.size();
-    Slot &slot = slots_[s];
-    if (!slot.job || slot.phase != Slot::Phase::Prefill)
-      continue;
-    prefillTurn_ = s + 1;
-    const std::vector<int32_t> &prompt = slot.job->spec().prompt;
-    size_t n = std::min<size_t>(prompt.size() - slot.prefilled,
-                                static_cast<size_t>(session_.chunk()));
-    std::string error;
-    if (!session_.append(
-            static_cast<int32_t>(s),
-            std::span<const int32_t>(prompt).subspan(slot.prefilled, n),
-            logits_, error)) {
-      release(s, "", "prefill: " + error);
-      return;
+    if (slots_[s].job && slots_[s].phase == Slot::Phase::Prefill) {
+      prefillTurn_ = s + 1;
+      return s;
     }
-    ++metrics_.prefillChunks;
-    metrics_.promptTokens += n;
-    slot.prefilled += n;
-    if (slot.prefilled == prompt.size()) {
-      slot.phase = Slot::Phase::Decode;
-      next(s, logits_);
-    }
+  }
+  return std::nullopt;
+}
+
+void Scheduler::countRuns(size_t runsBefore) {
+  size_t runs = session_.runs() - runsBefore;
+  if (runs == 0)
     return;
+  metrics_.modelRuns += runs;
+  metrics_.runRows.observe(static_cast<double>(session_.lastRunRows()));
+}
+
+void Scheduler::prefilled(size_t s, size_t rows,
+                          std::span<const float> logits) {
+  Slot &slot = slots_[s];
+  ++metrics_.prefillChunks;
+  metrics_.promptTokens += rows;
+  slot.prefilled += rows;
+  if (slot.prefilled == slot.job->spec().prompt.size()) {
+    slot.phase = Slot::Phase::Decode;
+    next(s, logits);
   }
 }
 
-void Scheduler::decodeStep() {
-  std::vector<runtime::SessionStep> steps;
-  std::vector<size_t> of;
+void Scheduler::decoding(std::vector<runtime::SessionStep> &steps,
+                         std::vector<size_t> &of) const {
   for (size_t s = 0; s < slots_.size(); ++s)
     if (slots_[s].job && slots_[s].phase == Slot::Phase::Decode) {
       steps.push_back({static_cast<int32_t>(s), slots_[s].pending});
       of.push_back(s);
     }
+}
+
+void Scheduler::mixedStep() {
+  std::vector<runtime::SessionStep> steps;
+  std::vector<size_t> of;
+  decoding(steps, of);
+  // The prompt chunk takes the rows the decode rows leave. --parallel <=
+  // max_tokens (checked at start-up) and a prefilling slot has no decode
+  // row, so at least one is left whenever a slot prefills; were none left,
+  // the turn would stay where it is.
+  const size_t rows = static_cast<size_t>(session_.chunk());
+  size_t room = 0;
+  std::optional<size_t> p;
+  if (steps.size() < rows) {
+    room = rows - steps.size();
+    p = prefillTurn();
+  }
+  std::span<const int32_t> chunk;
+  if (p) {
+    const Slot &slot = slots_[*p];
+    const std::vector<int32_t> &prompt = slot.job->spec().prompt;
+    chunk = std::span<const int32_t>(prompt).subspan(
+        slot.prefilled, std::min(prompt.size() - slot.prefilled, room));
+  }
+  if (steps.empty() && chunk.empty())
+    return;
+  std::string error;
+  size_t runsBefore = session_.runs();
+  if (!session_.step(steps, p ? static_cast<int32_t>(*p) : 0, chunk, logits_,
+                     error)) {
+    // Which row caused it is unknown, so every job in the run ends.
+    const char *what = steps.empty()   ? "prefill: "
+                       : chunk.empty() ? "decode: "
+                                       : "decode and prefill run: ";
+    for (size_t s : of)
+      release(s, "", what + error);
+    if (p)
+      release(*p, "", what + error);
+    return;
+  }
+  countRuns(runsBefore);
+  const int64_t vocab = session_.vocabSize();
+  auto row = [&](size_t i) {
+    return std::span<const float>(logits_).subspan(i * vocab, vocab);
+  };
+  if (!steps.empty()) {
+    ++metrics_.decodeSteps;
+    metrics_.decodeBatch.observe(static_cast<double>(steps.size()));
+  }
+  if (!steps.empty() && p)
+    ++metrics_.mixedRuns;
+  for (size_t i = 0; i < of.size(); ++i)
+    next(of[i], row(i));
+  // The chunk's last row follows the decode rows' (Session::step).
+  if (p)
+    prefilled(*p, chunk.size(), row(steps.size()));
+}
+
+void Scheduler::prefillStep() {
+  std::optional<size_t> p = prefillTurn();
+  if (!p)
+    return;
+  const size_t s = *p;
+  const std::vector<int32_t> &prompt = slots_[s].job->spec().prompt;
+  const size_t done = slots_[s].prefilled;
+  size_t n = std::min<size_t>(prompt.size() - done,
+                              static_cast<size_t>(session_.chunk()));
+  std::string error;
+  size_t runsBefore = session_.runs();
+  if (!session_.append(static_cast<int32_t>(s),
+                       std::span<const int32_t>(prompt).subspan(done, n),
+                       logits_, error)) {
+    release(s, "", "prefill: " + error);
+    return;
+  }
+  countRuns(runsBefore);
+  prefilled(s, n, logits_);
+}
+
+void Scheduler::decodeStep() {
+  std::vector<runtime::SessionStep> steps;
+  std::vector<size_t> of;
+  decoding(steps, of);
   if (steps.empty())
     return;
   std::string error;
+  size_t runsBefore = session_.runs();
   if (!session_.decode(steps, logits_, error)) {
     // A run failed: which row caused it is unknown, so every job in it ends.
     for (size_t s : of)
       release(s, "", "decode: " + error);
     return;
   }
+  countRuns(runsBefore);
   ++metrics_.decodeSteps;
   metrics_.decodeBatch.observe(static_cast<double>(steps.size()));
   const int64_t vocab = session_.vocabSize();

@@ -8,12 +8,16 @@
 //   1. admits queued jobs into free slots (Session::reset: the slot's next
 //      row is at position 0, which starts a sequence afresh);
 //   2. frees the slots whose client went away (Job::cancel);
-//   3. runs one chunk (at most the plan's max_tokens rows) of one prompt
-//      that is still being prefilled, the slots taking turns, so that a
-//      long prompt costs the running streams one chunk's time per token,
-//      not the whole prompt's;
-//   4. decodes one token of every slot past its prompt in ONE run
-//      (Session::decode: rows {token, pos, seq} of distinct slots).
+//   3. runs ONE run of the model (Session::step): a decode row of every
+//      slot past its prompt, then a chunk of one prompt that is still
+//      being prefilled (the slots taking turns), as many of its rows as
+//      the plan's max_tokens leaves beside the decode rows. So a long
+//      prompt costs the running streams a few rows of one run per token,
+//      not a run of their own per chunk, nor the whole prompt's time.
+// A plan that returns the last row's logits only (--logits last, served
+// with --parallel 1: one slot, so never a decode row beside a prompt) runs
+// the chunk (Session::append) and the decode (Session::decode) as before,
+// each in its own run.
 // A row depends only on its own slot's state, so a request's tokens do not
 // depend on what else runs (equal to strata-run's on the cpu backend; see
 // docs/serve.md).
@@ -49,6 +53,7 @@
 
 namespace strata::runtime {
 class Session;
+struct SessionStep;
 } // namespace strata::runtime
 namespace strata::tokenizer {
 class Tokenizer;
@@ -172,10 +177,26 @@ private:
   void loop();
   /// Takes queued jobs into free slots (called with mutex_ held).
   void admit();
-  /// Runs the next prompt chunk of one prefilling slot.
+  /// Appends a decode step of every decoding slot to \p steps and its
+  /// slot index to \p of.
+  void decoding(std::vector<runtime::SessionStep> &steps,
+                std::vector<size_t> &of) const;
+  /// The prefilling slot whose turn it is (the turn moves past it), or
+  /// none.
+  std::optional<size_t> prefillTurn();
+  /// One run: a token of every decoding slot and the next prompt chunk of
+  /// one prefilling slot (Session::step; a plan with every row's logits).
+  void mixedStep();
+  /// Runs the next prompt chunk of one prefilling slot on its own.
   void prefillStep();
-  /// Runs one token of every decoding slot.
+  /// Runs one token of every decoding slot (a run without prompt rows).
   void decodeStep();
+  /// Counts a prompt chunk of \p rows of slot \p s that ran and, when it
+  /// ends the prompt, samples the first token from \p logits.
+  void prefilled(size_t s, size_t rows, std::span<const float> logits);
+  /// Counts the runs the session made since it had made \p runsBefore and
+  /// their rows (each call the scheduler makes is one run).
+  void countRuns(size_t runsBefore);
   /// Samples from \p logits for slot \p s and handles the token (output,
   /// end of the job or the next decode).
   void next(size_t s, std::span<const float> logits);

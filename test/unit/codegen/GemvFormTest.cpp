@@ -194,9 +194,11 @@ TEST(GemvForm, SelectAtTheFullModelsDecodeShapes) {
 }
 
 TEST(GemvForm, F32ChainsTakeRowBlocksUntilTheTilesFillTheTarget) {
-  // A prefill plan of f32 weights (the MoE router's N 512, K 2,560): the
-  // row-block form (grid y: blocks of 32 rows) as its own code, the tiles
-  // from a tile's 128 rows x ceil(132 SMs / 4 column tiles) = 4,224 rows.
+  // A prefill plan of f32 weights (q4x's MoE router: N 512, K 2,560): the
+  // row-block form (grid y: blocks of 32 rows) as its own code; the tiles
+  // from where the row blocks' work passes a wave of tiles (8.5e8 products
+  // / (N K): 648 rows), before a tile's 128 rows x ceil(132 SMs / 4
+  // column tiles) = 4,224 fill the H200.
   format::Plan router =
       matmulPlan("sm_90", format::GgmlType::F32, false, 512, 2560);
   router.maxTokens = 16384;
@@ -208,12 +210,17 @@ TEST(GemvForm, F32ChainsTakeRowBlocksUntilTheTilesFillTheTarget) {
   EXPECT_NE(k.body.find("float acc0[4][8] = {};"), std::string::npos);
   ASSERT_EQ(k.alternates.size(), 1u);
   EXPECT_EQ(k.alternates[0].symbol, k.symbol + "_tile");
-  EXPECT_EQ(k.alternates[0].minTokens, 4224);
-  // N 48 (the delta rule's gates): one column tile, which fills the GPU
-  // only past the plan's T: row blocks at every T.
+  EXPECT_EQ(k.alternates[0].minTokens, 648);
+  // The delta rule's gates (N 48): one column tile, which would fill the
+  // GPU only from 16,896 rows; the work bound gives the tiles 6,917 on.
   format::Plan gates =
       matmulPlan("sm_90", format::GgmlType::F32, false, 48, 2560);
   gates.maxTokens = 16384;
+  codegen::EmittedKernel g = emit(gates);
+  ASSERT_EQ(g.alternates.size(), 1u);
+  EXPECT_EQ(g.alternates[0].minTokens, 850000000 / (48 * 2560));
+  // Where the plan ends before either, row blocks at every T.
+  gates.maxTokens = 4096;
   EXPECT_TRUE(emit(gates).alternates.empty());
   // Quantised weights keep the tiles; so does the option.
   EXPECT_EQ(emit(matmulPlan("sm_90", format::GgmlType::Q4_K, false, 512, 2560))

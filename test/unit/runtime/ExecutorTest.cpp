@@ -280,9 +280,9 @@ Plan statePlan(int64_t maxTokens = kMaxT) {
 /// before the K/V caches and attention of \p context positions, so every
 /// logits row depends on the slot's earlier rows through both kinds of
 /// state. With \p lastRow the plan returns the run's last row only
-/// (strata-compile --logits last).
+/// (strata-compile --logits last); \p slots is its max_batch.
 Plan recurrentPlan(int64_t context, int64_t maxTokens = kMaxT,
-                   bool lastRow = false) {
+                   bool lastRow = false, uint64_t slots = 2) {
   PlanBuilder b(maxTokens);
   uint32_t wEmbd = b.weight("token_embd.weight", GgmlType::Q8_0, {kD, kV});
   uint32_t wConv = b.weight("blk.0.conv.weight", GgmlType::F32, {3, kD});
@@ -303,12 +303,13 @@ Plan recurrentPlan(int64_t context, int64_t maxTokens = kMaxT,
       lastRow ? b.buffer("of.last", PlanDType::F32, {c(1), c(kD)}) : of;
   uint32_t logits =
       b.buffer("logits", PlanDType::F32, {lastRow ? c(1) : kT, c(kV)});
-  uint64_t cache = 2 * uint64_t(context) * 4 * 64 * 4;
+  uint64_t cache = slots * uint64_t(context) * 4 * 64 * 4;
   b.p.states = {
-      {"k_cache", PlanDType::F32, {2, uint64_t(context), 4, 64}, cache},
-      {"v_cache", PlanDType::F32, {2, uint64_t(context), 4, 64}, cache},
-      {"conv_window", PlanDType::F32, {2, 2, kD}, 2 * 2 * kD * 4}};
-  b.p.options = {{"max_context", context}, {"max_batch", 2}};
+      {"k_cache", PlanDType::F32, {slots, uint64_t(context), 4, 64}, cache},
+      {"v_cache", PlanDType::F32, {slots, uint64_t(context), 4, 64}, cache},
+      {"conv_window", PlanDType::F32, {slots, 2, kD}, slots * 2 * kD * 4}};
+  b.p.options = {{"max_context", context},
+                 {"max_batch", static_cast<int64_t>(slots)}};
   PlanOperand kc{false, 0, true}, vc{false, 1, true}, win{false, 2, true};
   b.kernel(Recipe::GetRows, {W(wEmbd), B(tok)}, {x});
   b.kernel(Recipe::Conv1dCached, {win, B(x), W(wConv), B(seq), B(pos)}, {y});
@@ -578,6 +579,173 @@ TEST_F(TinyModel, SessionRewindsRecurrentStateToItsCheckpoint) {
                    "was compiled with --logits last); the logits of every row "
                    "need a plan compiled with strata-compile --logits all");
   EXPECT_EQ(lastSession->runs(), 0u);
+}
+
+/// Session::step runs decode rows and a prompt chunk in ONE run (what
+/// strata-serve runs each iteration): its logits, and those of every row
+/// after it, equal the same rows run as separate decodes and appends, bit
+/// for bit on the cpu, over caches and recurrent state; lengths advance and
+/// checkpoints are left as those calls leave them.
+TEST_F(TinyModel, SessionStepEqualsSeparateDecodesAndAppends) {
+  std::string error;
+  // Three slots of 16 positions, runs of 6 rows.
+  auto mixedEx = make(recurrentPlan(16, kMaxT, false, 3), error);
+  ASSERT_TRUE(mixedEx) << error;
+  auto apartEx = make(recurrentPlan(16, kMaxT, false, 3), error);
+  ASSERT_TRUE(apartEx) << error;
+  auto mixed = Session::create(*mixedEx, error);
+  ASSERT_TRUE(mixed) << error;
+  auto apart = Session::create(*apartEx, error);
+  ASSERT_TRUE(apart) << error;
+  auto lengths = [](const Session &s) {
+    return std::vector<int64_t>{s.length(0), s.length(1), s.length(2)};
+  };
+  // Slots 0 and 2 decode while slot 1 prefills b in chunks of 6 - 2 rows.
+  std::vector<int32_t> a = {3, 9, 27}, c = {11, 2},
+                       b = {4, 8, 15, 16, 23, 42, 7, 1};
+  std::vector<float> got, want, one;
+  for (Session *s : {mixed.get(), apart.get()}) {
+    ASSERT_TRUE(s->append(0, a, one, error)) << error;
+    ASSERT_TRUE(s->append(2, c, one, error)) << error;
+  }
+  std::span<const int32_t> bs(b);
+  // The steps out of slot order: the logits follow the steps' order.
+  const std::vector<std::vector<SessionStep>> decodes = {{{2, 6}, {0, 5}},
+                                                         {{0, 17}, {2, 30}}};
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    SCOPED_TRACE(fmt::format("step {}", i));
+    std::span<const int32_t> chunk = bs.subspan(4 * i, 4);
+    size_t runs = mixed->runs();
+    ASSERT_TRUE(mixed->step(decodes[i], 1, chunk, got, error)) << error;
+    EXPECT_EQ(mixed->runs(), runs + 1);
+    EXPECT_EQ(mixed->lastRunRows(), 6);
+    ASSERT_TRUE(apart->decode(decodes[i], want, error)) << error;
+    ASSERT_TRUE(apart->append(1, chunk, one, error)) << error;
+    want.insert(want.end(), one.begin(), one.end());
+    ASSERT_EQ(got.size(), size_t(3 * kV));
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(lengths(*mixed), lengths(*apart));
+  }
+  EXPECT_EQ(lengths(*mixed), (std::vector<int64_t>{5, 8, 4}));
+  // Decode rows only, then a prompt chunk only (a full run of 6 rows).
+  const std::vector<SessionStep> all = {{0, 1}, {1, 2}, {2, 3}};
+  ASSERT_TRUE(mixed->step(all, 0, {}, got, error)) << error;
+  ASSERT_TRUE(apart->decode(all, want, error)) << error;
+  EXPECT_EQ(got, want);
+  mixed->reset(2);
+  apart->reset(2);
+  ASSERT_TRUE(mixed->step({}, 2, bs.first(6), got, error)) << error;
+  ASSERT_TRUE(apart->append(2, bs.first(6), want, error)) << error;
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(lengths(*mixed), (std::vector<int64_t>{6, 9, 6}));
+  // Every row after reads what the steps left in the state.
+  ASSERT_TRUE(mixed->decode(all, got, error)) << error;
+  ASSERT_TRUE(apart->decode(all, want, error)) << error;
+  EXPECT_EQ(got, want);
+
+  // A step moves each of its slots off its checkpoint: a rewind restores
+  // the saved state (a copy per slot) and the same step again gives the
+  // same logits.
+  const uint64_t slotBytes = mixedEx->recurrentSlotBytes();
+  for (int32_t s : {0, 1, 2})
+    ASSERT_TRUE(mixed->checkpoint(s, error)) << error;
+  uint64_t copied = mixed->stateBytesCopied();
+  const std::vector<SessionStep> two = {{0, 12}, {2, 13}};
+  ASSERT_TRUE(mixed->step(two, 1, bs.first(3), want, error)) << error;
+  for (int32_t s : {0, 1, 2})
+    ASSERT_TRUE(mixed->rewind(s, mixed->checkpointLength(s), error)) << error;
+  EXPECT_EQ(mixed->stateBytesCopied(), copied + 3 * slotBytes);
+  ASSERT_TRUE(mixed->step(two, 1, bs.first(3), got, error)) << error;
+  EXPECT_EQ(got, want);
+  // A step of decode rows only leaves the prefill slot at its checkpoint.
+  for (int32_t s : {0, 1, 2})
+    ASSERT_TRUE(mixed->rewind(s, mixed->checkpointLength(s), error)) << error;
+  copied = mixed->stateBytesCopied();
+  ASSERT_TRUE(mixed->step(std::vector<SessionStep>{{0, 12}}, 1, {}, got, error))
+      << error;
+  ASSERT_TRUE(mixed->rewind(1, mixed->checkpointLength(1), error)) << error;
+  EXPECT_EQ(mixed->stateBytesCopied(), copied);
+  ASSERT_TRUE(mixed->rewind(0, mixed->checkpointLength(0), error)) << error;
+  EXPECT_EQ(mixed->stateBytesCopied(), copied + slotBytes);
+
+  // Refused before any run, nothing changed.
+  std::vector<int32_t> bad = {50}, seven(7, 1);
+  struct Case {
+    std::vector<SessionStep> steps;
+    int32_t slot;
+    std::span<const int32_t> ids;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{}, 0, {}, "nothing to run: no decode steps and no prompt tokens"},
+      {{{1, 3}},
+       1,
+       bs.first(2),
+       "slot 1 has a decode step and prompt tokens in one run (its rows "
+       "would repeat a position)"},
+      {{{0, 3}, {2, 4}},
+       1,
+       bs.first(5),
+       "2 decode steps and 5 prompt tokens in one run: 7 rows, more than "
+       "the plan's max_tokens 6"},
+      {{},
+       1,
+       seven,
+       "slot 1 holds 10 tokens; 7 more would pass the plan's "
+       "context of 16 positions (strata-compile --max-context)"},
+      {{},
+       3,
+       bs.first(1),
+       "token 0: slot 3 does not exist (the plan has 3 slots, strata-compile "
+       "--max-batch)"},
+      {{}, 1, bad, "token 0: id 50 is out of range (vocabulary of 50 tokens)"},
+      {{{0, 50}},
+       1,
+       bs.first(1),
+       "step 0: id 50 is out of range (vocabulary of 50 tokens)"},
+      {{{0, 3}, {0, 4}},
+       1,
+       bs.first(1),
+       "step 1: slot 0 has two steps in one decode"},
+  };
+  const size_t runs = mixed->runs();
+  const std::vector<int64_t> before = lengths(*mixed);
+  for (const Case &c : cases) {
+    EXPECT_FALSE(mixed->step(c.steps, c.slot, c.ids, got, error));
+    EXPECT_EQ(error, c.message);
+  }
+  EXPECT_EQ(mixed->runs(), runs);
+  EXPECT_EQ(lengths(*mixed), before);
+
+  // A last-row plan: a step that wants one row's logits is an append's
+  // chunk or a decode of one slot; more is refused.
+  auto lastEx = make(recurrentPlan(16, kMaxT, true, 3), error);
+  ASSERT_TRUE(lastEx) << error;
+  auto last = Session::create(*lastEx, error);
+  ASSERT_TRUE(last) << error;
+  ASSERT_TRUE(last->step({}, 1, bs.first(6), got, error)) << error;
+  const std::vector<SessionStep> oneStep = {{1, 5}};
+  ASSERT_TRUE(last->step(oneStep, 0, {}, want, error)) << error;
+  auto fresh = make(recurrentPlan(16, kMaxT, false, 3), error);
+  ASSERT_TRUE(fresh) << error;
+  auto check = Session::create(*fresh, error);
+  ASSERT_TRUE(check) << error;
+  ASSERT_TRUE(check->append(1, bs.first(6), one, error)) << error;
+  EXPECT_EQ(got, one);
+  ASSERT_TRUE(check->decode(oneStep, one, error)) << error;
+  EXPECT_EQ(want, one);
+  EXPECT_FALSE(last->step(oneStep, 0, bs.first(1), got, error));
+  EXPECT_EQ(error, "a run of 1 decode row and a prompt chunk needs the "
+                   "logits of 2 rows, but the plan returns a run's last row "
+                   "only (it was compiled with --logits last); recompile it "
+                   "with strata-compile --logits all");
+  EXPECT_FALSE(
+      last->step(std::vector<SessionStep>{{0, 5}, {1, 6}}, 0, {}, got, error));
+  EXPECT_EQ(error, "a run of 2 decode rows needs the logits of 2 rows, but "
+                   "the plan returns a run's last row only (it was compiled "
+                   "with --logits last); recompile it with strata-compile "
+                   "--logits all");
+  EXPECT_EQ(last->runs(), 2u);
 }
 
 /// Speculative decoding makes the tokens, and the logits each was chosen
