@@ -44,8 +44,10 @@ int64_t GemmEmitter::f32TileRows(const std::vector<Chain> &chains,
   int64_t bm = INT64_MAX, colTiles = 0, work = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
+    // A few columns (kSkinnyN) already take warp dot products (and merge
+    // into a neighbour's tile, K2's injection logits).
     if (chains[ci].streamMean || g.mPer != 1 || g.w[0].ctype != "float" ||
-        g.bm <= 0 || g.bn <= 0)
+        g.skinny || g.n <= kSkinnyN || g.bm <= 0 || g.bn <= 0)
       return 0;
     bm = std::min<int64_t>(bm, g.bm);
     colTiles += (g.n + g.bn - 1) / g.bn;

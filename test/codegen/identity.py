@@ -97,6 +97,10 @@ def main():
     for tag, arch, gguf, tokens in jobs:
         for target in ["gfx1151", "sm_90"]:
             plan = os.path.join(work, f"{tag}.{target}")
+            # strata-compile writes into the folder without emptying it: a
+            # kept --work folder would otherwise hash the kernels of earlier
+            # runs too (reported as "new").
+            shutil.rmtree(plan, ignore_errors=True)
             run([compile_tool, os.path.join(ROOT, "models", arch + ".strata"),
                  "--gguf", gguf, "--max-tokens", tokens, "--target", target,
                  "--cache-dir", cache, "-o", plan])
