@@ -9,6 +9,25 @@ foreach(i RANGE ${last})
   list(GET NAMES ${i} name)
   list(GET FILES ${i} file)
   file(READ "${file}" body)
+  # Inline the pieces of the device library (DeviceLib.h includes them in
+  # the translation unit's order), each without its banner, whole lines:
+  # the embedded text is the pieces' text, in that order, and nothing else.
+  string(REGEX MATCHALL "#include \"codegen/device/[A-Za-z0-9/_.]+\"\n" parts
+         "${body}")
+  foreach(inc IN LISTS parts)
+    string(REGEX REPLACE "#include \"(.*)\"\n" "\\1" rel "${inc}")
+    file(READ "${ROOT}/${rel}" inner)
+    if(inner MATCHES "^//===-")
+      # The banner ends at its closing rule, the first line from "//===---".
+      string(FIND "${inner}" "\n//===---" close)
+      math(EXPR close "${close} + 1")
+      string(SUBSTRING "${inner}" ${close} -1 inner)
+      string(FIND "${inner}" "\n" eol)
+      math(EXPR eol "${eol} + 1")
+      string(SUBSTRING "${inner}" ${eol} -1 inner)
+    endif()
+    string(REPLACE "${inc}" "${inner}" body "${body}")
+  endforeach()
   # Inline the project headers a file includes (one level: BlockDecode.h's
   # IqGrids.inc), so the embedded text is self-contained.
   string(REGEX MATCHALL "#include \"runtime/[A-Za-z/_.]+\"" incs "${body}")

@@ -2,8 +2,8 @@
 //
 // Internal to codegen: the operand model every kernel family emits against
 // (kernel inputs, outputs and body temporaries with their C types, shapes
-// and index expressions), used by KernelEmitter.cpp (row family, dispatch)
-// and the GEMM / sequence families.
+// and index expressions), used by KernelEmitter.cpp (dispatch) and every
+// family's emitter (codegen/<family>/).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -101,8 +101,8 @@ std::string dimExpr(const PlanDim &d);
 inline bool isConst(const PlanDim &d) { return d.coef == 0; }
 /// Product of dims [from, end) (all must be constants).
 int64_t constProduct(const Shape &s, size_t from);
-/// The device type of an activation element (DeviceLib.h: float, bf16, f16,
-/// int32_t); the one mapping every emitter uses.
+/// The device type of an activation element (device/common/Access.h: float,
+/// bf16, f16, int32_t); the one mapping every emitter uses.
 const char *elementCType(format::DType t);
 /// A float literal that reads back as exactly \p v (hex float).
 std::string floatLit(float v);

@@ -6,7 +6,8 @@
 // attributes as constants; T, the token count, is the one run-time scalar)
 // and its launch: grid as functions of T, block, LDS/shared bytes and the
 // argument order. Targets differ only in the device prelude
-// (codegen/device/Prelude_<target>.h) the source is compiled with.
+// (codegen/device/arch/<target>/Prelude_<target>.h) the source is compiled
+// with.
 //
 // Kernel families:
 //   row       one block per row of the outputs' leading dim; the body's ops

@@ -4,10 +4,10 @@
 // Select, then emit: `selectAttention` decides, from the kernel's shape, the
 // target and the plan's code generation options alone (no printing), which
 // form an attention kernel takes and how it is tiled, launched and sized;
-// the emitter (SequenceEmitter.cpp) prints that form. Unit-tested without
+// the emitter (AttentionEmitter.cpp) prints that form. Unit-tested without
 // printing (test/unit/codegen/AttentionFormTest.cpp).
 //
-// The forms (codegen/device/DeviceLib.h):
+// The forms (codegen/device/attention/, arch/sm_90/AttentionW{g,s}.h):
 //   Ws   - sm_90, QSA's sparse union form warp-specialised (attention_ws:
 //          a producer warpgroup gathering K and V into mbarrier stages, two
 //          wgmma consumer warpgroups)

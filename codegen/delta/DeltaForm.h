@@ -2,7 +2,7 @@
 //-*-===//
 //
 // Select, then emit, for the gated delta rule (as for attention:
-// codegen/attention/AttentionForm.h). The forms (codegen/device/DeviceLib.h):
+// codegen/attention/AttentionForm.h). The forms (codegen/device/delta/):
 //   TwoPass - bf16 q and k, V in column blocks of 32: a pre-launch
 //             (delta_prep) writes each chunk's inverse and decays into the
 //             workspace, the kernel (delta_seq) runs the chunks in order

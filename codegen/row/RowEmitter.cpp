@@ -3,10 +3,11 @@
 // Every op of the body runs over one row of the outputs' leading dim (a
 // token, usually) in turn, with a block barrier between ops: elementwise
 // ops and copies as loops over the row, normalisations and routing as
-// reductions in registers and shuffles (DeviceLib.h). Temporaries hold one
-// row in LDS/shared. Kernel inputs may be read at any row (a convolution's
-// history, a lookup table, block keys); outputs and temporaries only at the
-// block's own row, which is what makes the decomposition legal.
+// reductions in registers and shuffles (codegen/device/row/, common/).
+// Temporaries hold one row in LDS/shared. Kernel inputs may be read at any
+// row (a convolution's history, a lookup table, block keys); outputs and
+// temporaries only at the block's own row, which is what makes the
+// decomposition legal.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"

@@ -1,0 +1,262 @@
+//===- RowOps.h - the row family's per-row operations ---------------------===//
+//
+// What the row family (one block per row) specialises: hc_write with the
+// per-stream RMS norm (hyper-connection K1), rms_norm / hc_norm, l2_norm,
+// softmax, sinkhorn and rope of one row.
+//
+// A piece of the device library: DeviceLib.h includes it at its place in
+// the emitted translation unit, and codegen/EmbedText.cmake inlines it
+// there without this banner, so the emitted text is the library's.
+//
+//===----------------------------------------------------------------------===//
+/// hc_write then the per-stream RMS norm of its result (hyper-connection
+/// K1), the row held in registers: R' = R + lam[s] F (stored to \p ro), then
+/// y = R' / sqrt(mean_s(R'^2) + eps) [* w[i % WN]] per stream s of D
+/// elements. R is read once and R' never re-read (row_rms_norm after
+/// hc_write reads it twice more). Every load of a phase is issued before its
+/// first store: R and RO may be one buffer (K1 updates R in place), so the
+/// compiler may not move a load of r past a store to ro, and loads
+/// interleaved with stores left one load in flight per thread (measured
+/// 81 % of the copy rate on the H200). \p red holds NT / 32 * S floats.
+template <int S, int D, int NT, int WN, class R, class F, class L, class W,
+          class RO, class Y>
+STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
+                                 const W *w, RO *ro, Y *y, float eps,
+                                 float *red) {
+  constexpr int N = S * D, P = N / (NT * 4);
+  static_assert(N % (NT * 4) == 0 && D % 4 == 0 && NT / 32 * S <= 32,
+                "row_hc_write_norm: row shape");
+  float v[P][4], fv[P][4], lv[S], ss[S];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = tid_x() * 4 + p * NT * 4;
+    ld4(r, i0, v[p]);
+    ld4(f, i0 % D, fv[p]);
+  }
+#pragma unroll
+  for (int t = 0; t < S; ++t) {
+    lv[t] = ld(lam, t);
+    ss[t] = 0.0f;
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = tid_x() * 4 + p * NT * 4, s = i0 / D;
+    // Selects, not lv[s] / ss[s]: a lane-dependent index would put them in
+    // memory.
+    float l = lv[0];
+#pragma unroll
+    for (int t = 1; t < S; ++t)
+      l = t == s ? lv[t] : l;
+    float q = 0.0f;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      v[p][u] = v[p][u] + l * fv[p][u];
+      q += v[p][u] * v[p][u];
+    }
+    st4(ro, i0, v[p]);
+#pragma unroll
+    for (int t = 0; t < S; ++t)
+      ss[t] += t == s ? q : 0.0f;
+  }
+  // The norm weights' loads (fv's registers, free now) overlap the reduction.
+  if constexpr (WN > 0) {
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+      ld4(w, (tid_x() * 4 + p * NT * 4) % WN, fv[p]);
+  }
+#pragma unroll
+  for (int t = 0; t < S; ++t) {
+    float a = warp_sum(ss[t]);
+    if (lane_id() == 0)
+      red[(tid_x() >> 5) * S + t] = a;
+  }
+  sync_block();
+  float scale[S];
+#pragma unroll
+  for (int t = 0; t < S; ++t) {
+    float a = 0.0f;
+    for (int q = 0; q < NT / 32; ++q)
+      a += red[q * S + t];
+    scale[t] = 1.0f / strata_sqrt(a / D + eps);
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = tid_x() * 4 + p * NT * 4, s = i0 / D;
+    float sc = scale[0];
+#pragma unroll
+    for (int t = 1; t < S; ++t)
+      sc = t == s ? scale[t] : sc;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      v[p][u] *= sc;
+      if constexpr (WN > 0)
+        v[p][u] *= fv[p][u];
+    }
+    st4(y, i0, v[p]);
+  }
+}
+
+/// RMS normalisation of one row of N elements in groups of GS (rms_norm,
+/// hc_norm): y = x * 1/sqrt(mean(x^2) + eps) [* w[i % WN]]. Groups of at
+/// most 1024 elements go one per wave; larger ones take the whole block.
+template <int N, int GS, int NT, int WN, class X, class W, class Y>
+STRATA_FN void row_rms_norm(const X *x, const W *w, Y *y, float eps,
+                            float *red) {
+  constexpr int G = N / GS;
+  if constexpr (GS % 128 == 0 && (WN == 0 || WN % 4 == 0)) {
+    // A wave per group, 4 adjacent elements per lane (vector accesses).
+    for (int g = tid_x() >> 5; g < G; g += NT / 32) {
+      float s = 0;
+      for (int i0 = lane_id() * 4; i0 < GS; i0 += 128) {
+        float v[4];
+        ld4(x, g * GS + i0, v);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          s += v[u] * v[u];
+      }
+      float scale = 1.0f / strata_sqrt(warp_sum(s) / GS + eps);
+      for (int i0 = lane_id() * 4; i0 < GS; i0 += 128) {
+        int j = g * GS + i0;
+        float v[4], wv[4];
+        ld4(x, j, v);
+        if constexpr (WN > 0)
+          ld4(w, j % WN, wv);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          v[u] *= scale;
+          if constexpr (WN > 0)
+            v[u] *= wv[u];
+        }
+        st4(y, j, v);
+      }
+    }
+  } else if constexpr (GS <= 1024 && G >= NT / 32) {
+    for (int g = tid_x() >> 5; g < G; g += NT / 32) {
+      float s = 0;
+      for (int i = lane_id(); i < GS; i += 32) {
+        float v = ld(x, g * GS + i);
+        s += v * v;
+      }
+      float scale = 1.0f / strata_sqrt(warp_sum(s) / GS + eps);
+      for (int i = lane_id(); i < GS; i += 32) {
+        int j = g * GS + i;
+        float v = ld(x, j) * scale;
+        if constexpr (WN > 0)
+          v *= ld(w, j % WN);
+        st(y, j, v);
+      }
+    }
+  } else {
+    for (int g = 0; g < G; ++g) {
+      float s = 0;
+      for (int i = tid_x(); i < GS; i += NT) {
+        float v = ld(x, g * GS + i);
+        s += v * v;
+      }
+      float scale = 1.0f / strata_sqrt(block_sum<NT>(s, red) / GS + eps);
+      for (int i = tid_x(); i < GS; i += NT) {
+        int j = g * GS + i;
+        float v = ld(x, j) * scale;
+        if constexpr (WN > 0)
+          v *= ld(w, j % WN);
+        st(y, j, v);
+      }
+    }
+  }
+}
+
+/// l2_norm of one row in groups of GS: form "max" x / max(|x|, eps), "add"
+/// x * rsqrt(sum x^2 + eps). One wave per group.
+template <int N, int GS, int NT, bool ADD, class X, class Y>
+STRATA_FN void row_l2_norm(const X *x, Y *y, float eps) {
+  for (int g = tid_x() >> 5; g < N / GS; g += NT / 32) {
+    float s = 0;
+    for (int i = lane_id(); i < GS; i += 32) {
+      float v = ld(x, g * GS + i);
+      s += v * v;
+    }
+    s = warp_sum(s);
+    float r = strata_sqrt(s);
+    float scale =
+        ADD ? 1.0f / strata_sqrt(s + eps) : 1.0f / (r > eps ? r : eps);
+    for (int i = lane_id(); i < GS; i += 32)
+      st(y, g * GS + i, ld(x, g * GS + i) * scale);
+  }
+}
+
+/// softmax over groups of GS of one row (max subtracted). One wave per
+/// group.
+template <int N, int GS, int NT, class X, class Y>
+STRATA_FN void row_softmax(const X *x, Y *y) {
+  for (int g = tid_x() >> 5; g < N / GS; g += NT / 32) {
+    float m = -__builtin_inff();
+    for (int i = lane_id(); i < GS; i += 32) {
+      float v = ld(x, g * GS + i);
+      m = v > m ? v : m;
+    }
+    m = warp_max(m);
+    float s = 0;
+    for (int i = lane_id(); i < GS; i += 32)
+      s += strata_exp(ld(x, g * GS + i) - m);
+    s = warp_sum(s);
+    for (int i = lane_id(); i < GS; i += 32)
+      st(y, g * GS + i, strata_exp(ld(x, g * GS + i) - m) / s);
+  }
+}
+
+/// sinkhorn over the [n, n] matrices of one row: exp(x - max), then `iters`
+/// rounds of row then column normalisation; one thread per matrix.
+template <int N, int NN, int NT, class X, class Y>
+STRATA_FN void row_sinkhorn(const X *x, Y *y, int iters) {
+  for (int m = tid_x(); m < N / (NN * NN); m += NT) {
+    float a[NN * NN];
+    float mx = -__builtin_inff();
+    for (int i = 0; i < NN * NN; ++i) {
+      a[i] = ld(x, m * NN * NN + i);
+      mx = a[i] > mx ? a[i] : mx;
+    }
+    for (int i = 0; i < NN * NN; ++i)
+      a[i] = strata_exp(a[i] - mx);
+    for (int it = 0; it < iters; ++it) {
+      for (int i = 0; i < NN; ++i) {
+        float s = 0;
+        for (int j = 0; j < NN; ++j)
+          s += a[i * NN + j];
+        for (int j = 0; j < NN; ++j)
+          a[i * NN + j] /= s;
+      }
+      for (int j = 0; j < NN; ++j) {
+        float s = 0;
+        for (int i = 0; i < NN; ++i)
+          s += a[i * NN + j];
+        for (int i = 0; i < NN; ++i)
+          a[i * NN + j] /= s;
+      }
+    }
+    for (int i = 0; i < NN * NN; ++i)
+      st(y, m * NN * NN + i, a[i]);
+  }
+}
+
+/// rope of one token's H heads of HD dims (n rotated dims), angle
+/// theta_i = pos * base^(-2i/n) by repeated products, as the CPU does.
+template <int H, int HD, int NR, bool NEOX, int NT, class X, class Y>
+STRATA_FN void row_rope(const X *x, Y *y, int pos, float theta_scale) {
+  for (int j = tid_x(); j < H * (HD - NR / 2); j += NT) {
+    int h = j / (HD - NR / 2), i = j % (HD - NR / 2);
+    if (i < NR / 2) {
+      float theta = (float)pos;
+      for (int r = 0; r < i; ++r)
+        theta *= theta_scale;
+      float s, c;
+      strata_sincos(theta, &s, &c);
+      int ia = NEOX ? i : 2 * i, ib = NEOX ? i + NR / 2 : 2 * i + 1;
+      float a = ld(x, h * HD + ia), b = ld(x, h * HD + ib);
+      st(y, h * HD + ia, a * c - b * s);
+      st(y, h * HD + ib, a * s + b * c);
+    } else {
+      int c = NR + (i - NR / 2);
+      st(y, h * HD + c, ld(x, h * HD + c));
+    }
+  }
+}

@@ -1,0 +1,458 @@
+//===- GemmDecode.cpp - the GEMM chains' decode forms ---------------------===//
+//
+// The decode forms (GEMV) of the GEMM chains: runs of a few rows of T as
+// warp dot products, each weight piece decoded once for every row, in the
+// shape gemvShape selects (codegen/gemm/GemvForm.h); the f32 chains'
+// row-block form; the stream-mean form (K3). The grouped experts' decode
+// form (codegen/grouped/GroupedEmitter.cpp) uses the same pieces.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/gemm/GemmEmitter.h"
+
+#include "ir/Target.h"
+
+#include "runtime/format/GgmlType.h"
+
+#include <algorithm>
+
+namespace strata::codegen::detail::gemm {
+
+bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
+                           const std::vector<Gemm> &gemms, int64_t rows) {
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    if (g.w.size() != 1 || g.k % 8 != 0 || rows * g.mPer > 32 ||
+        (g.w[0].quant() && g.w[0].blockSize % 8 != 0))
+      return false;
+    // The stream mean: a warp per hidden column takes every stream's gate
+    // column over the whole K (its sum needs no second warp).
+    if (chains[ci].streamMean &&
+        (g.mPer != 1 || g.k >= kGemvStreamK || g.w[0].quant()))
+      return false;
+  }
+  return true;
+}
+
+int64_t GemmEmitter::f32TileRows(const std::vector<Chain> &chains,
+                                 const std::vector<Gemm> &gemms) const {
+  if (option(e.plan, Opt::GemmF32Rows) != 0 ||
+      !gemvFits(chains, gemms, kF32RowPass))
+    return 0;
+  const ir::Target *t = ir::lookupTarget(e.target);
+  if (!t)
+    return 0;
+  int64_t bm = INT64_MAX, colTiles = 0, work = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    // A few columns (kSkinnyN) already take warp dot products (and merge
+    // into a neighbour's tile, K2's injection logits).
+    if (chains[ci].streamMean || g.mPer != 1 || g.w[0].ctype != "float" ||
+        g.skinny || g.n <= kSkinnyN || g.bm <= 0 || g.bn <= 0)
+      return 0;
+    bm = std::min<int64_t>(bm, g.bm);
+    colTiles += (g.n + g.bn - 1) / g.bn;
+    work += g.n * g.k;
+  }
+  if (gemms.empty())
+    return 0;
+  // Or earlier, where the row-block form's work passes one wave of tiles.
+  return std::min(bm * ((t->units + colTiles - 1) / colTiles),
+                  std::max<int64_t>(1, kF32RowBlockWork / work));
+}
+
+int64_t GemmEmitter::gemvCost(const Gemm &g) {
+  int64_t cost = 0;
+  for (const Tensor &w : g.w)
+    cost += w.ggml == format::GgmlType::IQ3_S ? 2 : 1;
+  return cost;
+}
+
+GemvForm GemmEmitter::gemvShape(const Gemm &g, int64_t columns, int64_t rows,
+                                bool rowBlocks) const {
+  GemvProblem p;
+  p.rowBlocks = rowBlocks;
+  p.columns = columns;
+  p.k = g.k;
+  p.rows = rows;
+  p.cost = gemvCost(g);
+  p.maxCols = option(e.plan, Opt::GemmDecodeCols);
+  p.pieces = option(e.plan, Opt::GemmDecodePieces);
+  return selectGemv(p);
+}
+
+void GemmEmitter::gemvRows(const Gemm &g, int64_t rows) {
+  e.line("#pragma unroll");
+  e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+  e.line("      if (m0 + r >= M) break;");
+  e.line("      const long m = m0 + r;");
+  e.line("      {}", aRowOf(g));
+  e.line("      float av[8];");
+  e.line("      ld8(arow, k, av);");
+}
+
+void GemmEmitter::gemvClose() {
+  e.line("}}");
+  iq3sLds_ = true;
+}
+
+int64_t GemmEmitter::gemvChunk(const Gemm &g, GemvForm shape) {
+  int64_t bytes = 0;
+  for (const Tensor &w : g.w)
+    bytes += pieceBytes(w) * shape.cols;
+  return std::max<int64_t>(1, 4096 / bytes);
+}
+
+int64_t GemmEmitter::gemvStage(const Gemm &g, GemvForm shape) const {
+  if (option(e.plan, Opt::GemmDecodeStage) == 0)
+    return 0;
+  for (const Tensor &w : g.w)
+    if (!w.quant() || 256 % w.blockSize != 0)
+      return 0;
+  const int64_t pieces = (g.k + 255) / 256;
+  const int64_t perSlice = (pieces + shape.slices - 1) / shape.slices;
+  const int64_t q = std::min(gemvChunk(g, shape), perSlice);
+  int64_t bytes = 0;
+  for (const Tensor &w : g.w)
+    bytes += stageSlot(q, w) * shape.cols;
+  return bytes;
+}
+
+void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
+                           int64_t stageBytes) {
+  // At least two blocks an SM: registers capped at 128 (the unrolled pieces
+  // of gate and up took 182, one block an SM).
+  e.line("STRATA_KERNEL_MIN({}, 2) void {}({}) {{", kGemvWarps * 32, sym,
+         e.params());
+  e.prologue();
+  // IQ3_S's grid in LDS: a warp's 32 random lookups in the global table
+  // touch up to 16 L1 lines each (the grouped gate/up ran at 250 GB/s so).
+  iq3sLds_ = iq3s;
+  if (iq3s) {
+    e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
+    e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
+           "strata_iq3s_grid[i];",
+           kGemvWarps * 32);
+    e.line("  sync_block();");
+  }
+  e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
+  e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
+  if (stageBytes > 0)
+    e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t "
+           "wstage[{}][{}];",
+           kGemvWarps, stageBytes);
+}
+
+void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
+                           const std::string &first, const std::string &end) {
+  const size_t nb = g.w.size();
+  const int slices = shape.slices, cols = shape.cols;
+  // Warps in groups of `slices` per `cols` columns; slice j takes the
+  // 256-element pieces j, j + slices, ... of K.
+  e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
+  e.line("  const long n0 = ((long)(bid_x() - base) * {} + group) * {};",
+         kGemvWarps / slices, cols);
+  e.line("  const bool live = n0 < {}L;", g.n);
+  for (size_t b = 0; b < nb; ++b) {
+    const Tensor &w = g.w[b];
+    const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
+    // A column past N (the last group's) reads column 0 and stores nothing.
+    for (int c = 0; c < cols; ++c)
+      e.line("  const {} *wrow{}_{} = {} + ({} + (n0 + {} < {}L ? n0 + {} : "
+             "0L)) * {}L;",
+             w.quant() ? "uint8_t" : w.ctype, b, c, w.ptr, rowBase_, c, g.n, c,
+             rowBytes);
+  }
+  e.line("  const long M = {};", end);
+  // Rows in passes of `rows` (one pass for a decode run); the block agrees
+  // on every bound, so its barriers are uniform.
+  e.line("  for (long m0 = {}; m0 < M; m0 += {}) {{", first, rows);
+  for (size_t b = 0; b < nb; ++b)
+    e.line("  float acc{}[{}][{}] = {{}};", b, cols, rows);
+  e.line("  if (live) {{");
+  // One piece: every column's weights decoded, then each row of A loaded
+  // once for all of them.
+  auto piece = [&](const std::string &k, const std::string &from) {
+    e.line("    const long k = {};", k);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("    float w{}[{}][8];", b, cols);
+    for (int c = 0; c < cols; ++c)
+      for (size_t b = 0; b < nb; ++b)
+        decodeW(g.w[b], fmt::format("{}{}_{}", from, b, c), "k",
+                fmt::format("w{}[{}]", b, c));
+    gemvRows(g, rows);
+    e.line("#pragma unroll");
+    e.line("      for (int c = 0; c < {}; ++c)", cols);
+    e.line("#pragma unroll");
+    e.line("      for (int u = 0; u < 8; ++u) {{");
+    for (size_t b = 0; b < nb; ++b)
+      e.line("        acc{}[c][r] += av[u] * w{}[c][u];", b, b);
+    e.line("      }}");
+    e.line("    }}");
+  };
+  // Staged (gemm-decode-stage=1) or decoded where the bytes lie: measured
+  // on the H200 (bench/results/gemv-stage-20261203.txt) the copy's wide
+  // loads did not pay: the decode forms are bound by the decode's
+  // instructions, not by loads in flight.
+  const int64_t stage = gemvStage(g, shape);
+  if (stage > 0) {
+    gemvStaged(g, rows, shape, piece);
+  } else {
+    gemvDirect(g, shape, piece);
+  }
+  e.line("  }}");
+  gemvReduce(g, rows, shape);
+}
+
+void GemmEmitter::gemvStaged(
+    const Gemm &g, int64_t rows, GemvForm shape,
+    const std::function<void(const std::string &, const std::string &)>
+        &piece) {
+  (void)rows;
+  const size_t nb = g.w.size();
+  const int cols = shape.cols;
+  // Slice j takes the contiguous pieces [j P, (j + 1) P) of K, in chunks
+  // of Q pieces: the warp copies a chunk of each column (16 bytes a lane,
+  // all in flight), then decodes it from shared memory.
+  const int64_t pieces = (g.k + 255) / 256;
+  const int64_t perSlice = (pieces + shape.slices - 1) / shape.slices;
+  const int64_t q = std::min(gemvChunk(g, shape), perSlice);
+  e.line("  const long kBeg = slice * {}L, kEnd = kBeg + {}L < {}L ? kBeg + "
+         "{}L : {}L;",
+         perSlice * 256, perSlice * 256, g.k, perSlice * 256, g.k);
+  e.line("  for (long kc = kBeg; kc < kEnd; kc += {}L) {{", q * 256);
+  e.line("    const long kce = kc + {}L < kEnd ? kc + {}L : kEnd;", q * 256,
+         q * 256);
+  int64_t at = 0;
+  for (size_t b = 0; b < nb; ++b) {
+    const Tensor &w = g.w[b];
+    for (int c = 0; c < cols; ++c) {
+      // Byte b of the row lands at wl + b: the chunk's first byte at its
+      // buffer's start plus its address modulo 16.
+      e.line("    const uint8_t *src{}_{} = wrow{}_{} + kc / {} * {};", b, c, b,
+             c, w.blockSize, w.blockBytes);
+      e.line("    uint8_t *dst{}_{} = wstage[wave] + {} + "
+             "(int)((uint64_t)src{}_{} & 15);",
+             b, c, at, b, c);
+      e.line("    wave_copy_bytes(dst{}_{}, src{}_{}, (kce - kc) / {} * {}, "
+             "lane);",
+             b, c, b, c, w.blockSize, w.blockBytes);
+      e.line("    const uint8_t *wl{}_{} = dst{}_{} - kc / {} * {};", b, c, b,
+             c, w.blockSize, w.blockBytes);
+      at += stageSlot(q, w);
+    }
+  }
+  e.line("    cp_async_commit();");
+  e.line("    cp_async_wait_all();");
+  e.line("    sync_wave();");
+  e.line("#pragma unroll {}", std::min<int64_t>(q, shape.unroll));
+  e.line("    for (int it = 0; it < {}; ++it) {{", q);
+  e.line("      if (kc + it * 256L + lane * 8L >= kce) break;");
+  piece("kc + it * 256L + lane * 8L", "wl");
+  e.line("    }}");
+  // The chunk's bytes are read before the next chunk's copy overwrites
+  // them.
+  e.line("    sync_wave();");
+  e.line("  }}");
+}
+
+void GemmEmitter::gemvDirect(
+    const Gemm &g, GemvForm shape,
+    const std::function<void(const std::string &, const std::string &)>
+        &piece) {
+  const int slices = shape.slices;
+  // The whole pieces in a loop of a fixed count without a bound check, so
+  // that the unrolled pieces' loads are all issued before the first one's
+  // FMAs wait; a last partial piece checks its bound.
+  const int64_t span = 256 * int64_t(slices);
+  const int64_t whole = g.k / span;
+  const std::string lanePos = "(slice * 32L + lane) * 8L";
+  if (whole > 0) {
+    e.line("#pragma unroll {}", std::min<int64_t>(whole, shape.unroll));
+    e.line("  for (int it = 0; it < {}; ++it) {{", whole);
+    piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
+    e.line("  }}");
+  }
+  if (g.k % span != 0) {
+    e.line("  if ({} + {}L < {}L) {{", lanePos, whole * span, g.k);
+    piece(fmt::format("{} + {}L", lanePos, whole * span), "wrow");
+    e.line("  }}");
+  }
+}
+
+void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvForm shape) {
+  const size_t nb = g.w.size();
+  const int slices = shape.slices, cols = shape.cols;
+  // Sum over the warp; lane c * rows + r then holds (column c, row r).
+  e.line("  float mine[{}] = {{}};", nb);
+  e.line("#pragma unroll");
+  e.line("  for (int c = 0; c < {}; ++c)", cols);
+  e.line("#pragma unroll");
+  e.line("  for (int r = 0; r < {}; ++r) {{", rows);
+  for (size_t b = 0; b < nb; ++b) {
+    e.line("    const float s{} = warp_sum(acc{}[c][r]);", b, b);
+    e.line("    if (lane == c * {} + r) mine[{}] = s{};", rows, b, b);
+  }
+  e.line("  }}");
+  const std::string at = fmt::format("lane < {}", rows * cols);
+  if (slices > 1) {
+    // Each slice hands its sums to the group's slice 0, which adds the
+    // slices in order (deterministic).
+    e.line("  if ({}) {{", at);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("    red[{}][wave][lane] = mine[{}];", b, b);
+    e.line("  }}");
+    e.line("  sync_block();");
+  }
+  e.line("  if (live && slice == 0 && {} && m0 + lane % {} < M && n0 + lane / "
+         "{} < {}L) {{",
+         at, rows, rows, g.n);
+  e.line("    const long m = m0 + lane % {}, n = n0 + lane / {};", rows, rows);
+  if (slices > 1) {
+    e.line("    float v = 0.0f{};", nb > 1 ? ", v2 = 0.0f" : "");
+    e.line("    for (int j = 0; j < {}; ++j) {{", slices);
+    e.line("      v += red[0][wave + j][lane];");
+    if (nb > 1)
+      e.line("      v2 += red[1][wave + j][lane];");
+    e.line("    }}");
+  } else {
+    e.line("    const float v = mine[0]{};", nb > 1 ? ", v2 = mine[1]" : "");
+  }
+  for (const std::string &l : g.epilogue)
+    e.line("    {}", l);
+  e.line("  }}");
+  if (slices > 1)
+    e.line("  sync_block();");
+  e.line("  }}");
+}
+
+void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
+  Tensor xn = e.tensor(c.streamMean->inputs[0]);
+  Tensor y = e.tensor(c.streamMean->outputs[0]);
+  const int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+  const Tensor &w = g.w[0];
+  e.line("  const long dc = (long)(bid_x() - base) * {} + wave;", kGemvWarps);
+  e.line("  if (dc >= {}L) return;", d);
+  e.line("  const long M = {};", g.mRows);
+  for (int64_t st = 0; st < ns; ++st)
+    e.line("  const {} *wrow{} = {} + ({}L + dc) * {}L;", w.ctype, st, w.ptr,
+           st * d, g.k);
+  e.line("  for (long m0 = 0; m0 < M; m0 += {}) {{", rows);
+  e.line("  float acc[{}][{}] = {{}};", ns, rows);
+  const int64_t pieces = (g.k + 255) / 256;
+  e.line("#pragma unroll");
+  e.line("  for (int it = 0; it < {}; ++it) {{", pieces);
+  e.line("    const long k = lane * 8L + it * 256L;");
+  e.line("    if (k >= {}L) break;", g.k);
+  e.line("    float wv[{}][8];", ns);
+  for (int64_t st = 0; st < ns; ++st)
+    decodeW(w, fmt::format("wrow{}", st), "k", fmt::format("wv[{}]", st));
+  gemvRows(g, rows);
+  e.line("#pragma unroll");
+  e.line("      for (int s = 0; s < {}; ++s)", ns);
+  e.line("#pragma unroll");
+  e.line("        for (int u = 0; u < 8; ++u) acc[s][r] += av[u] * wv[s][u];");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("#pragma unroll");
+  e.line("  for (int s = 0; s < {}; ++s)", ns);
+  e.line("#pragma unroll");
+  e.line("    for (int r = 0; r < {}; ++r) acc[s][r] = warp_sum(acc[s][r]);",
+         rows);
+  // Lane m - m0: each stream's gate (the chain's epilogue at column s D +
+  // dc) times the image, averaged over the streams as streamReduce does.
+  e.line("  if (lane < {} && m0 + lane < M) {{", rows);
+  e.line("    const long m = m0 + lane;");
+  e.line("    float a = 0;");
+  e.line("#pragma unroll");
+  e.line("    for (int s = 0; s < {}; ++s) {{", ns);
+  e.line("      float v = acc[s][0];");
+  e.line("#pragma unroll");
+  e.line("      for (int r = 1; r < {}; ++r) v = lane == r ? acc[s][r] : v;",
+         rows);
+  e.line("      const long n = s * {}L + dc;", d);
+  // The epilogue without its last line (the tiles' store of the gate into
+  // Cs).
+  for (size_t l = 0; l + 1 < g.epilogue.size(); ++l)
+    e.line("      {}", g.epilogue[l]);
+  e.line("      a += {} * ld({}, {});", c.gateVar, xn.ptr,
+         elementIndex(xn, xn.shape, "row", "i"));
+  e.line("    }}");
+  e.line("    st({}, m * {}L + dc, a / {}.0f);", y.ptr, d, ns);
+  e.line("  }}");
+  e.line("  }}");
+}
+
+EmittedKernel GemmEmitter::gemvForms(
+    int64_t rows,
+    const std::function<void(int64_t, const std::string &)> &emit) {
+  emit(1, "@SYMBOL@");
+  EmittedKernel own = std::move(e.out);
+  e.out = EmittedKernel{};
+  const int64_t upTo = std::min<int64_t>(rows, e.plan.maxTokens);
+  if (upTo > 1) {
+    emit(upTo, "@SYMBOL@_rows");
+    EmittedKernel many = std::move(e.out);
+    many.minTokens = 2;
+    many.suffix = "_rows";
+    own.alternates.push_back(std::move(many));
+  }
+  e.out = EmittedKernel{};
+  return own;
+}
+
+void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
+                           const std::vector<Gemm> &gemms, int64_t rows,
+                           const std::string &sym, int64_t rowBlock,
+                           const format::PlanDim &rowDim) {
+  std::vector<GemvForm> shapes;
+  int64_t stage = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    shapes.push_back(gemvShape(g, g.n, rows * g.mPer, rowBlock > 0));
+    if (!chains[ci].streamMean)
+      stage = std::max(stage, gemvStage(g, shapes.back()));
+  }
+  gemvOpen(false, sym, stage);
+  int64_t base = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    const GemvForm shape = shapes[ci];
+    // A stream-mean chain's warp takes one hidden column over the whole K.
+    const int64_t cols = chains[ci].streamMean
+                             ? kGemvWarps
+                             : kGemvWarps / shape.slices * shape.cols;
+    // A stream-mean chain's columns are the hidden size's (a warp each).
+    const int64_t outCols =
+        chains[ci].streamMean
+            ? e.tensor(chains[ci].streamMean->inputs[0]).shape[2].constant
+            : g.n;
+    const int64_t blocks = (outCols + cols - 1) / cols;
+    e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
+    e.line("  const long base = {};", base);
+    rowBase_ = "0L";
+    if (chains[ci].streamMean) {
+      gemvStreamBody(g, chains[ci], rows);
+    } else if (rowBlock > 0) {
+      // Block y's rows [y R, y R + R) of M (uniform in the block).
+      e.line("  const long mb = (long)bid_y() * {}L, me = mb + {}L < {} ? mb "
+             "+ {}L : {};",
+             rowBlock * g.mPer, rowBlock * g.mPer, g.mRows, rowBlock * g.mPer,
+             g.mRows);
+      gemvBody(g, rows * g.mPer, shape, "mb", "me");
+    } else {
+      gemvBody(g, rows * g.mPer, shape, "0L", g.mRows);
+    }
+    e.line("  return;");
+    e.line("  }}");
+    base += blocks;
+  }
+  gemvClose();
+  e.out.grid = {{0, base, 1},
+                rowBlock > 0 ? tilesOf(rowDim, 1, rowBlock)
+                             : format::PlanDim{0, 1, 1},
+                {0, 1, 1}};
+  e.out.block = {kGemvWarps * 32, 1, 1};
+  e.out.sharedBytes = 0;
+}
+
+} // namespace strata::codegen::detail::gemm

@@ -1,0 +1,204 @@
+//===- GroupedEmitter.cpp - the grouped expert GEMMs ----------------------===//
+//
+// The grouped family: the experts' gate/up (SwiGLU) and down GEMMs over
+// expert-sorted rows, each block finding its expert and row tile from
+// the offsets; the decode form for runs of a few rows, and the TMA tile
+// (GroupedTma.cpp) from kGroupedTmaRows rows an expert. The tiles and
+// decode pieces are the GEMM family's (codegen/gemm/GemmEmitter.h).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/gemm/GemmEmitter.h"
+
+#include "runtime/format/GgmlType.h"
+
+#include <algorithm>
+
+namespace strata::codegen::detail::gemm {
+
+void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
+                                  int64_t experts, int64_t slotsPerToken,
+                                  int64_t rows, const std::string &sym) {
+  // The shape over every routed slot's columns.
+  const GemvForm shape = gemvShape(g, slotsPerToken * g.n, rows);
+  const int64_t cols = kGemvWarps / shape.slices * shape.cols;
+  const int64_t colBlocks = (g.n + cols - 1) / cols;
+  gemvOpen(std::any_of(g.w.begin(), g.w.end(),
+                       [](const Tensor &w) {
+                         return w.ggml == format::GgmlType::IQ3_S;
+                       }),
+           sym, gemvStage(g, shape));
+  e.line("  const long s = bid_x() / {}L;", colBlocks);
+  e.line("  const long base = s * {}L;", colBlocks);
+  e.line("  if (s >= T * {}L) return;", slotsPerToken);
+  // The slot's expert: the one whose slots [off[x], off[x + 1]) hold s,
+  // looked for by all the block's threads at once (one round of loads; a
+  // binary search waited on nine in a row).
+  e.line("  STRATA_SHARED int found;");
+  e.line("  if (tid_x() == 0) found = 0;");
+  e.line("  sync_block();");
+  e.line("  for (int x = tid_x(); x < {}; x += {})", experts, kGemvWarps * 32);
+  e.line("    if ({}[x] <= s && s < {}[x + 1]) found = x;", off.ptr, off.ptr);
+  e.line("  sync_block();");
+  e.line("  const int ex = found;");
+  // The expert's first slot takes all its slots (distinct tokens: at most
+  // T, one pass for a decode run): its weights are read once.
+  e.line("  if ({}[ex] != s) return;", off.ptr);
+  rowBase_ = fmt::format("(long)ex * {}L", g.n);
+  gemvBody(g, rows, shape, "s", fmt::format("{}[ex + 1]", off.ptr));
+  gemvClose();
+  // (slot, column group) pairs of T * slotsPerToken slots: grid x, which
+  // holds them at any T.
+  e.out.grid = {{slotsPerToken * colBlocks, 0, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.block = {kGemvWarps * 32, 1, 1};
+  e.out.sharedBytes = 0;
+}
+
+void GemmEmitter::runGrouped() {
+  if (e.body.size() != 1)
+    throw Unsupported("a grouped GEMM with a fused body");
+  const BodyOp &op = e.body[0];
+  bool swiglu = op.recipe == Recipe::MoeGroupedSwiglu;
+  Gemm g;
+  Tensor y = e.tensor(op.outputs[0]);
+  Tensor off = e.tensor(op.inputs[swiglu ? 2 : 1]);
+  g.a = e.tensor(op.inputs[0]);
+  Tensor perm;
+  if (swiglu) {
+    perm = e.tensor(op.inputs[1]);
+    g.w = {e.tensor(op.inputs[3]), e.tensor(op.inputs[4])};
+  } else {
+    g.w = {e.tensor(op.inputs[2])};
+  }
+  int64_t experts = g.w[0].shape[0].constant;
+  g.n = g.w[0].shape[1].constant;
+  g.k = g.w[0].shape[2].constant;
+  pickTile(g, e.kernel.variant);
+  g.colOf = [](const std::string &c) { return "n0 + " + c; };
+  int64_t slotsPerToken = y.shape[0].coef;
+  if (y.shape[0].div != 1 || y.shape[0].constant != 0 ||
+      (swiglu && g.a.shape[0].coef != 1))
+    throw Unsupported("grouped rows are not T * k");
+  g.epilogue.push_back(fmt::format("st({}, m * {}L + n, {});", y.ptr, g.n,
+                                   swiglu ? "sm_silu(v) * v2" : "v"));
+  if (swiglu)
+    g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
+  // Plans with state decode: runs of a few rows take the decode form (the
+  // kernel's own code), the tiles are an alternate from the row after it.
+  const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
+  const bool gemv = !e.plan.states.empty() && decodeRows > 0 && g.k % 8 == 0 &&
+                    (!g.w[0].quant() || g.w[0].blockSize % 8 == 0);
+  EmittedKernel gemvOwn;
+  std::string sym = "@SYMBOL@";
+  if (gemv) {
+    e.out = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
+      emitGroupedGemv(g, off, experts, slotsPerToken, rows, sym);
+    });
+    if (e.plan.maxTokens <= decodeRows)
+      return;
+    gemvOwn = std::move(e.out);
+    e.out = EmittedKernel{};
+    sym = "@SYMBOL@_tile";
+  }
+  std::string params = e.params();
+  const int nt = g.nt;
+  planBuffers({&g}, int64_t(nt) * 4 + 8); // + the tile scan
+  e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", nt, minBlocks({&g}, nt),
+         sym, params);
+  e.prologue();
+  declareRegion();
+  format::PlanDim tiles = tilesOf(y.shape[0], 1, g.bm);
+  tiles.constant += experts;
+  const bool colsFast = tileOrder(tiles, true);
+  // Which expert and which of its row tiles this block takes: a block scan
+  // of the experts' tile counts.
+  constexpr int kPer = 8;
+  if (experts > int64_t(nt) * kPer)
+    throw Unsupported("more experts than the tile scan covers");
+  e.line("  STRATA_SHARED int scan[{}];", nt);
+  e.line("  STRATA_SHARED int pick[2];");
+  e.line("  const int per = {};", (experts + nt - 1) / nt);
+  e.line("  int mine = 0;");
+  e.line("  for (int x = tid_x() * per; x < (tid_x() + 1) * per && x < {}; "
+         "++x)",
+         experts);
+  e.line("    mine += ({}[x + 1] - {}[x] + {}) / {};", off.ptr, off.ptr,
+         g.bm - 1, g.bm);
+  e.line("  scan[tid_x()] = mine;");
+  e.line("  if (tid_x() == 0) pick[0] = -1;");
+  e.line("  sync_block();");
+  e.line("  for (int s = 1; s < {}; s <<= 1) {{", nt);
+  e.line("    int add = tid_x() >= s ? scan[tid_x() - s] : 0;");
+  e.line("    sync_block();");
+  e.line("    scan[tid_x()] += add;");
+  e.line("    sync_block();");
+  e.line("  }}");
+  e.line("  {{");
+  e.line("    int before = scan[tid_x()] - mine, tile = rt;");
+  e.line("    if (tile >= before && tile < before + mine) {{");
+  e.line("      for (int x = tid_x() * per; x < {}; ++x) {{", experts);
+  e.line("        int t = ({}[x + 1] - {}[x] + {}) / {};", off.ptr, off.ptr,
+         g.bm - 1, g.bm);
+  e.line("        if (tile < before + t) {{ pick[0] = x; pick[1] = tile - "
+         "before; break; }}");
+  e.line("        before += t;");
+  e.line("      }}");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  sync_block();");
+  e.line("  if (pick[0] < 0) return;");
+  e.line("  const int ex = pick[0];");
+  e.line("  const long M = {}[ex + 1];", off.ptr);
+  e.line("  const long m0 = {}[ex] + (long)pick[1] * {};", off.ptr, g.bm);
+  e.line("  const long n0 = (long)ct * {};", g.bn);
+  std::string aRow = aRowOf(g);
+  std::vector<std::string> wRows;
+  for (const Tensor &w : g.w) {
+    int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
+    wRows.push_back(
+        fmt::format("const {} *wrow = {} + ((long)ex * {}L + n) * {}L;",
+                    w.quant() ? "uint8_t" : w.ctype, w.ptr, g.n, rowBytes));
+  }
+  tileLoop(g, aRow, wRows);
+  e.line("}}");
+  // Row tiles (above): every expert's rows rounded up to the tile, at
+  // most ceil(S / BM) + E.
+  const format::PlanDim colTiles{0, (g.n + g.bn - 1) / g.bn, 1};
+  e.out.grid = {
+      colsFast ? colTiles : tiles, colsFast ? tiles : colTiles, {0, 1, 1}};
+  e.out.block = {nt, 1, 1};
+  if (gemv) {
+    EmittedKernel tile = std::move(e.out);
+    tile.minTokens = decodeRows + 1;
+    tile.suffix = "_tile";
+    e.out = std::move(gemvOwn);
+    e.out.alternates.push_back(std::move(tile));
+  }
+  // The alternate's pre-launch dequantises every expert's weights whatever
+  // T is: it pays off from kGroupedTmaRows rows per expert.
+  const int64_t minTokens = std::max<int64_t>(
+      kTmaMinTokens,
+      (experts * kGroupedTmaRows + slotsPerToken - 1) / slotsPerToken);
+  if (e.plan.maxTokens < minTokens)
+    return;
+  EmittedKernel own = std::move(e.out);
+  const bool ownWs = e.workspace;
+  e.out = EmittedKernel{};
+  e.workspace = false;
+  const bool big = groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts);
+  EmittedKernel alt = std::move(e.out);
+  e.out = std::move(own);
+  e.workspace = ownWs;
+  if (big) {
+    alt.minTokens = minTokens;
+    alt.suffix = "_big";
+    e.out.alternates.push_back(std::move(alt));
+  }
+}
+
+} // namespace strata::codegen::detail::gemm
+
+namespace strata::codegen::detail {
+
+void emitGroupedKernel(Emitter &e) { gemm::GemmEmitter(e).runGrouped(); }
+
+} // namespace strata::codegen::detail
