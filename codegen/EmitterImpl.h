@@ -85,6 +85,9 @@ public:
   /// The kernel takes the workspace (its temporaries, laid out as
   /// PlanKernel::workspaceBytes counts them) as argument "workspace".
   bool workspace = false;
+  /// A decode form multiplies int8 activations: the source embeds
+  /// runtime/format/BlockDecodeInt8.h (EmittedKernel::int8Decode).
+  bool int8Decode = false;
 
   template <typename... A> void line(fmt::format_string<A...> f, A &&...a) {
     fmt::format_to(std::back_inserter(code), f, std::forward<A>(a)...);

@@ -419,6 +419,7 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
     else
       detail::emitSortKernel(e);
     out = std::move(e.out);
+    out.int8Decode = e.int8Decode;
     std::string text = withGridWait(fmt::to_string(e.code));
     // The symbol: the kernel's label and a hash of its specialised body, so
     // identical specialisations share one symbol and one source.
@@ -461,6 +462,8 @@ std::string deviceSource(const std::string &target,
   s += target == "gfx1151" ? kPreludeGfx1151 : kPreludeSm90;
   s += kScalarMath;
   s += kBlockDecode;
+  if (kernel.int8Decode)
+    s += kBlockDecodeInt8;
   s += kDeviceLib;
   if (kernel.kvQuant)
     s += kKvQuant;

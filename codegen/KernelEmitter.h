@@ -44,6 +44,9 @@ struct EmittedKernel {
   /// The body reads or writes an i8 state: its source embeds
   /// runtime/KvQuant.h (the quantisation the CPU backend shares).
   bool kvQuant = false;
+  /// A decode form multiplies int8 activations (gemm-decode-int8): its
+  /// source embeds runtime/format/BlockDecodeInt8.h.
+  bool int8Decode = false;
   std::vector<format::PlanDim> grid; ///< x, y, z as functions of T
   std::vector<int64_t> block;        ///< x, y, z
   /// Dynamic LDS/shared bytes of a launch (static use is read back from

@@ -117,12 +117,47 @@ int64_t GemmEmitter::gemvStage(const Gemm &g, GemvForm shape) const {
   return bytes;
 }
 
+namespace {
+
+/// Block types with an integer form (strata_di8_<type>).
+bool hasIntForm(format::GgmlType t) {
+  using format::GgmlType;
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
+         t == GgmlType::Q6_K || t == GgmlType::IQ4_NL ||
+         t == GgmlType::IQ4_XS || t == GgmlType::IQ3_S;
+}
+
+/// Block types whose integer form has a min (d * q - dm).
+bool hasMin(format::GgmlType t) {
+  return t == format::GgmlType::Q4_K || t == format::GgmlType::Q5_K;
+}
+
+} // namespace
+
+bool GemmEmitter::gemvInt8(const Gemm &g, int64_t rows) const {
+  // auto: where the plan already stores activations in bf16 (int8 with a
+  // scale per 8 values errs by up to max|a| / 254 a value, bf16 by up to
+  // |a| / 512: the same order); the f32 policy keeps float activations.
+  const int64_t mode = option(e.plan, Opt::GemmDecodeInt8);
+  const bool on =
+      mode == 1 || (mode == 0 && e.plan.options.count("bf16_activations"));
+  if (!on || g.k % 8 != 0 || rows * g.k * 2 > kInt8ABytes)
+    return false;
+  return std::all_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
+    return w.quant() && hasIntForm(w.ggml);
+  });
+}
+
+int64_t GemmEmitter::gemvInt8Words(const Gemm &g, int64_t rows) const {
+  return gemvInt8(g, rows) ? rows * (g.k / 8) * 4 : 0;
+}
+
 void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
-                           int64_t stageBytes) {
+                           int64_t stageBytes, int64_t aq8Words) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
-  e.line("STRATA_KERNEL_MIN({}, 2) void {}({}) {{", kGemvWarps * 32, sym,
-         e.params());
+  e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", kGemvWarps * 32,
+         option(e.plan, Opt::GemmDecodeBlocks), sym, e.params());
   e.prologue();
   // IQ3_S's grid in LDS: a warp's 32 random lookups in the global table
   // touch up to 16 L1 lines each (the grouped gate/up ran at 250 GB/s so).
@@ -140,6 +175,9 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
     e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t "
            "wstage[{}][{}];",
            kGemvWarps, stageBytes);
+  if (aq8Words > 0)
+    e.line("  STRATA_SHARED __attribute__((aligned(16))) uint32_t aq8[{}];",
+           aq8Words);
 }
 
 void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
@@ -166,6 +204,9 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   // Rows in passes of `rows` (one pass for a decode run); the block agrees
   // on every bound, so its barriers are uniform.
   e.line("  for (long m0 = {}; m0 < M; m0 += {}) {{", first, rows);
+  const bool i8 = gemvInt8(g, rows);
+  if (i8)
+    gemvQuantA(g, rows);
   for (size_t b = 0; b < nb; ++b)
     e.line("  float acc{}[{}][{}] = {{}};", b, cols, rows);
   e.line("  if (live) {{");
@@ -189,18 +230,96 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("      }}");
     e.line("    }}");
   };
+  // The integer form: each column's piece as int8 bytes and scales, each
+  // row's as 16 bytes of shared memory (two words of int8, the scale and
+  // the scaled sum), two dp4a and a multiply-add a (column, row).
+  auto piece8 = [&](const std::string &k, const std::string &from) {
+    bool anyMin = false;
+    e.line("    const long k = {};", k);
+    for (size_t b = 0; b < nb; ++b) {
+      e.line("    uint32_t wq{}[{}][2]; float wd{}[{}], wm{}[{}];", b, cols, b,
+             cols, b, cols);
+      anyMin = anyMin || hasMin(g.w[b].ggml);
+    }
+    for (int c = 0; c < cols; ++c)
+      for (size_t b = 0; b < nb; ++b) {
+        const Tensor &w = g.w[b];
+        const bool lds = w.ggml == format::GgmlType::IQ3_S && iq3sLds_;
+        e.line("        strata_di8_{}{}({}{}_{} + k / {} * {}, (int)(k % {}), "
+               "wq{}[{}], &wd{}[{}], &wm{}[{}]{});",
+               format::ggmlTypeInfo(w.ggml).irName, lds ? "_grid" : "", from, b,
+               c, w.blockSize, w.blockBytes, w.blockSize, b, c, b, c, b, c,
+               lds ? ", iq3s_lds" : "");
+      }
+    e.line("#pragma unroll");
+    e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+    e.line("      if (m0 + r >= M) break;");
+    e.line("      const strata_u4 a8 = *(const strata_u4 *)&aq8[(r * {}L + k "
+           "/ 8) * 4];",
+           g.k / 8);
+    // Through scalars: clang 19 bit-casts a vector element expression
+    // (a8.z) from the vector's first element.
+    e.line("      const uint32_t az = a8.z, aw = a8.w;");
+    e.line("      const float as = __builtin_bit_cast(float, az);");
+    if (anyMin)
+      e.line("      const float at = __builtin_bit_cast(float, aw);");
+    else
+      e.line("      (void)aw;");
+    e.line("#pragma unroll");
+    e.line("      for (int c = 0; c < {}; ++c) {{", cols);
+    for (size_t b = 0; b < nb; ++b) {
+      e.line("        acc{}[c][r] += (wd{}[c] * as) * (float)strata_dp4a(wq{}"
+             "[c][1], a8.y, strata_dp4a(wq{}[c][0], a8.x, 0));",
+             b, b, b, b);
+      if (hasMin(g.w[b].ggml))
+        e.line("        acc{}[c][r] -= wm{}[c] * at;", b, b);
+    }
+    e.line("      }}");
+    e.line("    }}");
+  };
   // Staged (gemm-decode-stage=1) or decoded where the bytes lie: measured
   // on the H200 (bench/results/gemv-stage-20261203.txt) the copy's wide
   // loads did not pay: the decode forms are bound by the decode's
   // instructions, not by loads in flight.
   const int64_t stage = gemvStage(g, shape);
+  std::function<void(const std::string &, const std::string &)> form;
+  if (i8)
+    form = piece8;
+  else
+    form = piece;
   if (stage > 0) {
-    gemvStaged(g, rows, shape, piece);
+    gemvStaged(g, rows, shape, form);
   } else {
-    gemvDirect(g, shape, piece);
+    gemvDirect(g, shape, form);
   }
   e.line("  }}");
   gemvReduce(g, rows, shape);
+}
+
+void GemmEmitter::gemvQuantA(const Gemm &g, int64_t rows) {
+  e.int8Decode = true;
+  // The pass's rows of A, quantised once by the whole block into aq8 (a
+  // barrier first: the previous pass's warps may still read it).
+  e.line("  sync_block();");
+  e.line("  for (int r = 0; r < {}; ++r) {{", rows);
+  e.line("    if (m0 + r >= M) break;");
+  e.line("    const long m = m0 + r;");
+  e.line("    {}", aRowOf(g));
+  e.line("    for (long k = tid_x() * 8L; k < {}L; k += {}L) {{", g.k,
+         kGemvWarps * 32 * 8);
+  e.line("      float av[8];");
+  e.line("      ld8(arow, k, av);");
+  e.line("      uint32_t q[2];");
+  e.line("      float s;");
+  e.line("      int t;");
+  e.line("      strata_qa8(av, q, &s, &t);");
+  e.line("      *(strata_u4 *)&aq8[(r * {}L + k / 8) * 4] = (strata_u4){{q[0], "
+         "q[1], __builtin_bit_cast(uint32_t, s), __builtin_bit_cast(uint32_t, "
+         "s * (float)t)}};",
+         g.k / 8);
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  sync_block();");
 }
 
 void GemmEmitter::gemvStaged(
@@ -405,14 +524,16 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::string &sym, int64_t rowBlock,
                            const format::PlanDim &rowDim) {
   std::vector<GemvForm> shapes;
-  int64_t stage = 0;
+  int64_t stage = 0, aq8 = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
     shapes.push_back(gemvShape(g, g.n, rows * g.mPer, rowBlock > 0));
-    if (!chains[ci].streamMean)
+    if (!chains[ci].streamMean) {
       stage = std::max(stage, gemvStage(g, shapes.back()));
+      aq8 = std::max(aq8, gemvInt8Words(g, rows * g.mPer));
+    }
   }
-  gemvOpen(false, sym, stage);
+  gemvOpen(false, sym, stage, aq8);
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];

@@ -280,7 +280,21 @@ private:
   /// Opens a decode-form kernel: `wave`, `lane` and the slices' reduction
   /// area; with \p iq3s (IQ3_S weights) the grid's copy in LDS, else
   /// IQ3_S would decode from the table itself until gemvClose().
-  void gemvOpen(bool iq3s, const std::string &sym, int64_t stageBytes = 0);
+  /// \p aq8Words: words of shared memory for the int8 rows of A
+  /// (gemvInt8Words), 0 for none.
+  void gemvOpen(bool iq3s, const std::string &sym, int64_t stageBytes = 0,
+                int64_t aq8Words = 0);
+  /// Whether \p g's decode form over \p rows accumulator rows multiplies
+  /// int8 activations: option gemm-decode-int8, every matrix of a block
+  /// type with an integer form (runtime/format/BlockDecodeInt8.h), A's
+  /// quantised rows (16 bytes a piece of 8) within kInt8ABytes.
+  bool gemvInt8(const Gemm &g, int64_t rows) const;
+  /// Words of shared memory of \p g's int8 rows of A (0: not int8).
+  int64_t gemvInt8Words(const Gemm &g, int64_t rows) const;
+  /// Shared memory the int8 rows of A may take (a static array, beside the
+  /// slices' sums and IQ3_S's grid, within the 48 KiB of static shared
+  /// memory; two blocks an SM).
+  static constexpr int64_t kInt8ABytes = 40 * 1024;
   /// Bytes of shared memory one warp of \p g's staged decode form takes
   /// (0: not staged): every matrix's and column's chunk of gemvChunk()
   /// pieces, each with 16 bytes of alignment room.
@@ -301,6 +315,10 @@ private:
   /// Opens the decode forms' loop over the rows m0 + r < M of a K piece
   /// (at most \p rows): `m`, `arow` and the piece of A, `av`, defined.
   void gemvRows(const Gemm &g, int64_t rows);
+  /// The int8 form's prologue of a pass (gemvInt8): the block quantises
+  /// rows m0 .. m0 + \p rows - 1 (< M) of A into aq8, 16 bytes a piece of
+  /// 8 (strata_qa8: two words of int8, the scale, the scaled sum).
+  void gemvQuantA(const Gemm &g, int64_t rows);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
   /// The decode form's columns: with `base` (the block's first of its

@@ -26,7 +26,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
                        [](const Tensor &w) {
                          return w.ggml == format::GgmlType::IQ3_S;
                        }),
-           sym, gemvStage(g, shape));
+           sym, gemvStage(g, shape), gemvInt8Words(g, rows));
   e.line("  const long s = bid_x() / {}L;", colBlocks);
   e.line("  const long base = s * {}L;", colBlocks);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);

@@ -18,3 +18,4 @@
 #endif
 
 #include "runtime/format/BlockDecode.h"
+#include "runtime/format/BlockDecodeInt8.h"

@@ -250,3 +250,43 @@ TEST(GemvForm, SelectTheRowBlockForm) {
   p.k = 512;
   EXPECT_EQ(codegen::selectGemv(p).slices, 1);
 }
+
+TEST(GemvForm, Int8ActivationsUnderTheBf16PolicyForBlockTypesWithIntForms) {
+  for (const char *target : {"sm_90", "gfx1151"}) {
+    SCOPED_TRACE(target);
+    // auto: only plans that store bf16 activations; the f32 policy keeps
+    // float activations.
+    format::Plan f32 = matmulPlan(target, format::GgmlType::Q4_K, true);
+    codegen::EmittedKernel plain = emit(f32);
+    EXPECT_FALSE(plain.int8Decode);
+    EXPECT_EQ(plain.body.find("strata_di8_"), std::string::npos);
+    format::Plan bf16 = f32;
+    bf16.options["bf16_activations"] = 1;
+    codegen::EmittedKernel k = emit(bf16);
+    EXPECT_TRUE(k.int8Decode);
+    // A quantised once a block into shared memory, the Q4_K piece's
+    // integer form with its min term, both the one-row and 8-row forms.
+    EXPECT_NE(k.body.find("strata_qa8(av, q, &s, &t);"), std::string::npos);
+    EXPECT_NE(k.body.find("strata_di8_q4_k("), std::string::npos);
+    EXPECT_NE(k.body.find("acc0[c][r] -= wm0[c] * at;"), std::string::npos);
+    EXPECT_NE(k.body.find("uint32_t aq8[128];"), std::string::npos);
+    EXPECT_NE(k.body.find("uint32_t aq8[1024];"), std::string::npos);
+    // Forced on under f32; off under bf16.
+    std::string error;
+    ASSERT_TRUE(codegen::setOption(f32, "gemm-decode-int8=on", error)) << error;
+    EXPECT_TRUE(emit(f32).int8Decode);
+    ASSERT_TRUE(codegen::setOption(bf16, "gemm-decode-int8=off", error))
+        << error;
+    codegen::EmittedKernel off = emit(bf16);
+    EXPECT_FALSE(off.int8Decode);
+    EXPECT_EQ(off.body, plain.body);
+    // Block types without an integer form (and 16-bit weights) keep the
+    // float decode.
+    for (format::GgmlType type :
+         {format::GgmlType::F16, format::GgmlType::IQ3_XXS}) {
+      format::Plan p = matmulPlan(target, type, true);
+      p.options["bf16_activations"] = 1;
+      EXPECT_FALSE(emit(p).int8Decode) << format::ggmlTypeInfo(type).irName;
+    }
+  }
+}

@@ -22,7 +22,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-compact",     "attn-ws",
                                       "attn-pingpong",    "attn-expfirst",
                                       "attn-trace",       "attn-rolled",
-                                      "attn-smx",         "gemm-f32-rows"};
+                                      "attn-smx",         "gemm-f32-rows",
+                                      "gemm-decode-int8", "gemm-decode-blocks"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);

@@ -29,8 +29,10 @@
 #define STRATA_TABLE static constexpr
 #define STRATA_ALIGNED_LOADS 1
 #undef STRATA_RUNTIME_FORMAT_BLOCKDECODE_H // a second copy, by design
+#undef STRATA_RUNTIME_FORMAT_BLOCKDECODEINT8_H
 namespace aligned {
 #include "runtime/format/BlockDecode.h"
+#include "runtime/format/BlockDecodeInt8.h"
 } // namespace aligned
 
 using namespace strata::format;
@@ -96,6 +98,54 @@ TEST(BlockDecodeAligned, WideLoadsDecodeAsByteLoads) {
           ASSERT_EQ(bitsOf(got[k]), bitsOf(want[k]))
               << "block " << b << " element " << i0 + k << " seed " << seed;
         }
+      }
+  }
+}
+
+// The integer forms' word loads (strata_load8w) against byte loads.
+TEST(BlockDecodeAligned, IntegerFormsWideAsBytes) {
+  using DecodeI8Fn =
+      void (*)(const uint8_t *, int, uint32_t *, float *, float *);
+  struct IntPair {
+    GgmlType type;
+    DecodeI8Fn host, wide;
+  };
+  uint32_t seed = std::random_device{}();
+  if (const char *env = std::getenv("STRATA_TEST_SEED"))
+    seed = static_cast<uint32_t>(std::strtoul(env, nullptr, 0));
+  std::printf("BlockDecodeAligned seed: %u (replay with STRATA_TEST_SEED)\n",
+              seed);
+  std::mt19937 gen(seed);
+  const IntPair pairs[] = {
+      {GgmlType::Q8_0, strata_di8_q8_0, aligned::strata_di8_q8_0},
+      {GgmlType::Q4_K, strata_di8_q4_k, aligned::strata_di8_q4_k},
+      {GgmlType::Q5_K, strata_di8_q5_k, aligned::strata_di8_q5_k},
+      {GgmlType::Q6_K, strata_di8_q6_k, aligned::strata_di8_q6_k},
+      {GgmlType::IQ4_NL, strata_di8_iq4_nl, aligned::strata_di8_iq4_nl},
+      {GgmlType::IQ4_XS, strata_di8_iq4_xs, aligned::strata_di8_iq4_xs},
+      {GgmlType::IQ3_S, strata_di8_iq3_s, aligned::strata_di8_iq3_s},
+  };
+  constexpr int kBlocks = 37;
+  for (const IntPair &p : pairs) {
+    GgmlTypeInfo info = ggmlTypeInfo(p.type);
+    SCOPED_TRACE(info.name);
+    std::vector<uint8_t> storage(kBlocks * info.typeSize + 256);
+    uint8_t *row = storage.data() +
+                   (256 - reinterpret_cast<uintptr_t>(storage.data()) % 256);
+    for (int64_t i = 0; i < kBlocks * info.typeSize; ++i)
+      row[i] = static_cast<uint8_t>(gen());
+    for (int b = 0; b < kBlocks; ++b)
+      for (int i0 = 0; i0 < static_cast<int>(info.blockSize); i0 += 8) {
+        uint32_t qa[2], qb[2];
+        float da = 0, db = 0, ma = 0, mb = 0;
+        p.host(row + b * info.typeSize, i0, qa, &da, &ma);
+        p.wide(row + b * info.typeSize, i0, qb, &db, &mb);
+        ASSERT_EQ(qa[0], qb[0]) << "block " << b << " i0 " << i0;
+        ASSERT_EQ(qa[1], qb[1]) << "block " << b << " i0 " << i0;
+        if (!std::isnan(da))
+          ASSERT_EQ(bitsOf(da), bitsOf(db)) << "block " << b << " i0 " << i0;
+        if (!std::isnan(ma))
+          ASSERT_EQ(bitsOf(ma), bitsOf(mb)) << "block " << b << " i0 " << i0;
       }
   }
 }

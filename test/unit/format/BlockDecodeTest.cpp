@@ -127,6 +127,91 @@ TEST_F(BlockDecode, EveryGroupOfEightMatchesRowDequantisation) {
   }
 }
 
+using DecodeI8Fn = void (*)(const uint8_t *, int, uint32_t *, float *, float *);
+
+/// The integer forms (BlockDecodeInt8.h): d * byte - dm is the float
+/// decode, bit for bit, for every group of every random block.
+TEST_F(BlockDecode, IntegerFormTimesScaleIsTheFloatDecode) {
+  struct IntCase {
+    GgmlType type;
+    DecodeI8Fn di8;
+    bool min;
+  };
+  const IntCase ints[] = {
+      {GgmlType::Q8_0, strata_di8_q8_0, false},
+      {GgmlType::Q4_K, strata_di8_q4_k, true},
+      {GgmlType::Q5_K, strata_di8_q5_k, true},
+      {GgmlType::Q6_K, strata_di8_q6_k, false},
+      {GgmlType::IQ4_NL, strata_di8_iq4_nl, false},
+      {GgmlType::IQ4_XS, strata_di8_iq4_xs, false},
+      {GgmlType::IQ3_S, strata_di8_iq3_s, false},
+  };
+  constexpr int64_t kBlocks = 64;
+  for (const IntCase &ic : ints) {
+    const BlockCase *c = nullptr;
+    for (const BlockCase &bc : blockCases())
+      if (bc.type == ic.type)
+        c = &bc;
+    ASSERT_NE(c, nullptr);
+    GgmlTypeInfo info = ggmlTypeInfo(ic.type);
+    SCOPED_TRACE(info.name);
+    std::vector<uint8_t> bytes = randomBlocks(*c, kBlocks, gen_);
+    const uint8_t *row = bytes.data() + 1;
+    for (int64_t b = 0; b < kBlocks; ++b)
+      for (int i0 = 0; i0 < static_cast<int>(info.blockSize); i0 += 8) {
+        float ref[8];
+        c->decode8(row + b * info.typeSize, i0, ref);
+        uint32_t q[2] = {0, 0};
+        float d = 0, dm = 0;
+        ic.di8(row + b * info.typeSize, i0, q, &d, &dm);
+        for (int k = 0; k < 8; ++k) {
+          float v = d * static_cast<float>(
+                            static_cast<int8_t>(q[k / 4] >> (8 * (k % 4))));
+          if (ic.min)
+            v = v - dm;
+          ASSERT_EQ(bitsOf(v), bitsOf(ref[k]))
+              << "block " << b << " element " << i0 + k << " seed " << seed_;
+        }
+      }
+  }
+}
+
+TEST_F(BlockDecode, Dp4aIsTheSumOfSignedByteProducts) {
+  for (int i = 0; i < 10000; ++i) {
+    uint32_t a = gen_(), b = gen_();
+    int c = static_cast<int>(gen_() % 2001) - 1000;
+    int want = c;
+    for (int k = 0; k < 4; ++k)
+      want +=
+          static_cast<int8_t>(a >> (8 * k)) * static_cast<int8_t>(b >> (8 * k));
+    ASSERT_EQ(strata_dp4a(a, b, c), want) << a << " " << b << " seed " << seed_;
+  }
+}
+
+// The activations' side: within half a step of the scale, the sum exact.
+TEST_F(BlockDecode, ActivationQuantisationRoundsToNearest) {
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int i = 0; i < 10000; ++i) {
+    float a[8];
+    for (float &x : a)
+      x = i % 97 == 0 ? 0.0f : nd(gen_);
+    uint32_t q[2];
+    float s;
+    int sum;
+    strata_qa8(a, q, &s, &sum);
+    int want = 0;
+    for (int k = 0; k < 8; ++k) {
+      int v = static_cast<int8_t>(q[k / 4] >> (8 * (k % 4)));
+      want += v;
+      ASSERT_LE(std::abs(v), 127);
+      ASSERT_LE(std::fabs(s * static_cast<float>(v) - a[k]),
+                s * 0.5001f + 1e-30f)
+          << "value " << a[k] << " seed " << seed_;
+    }
+    ASSERT_EQ(sum, want);
+  }
+}
+
 // A thread decoding 8 elements must not need the rest of the block: count the
 // bytes whose change changes the decode and hold it to the layout's bound.
 TEST_F(BlockDecode, GroupDependsOnlyOnItsScalesAndQuants) {

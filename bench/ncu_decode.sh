@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the GPU machine: Nsight Compute's throughput, warp-state, occupancy,
+# memory and launch sections for one decode launch (T = 1: the kernel's own
+# symbol, which the prefill chunks' alternates do not share) of each named
+# kernel of a decode plan, after a 1024-token prompt; one text file per
+# kernel under OUT. Clocks left alone (--clock-control none).
+#   bash bench/ncu_decode.sh PLAN_DIR GGUF TOKENS OUT_DIR SYMBOL ...
+# (build-rt/bin/strata-run must be built: test/device/build_runtime.sh)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PLAN=$1 GGUF=$2 TOKENS=$3 DEST=$4
+shift 4
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+[ -n "$NCU" ] || { echo "error: ncu not found (Nsight Compute)"; exit 1; }
+for k in "$@"; do
+  timeout 150 "$NCU" --clock-control none -k "regex:^$k\$" --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+    --section LaunchStats --section MemoryWorkloadAnalysis \
+    build-rt/bin/strata-run "$PLAN" --gguf "$GGUF" --synthetic-weights 1 --tokens-file "$TOKENS" \
+    -n 4 --ignore-eos --no-graphs 2>&1 | grep -v '^==PROF==' > "$DEST/ncu-$k.txt"
+  echo "$k: rc=${PIPESTATUS[0]}, $DEST/ncu-$k.txt"
+done
