@@ -23,7 +23,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-pingpong",    "attn-expfirst",
                                       "attn-trace",       "attn-rolled",
                                       "attn-smx",         "gemm-f32-rows",
-                                      "gemm-decode-int8", "gemm-decode-blocks"};
+                                      "gemm-decode-int8", "gemm-decode-blocks",
+                                      "moe-route-block"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
