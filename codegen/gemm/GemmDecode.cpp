@@ -175,9 +175,18 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
     e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t "
            "wstage[{}][{}];",
            kGemvWarps, stageBytes);
-  if (aq8Words > 0)
-    e.line("  STRATA_SHARED __attribute__((aligned(16))) uint32_t aq8[{}];",
-           aq8Words);
+  // A's int8 rows as three arrays a piece of 8 apart (the two words, the
+  // scale, the scaled sum): a lane's 8-byte and 4-byte reads at
+  // consecutive pieces hit distinct banks (one 16-byte record a piece
+  // read as scalars conflicted four ways).
+  if (aq8Words > 0) {
+    // Two-word vectors: a 64-bit scalar load whose halves are used apart
+    // is split into two 32-bit loads (conflicting two ways).
+    e.line("  typedef uint32_t aq8_t __attribute__((ext_vector_type(2)));");
+    e.line("  STRATA_SHARED aq8_t aq8[{}];", aq8Words / 4);
+    e.line("  STRATA_SHARED float aqs[{}], aqt[{}];", aq8Words / 4,
+           aq8Words / 4);
+  }
 }
 
 void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
@@ -254,22 +263,17 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("#pragma unroll");
     e.line("    for (int r = 0; r < {}; ++r) {{", rows);
     e.line("      if (m0 + r >= M) break;");
-    e.line("      const strata_u4 a8 = *(const strata_u4 *)&aq8[(r * {}L + k "
-           "/ 8) * 4];",
-           g.k / 8);
-    // Through scalars: clang 19 bit-casts a vector element expression
-    // (a8.z) from the vector's first element.
-    e.line("      const uint32_t az = a8.z, aw = a8.w;");
-    e.line("      const float as = __builtin_bit_cast(float, az);");
+    e.line("      const long ap = r * {}L + k / 8;", g.k / 8);
+    e.line("      const aq8_t a8 = aq8[ap];");
+    e.line("      const uint32_t ax = a8.x, ay = a8.y;");
+    e.line("      const float as = aqs[ap];");
     if (anyMin)
-      e.line("      const float at = __builtin_bit_cast(float, aw);");
-    else
-      e.line("      (void)aw;");
+      e.line("      const float at = aqt[ap];");
     e.line("#pragma unroll");
     e.line("      for (int c = 0; c < {}; ++c) {{", cols);
     for (size_t b = 0; b < nb; ++b) {
       e.line("        acc{}[c][r] += (wd{}[c] * as) * (float)strata_dp4a(wq{}"
-             "[c][1], a8.y, strata_dp4a(wq{}[c][0], a8.x, 0));",
+             "[c][1], ay, strata_dp4a(wq{}[c][0], ax, 0));",
              b, b, b, b);
       if (hasMin(g.w[b].ggml))
         e.line("        acc{}[c][r] -= wm{}[c] * at;", b, b);
@@ -313,10 +317,10 @@ void GemmEmitter::gemvQuantA(const Gemm &g, int64_t rows) {
   e.line("      float s;");
   e.line("      int t;");
   e.line("      strata_qa8(av, q, &s, &t);");
-  e.line("      *(strata_u4 *)&aq8[(r * {}L + k / 8) * 4] = (strata_u4){{q[0], "
-         "q[1], __builtin_bit_cast(uint32_t, s), __builtin_bit_cast(uint32_t, "
-         "s * (float)t)}};",
-         g.k / 8);
+  e.line("      const long ap = r * {}L + k / 8;", g.k / 8);
+  e.line("      aq8[ap] = (aq8_t){{q[0], q[1]}};");
+  e.line("      aqs[ap] = s;");
+  e.line("      aqt[ap] = s * (float)t;");
   e.line("    }}");
   e.line("  }}");
   e.line("  sync_block();");

@@ -269,8 +269,8 @@ TEST(GemvForm, Int8ActivationsUnderTheBf16PolicyForBlockTypesWithIntForms) {
     EXPECT_NE(k.body.find("strata_qa8(av, q, &s, &t);"), std::string::npos);
     EXPECT_NE(k.body.find("strata_di8_q4_k("), std::string::npos);
     EXPECT_NE(k.body.find("acc0[c][r] -= wm0[c] * at;"), std::string::npos);
-    EXPECT_NE(k.body.find("uint32_t aq8[128];"), std::string::npos);
-    EXPECT_NE(k.body.find("uint32_t aq8[1024];"), std::string::npos);
+    EXPECT_NE(k.body.find("aq8_t aq8[32];"), std::string::npos);
+    EXPECT_NE(k.body.find("aq8_t aq8[256];"), std::string::npos);
     // Forced on under f32; off under bf16.
     std::string error;
     ASSERT_TRUE(codegen::setOption(f32, "gemm-decode-int8=on", error)) << error;
