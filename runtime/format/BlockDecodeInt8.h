@@ -120,16 +120,23 @@ STRATA_FN void strata_di8_q8_0(const uint8_t *block, int i0, uint32_t *q,
   strata_load8w<false>(block + 2 + i0, q);
 }
 
-/// Q4_K (see strata_dq8_q4_k): the nibbles unsigned, the min in \p dm.
-STRATA_FN void strata_di8_q4_k(const uint8_t *block, int i0, uint32_t *q,
-                               float *d, float *dm) {
-  int j = i0 >> 5;
+/// Sub-block \p j's scale (d * sc) and min (dmin * m) of a Q4_K/Q5_K block,
+/// as strata_dq8_q4_k/q5_k compute them.
+STRATA_FN void strata_k4_scales(const uint8_t *block, int j, float *d,
+                                float *dm) {
   int sc, m;
   strata_scale_min_k4(j, block + 4, &sc, &m);
   uint32_t dd = strata_load_u32_a4(block);
   *d = strata_f16_to_f32(static_cast<uint16_t>(dd)) * static_cast<float>(sc);
   *dm = strata_f16_to_f32(static_cast<uint16_t>(dd >> 16)) *
         static_cast<float>(m);
+}
+
+/// Q4_K (see strata_dq8_q4_k): the nibbles unsigned, the min in \p dm.
+STRATA_FN void strata_di8_q4_k(const uint8_t *block, int i0, uint32_t *q,
+                               float *d, float *dm) {
+  int j = i0 >> 5;
+  strata_k4_scales(block, j, d, dm);
   uint32_t w[2];
   strata_load8w<true>(block + 16 + 32 * (j >> 1) + (i0 & 31), w);
   int shift = 4 * (j & 1);
@@ -141,12 +148,7 @@ STRATA_FN void strata_di8_q4_k(const uint8_t *block, int i0, uint32_t *q,
 STRATA_FN void strata_di8_q5_k(const uint8_t *block, int i0, uint32_t *q,
                                float *d, float *dm) {
   int j = i0 >> 5;
-  int sc, m;
-  strata_scale_min_k4(j, block + 4, &sc, &m);
-  uint32_t dd = strata_load_u32_a4(block);
-  *d = strata_f16_to_f32(static_cast<uint16_t>(dd)) * static_cast<float>(sc);
-  *dm = strata_f16_to_f32(static_cast<uint16_t>(dd >> 16)) *
-        static_cast<float>(m);
+  strata_k4_scales(block, j, d, dm);
   uint32_t h[2], w[2];
   strata_load8w<true>(block + 16 + (i0 & 31), h);
   strata_load8w<true>(block + 48 + 32 * (j >> 1) + (i0 & 31), w);

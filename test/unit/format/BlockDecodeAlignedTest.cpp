@@ -52,12 +52,18 @@ uint32_t bitsOf(float f) {
   return u;
 }
 
-TEST(BlockDecodeAligned, WideLoadsDecodeAsByteLoads) {
+/// A fresh seed (printed), or STRATA_TEST_SEED's to replay one.
+uint32_t testSeed() {
   uint32_t seed = std::random_device{}();
   if (const char *env = std::getenv("STRATA_TEST_SEED"))
     seed = static_cast<uint32_t>(std::strtoul(env, nullptr, 0));
   std::printf("BlockDecodeAligned seed: %u (replay with STRATA_TEST_SEED)\n",
               seed);
+  return seed;
+}
+
+TEST(BlockDecodeAligned, WideLoadsDecodeAsByteLoads) {
+  const uint32_t seed = testSeed();
   std::mt19937 gen(seed);
   const Pair pairs[] = {
       {GgmlType::Q8_0, strata_dq8_q8_0, aligned::strata_dq8_q8_0},
@@ -110,11 +116,7 @@ TEST(BlockDecodeAligned, IntegerFormsWideAsBytes) {
     GgmlType type;
     DecodeI8Fn host, wide;
   };
-  uint32_t seed = std::random_device{}();
-  if (const char *env = std::getenv("STRATA_TEST_SEED"))
-    seed = static_cast<uint32_t>(std::strtoul(env, nullptr, 0));
-  std::printf("BlockDecodeAligned seed: %u (replay with STRATA_TEST_SEED)\n",
-              seed);
+  const uint32_t seed = testSeed();
   std::mt19937 gen(seed);
   const IntPair pairs[] = {
       {GgmlType::Q8_0, strata_di8_q8_0, aligned::strata_di8_q8_0},
