@@ -13,6 +13,7 @@
 #include "codegen/EmitterImpl.h"
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
+#include "codegen/sort/RouteForm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,7 @@ using format::Recipe;
 namespace {
 
 constexpr int kThreads = 256;
+static_assert(kThreads == kRouteThreads, "RouteForm sizes the route block");
 
 /// Emits the row family's ops.
 class RowEmitter {
@@ -894,15 +896,21 @@ void RowEmitter::run() {
   // moe_route alone: a wave per token, kThreads / 32 tokens per block;
   // in plans with state, the one-token form (routeDecode) is the kernel's
   // own code and the waves an alternate from two tokens.
-  if (e.body.size() == 1 && e.body[0].recipe == Recipe::MoeRoute &&
-      constProduct(in(e.body[0], 0).shape, 1) <= 1024) {
+  RouteForm route;
+  if (e.body.size() == 1 && e.body[0].recipe == Recipe::MoeRoute) {
+    RouteProblem rp;
+    rp.experts = constProduct(in(e.body[0], 0).shape, 1);
+    rp.k = e.intAttr(e.body[0], "k");
+    rp.state = !e.plan.states.empty();
+    rp.maxTokens = e.plan.maxTokens;
+    rp.blockOption = option(e.plan, codegen::Opt::MoeRouteBlock) != 0;
+    route = selectRoute(rp);
+  }
+  if (route.own != RouteForm::Kind::Row) {
     const BodyOp &op = e.body[0];
     Tensor x = in(op, 0), y = res(op, 0), ids = res(op, 1);
     constexpr int kRows = kThreads / 32;
-    const int64_t k = e.intAttr(op, "k");
-    const bool decode = option(e.plan, codegen::Opt::MoeRouteBlock) != 0 &&
-                        !e.plan.states.empty() && e.plan.maxTokens > 1 &&
-                        k <= 32 && kThreads / 32 * k <= 4 * 32;
+    const bool decode = route.own == RouteForm::Kind::Block;
     EmittedKernel own;
     if (decode) {
       routeDecode(op);
