@@ -528,6 +528,43 @@ bool Executor::readBuffer(const Bound &bd, uint32_t index, int64_t tokens,
   return true;
 }
 
+bool Executor::readRows(const Bound &bd, uint32_t index, int64_t tokens,
+                        const std::vector<int64_t> &keep,
+                        std::vector<int64_t> &shape, std::vector<float> &out,
+                        std::string &error) {
+  TensorArg a = bufferArg(bd, index, tokens);
+  const int64_t rows = a.shape.empty() ? 1 : a.shape[0];
+  const int64_t rowElems = rows > 0 ? a.numElements() / rows : 0;
+  const uint64_t rowBytes =
+      static_cast<uint64_t>(rowElems) * format::planDTypeSize(a.dtype);
+  std::vector<uint8_t> bytes(keep.size() * rowBytes);
+  for (size_t i = 0; i < keep.size();) {
+    if (keep[i] < 0 || keep[i] >= rows) {
+      error = fmt::format("row {} of the output '{}' was asked for, but the "
+                          "run has {} rows",
+                          keep[i], plan_.buffers[index].name, rows);
+      return false;
+    }
+    // A run of consecutive rows is one download.
+    size_t j = i + 1;
+    while (j < keep.size() && keep[j] == keep[j - 1] + 1 && keep[j] < rows)
+      ++j;
+    if (!bd.device->download(bytes.data() + i * rowBytes,
+                             static_cast<uint8_t *>(a.data) +
+                                 keep[i] * rowBytes,
+                             (j - i) * rowBytes, error))
+      return false;
+    i = j;
+  }
+  const int64_t n = static_cast<int64_t>(keep.size()) * rowElems;
+  out.resize(static_cast<size_t>(n));
+  convertElements(a.dtype, bytes.data(), PlanDType::F32, out.data(), n);
+  shape = a.shape;
+  if (!shape.empty())
+    shape[0] = static_cast<int64_t>(keep.size());
+  return true;
+}
+
 bool Executor::resetStates(std::string &error) {
   for (size_t i = 0; i < plan_.states.size(); ++i)
     if (!device_->fill32(main_.states[i], 0,
@@ -632,7 +669,7 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
 }
 
 bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
-                       std::string &error) {
+                       std::string &error, const std::vector<int64_t> *keep) {
   std::vector<int32_t> tokens, pos, seq;
   for (const Row &r : rows) {
     tokens.push_back(r.token);
@@ -650,7 +687,7 @@ bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
                             i, rows[i].pos, rows[i].seq);
         return false;
       }
-    return runPrepared(tokens, nullptr, nullptr, out, error);
+    return runPrepared(tokens, nullptr, nullptr, out, error, keep);
   }
   // Before any kernel runs: every row inside the state, no two rows at one
   // place.
@@ -677,13 +714,14 @@ bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
       return false;
     }
   }
-  return runPrepared(tokens, &pos, &seq, out, error);
+  return runPrepared(tokens, &pos, &seq, out, error, keep);
 }
 
 bool Executor::runPrepared(const std::vector<int32_t> &tokens,
                            const std::vector<int32_t> *pos,
                            const std::vector<int32_t> *seq, RunOutput &out,
-                           std::string &error) {
+                           std::string &error,
+                           const std::vector<int64_t> *keep) {
   int64_t t = static_cast<int64_t>(tokens.size());
   if (t == 0) {
     error = "the prompt is empty; it needs at least one token";
@@ -694,6 +732,19 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
                         "for at most {}; recompile it with a larger T",
                         t, plan_.maxTokens);
     return false;
+  }
+  // The rows to keep are rows of the output: checked before any kernel
+  // runs, so a wrong one changes no state.
+  if (keep) {
+    const TensorArg o = bufferArg(main_, plan_.outputs[0], t);
+    const int64_t outRows = o.shape.empty() ? 1 : o.shape[0];
+    for (int64_t r : *keep)
+      if (r < 0 || r >= outRows) {
+        error = fmt::format("row {} of the output '{}' was asked for, but "
+                            "this run's has {} rows",
+                            r, plan_.buffers[plan_.outputs[0]].name, outRows);
+        return false;
+      }
   }
   // Every table indexed by the tokens bounds them.
   for (size_t i = 0; i < tokens.size(); ++i)
@@ -774,7 +825,8 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
 
   uint32_t ob = plan_.outputs[0];
   out.shape = bufferArg(main_, ob, t).shape;
-  if (!readBuffer(main_, ob, t, out.data, error))
+  if (keep ? !readRows(main_, ob, t, *keep, out.shape, out.data, error)
+           : !readBuffer(main_, ob, t, out.data, error))
     return false;
   int64_t cols = out.shape.empty() ? 1 : out.shape.back();
   for (size_t i = 0; i < out.data.size(); ++i)

@@ -124,8 +124,12 @@ public:
   /// before any kernel runs (a one-line error naming the row). A plan
   /// without state computes rows of slot 0 at positions 0, 1, ... only.
   /// run(tokens) is runRows of slot 0 from position 0.
-  bool runRows(const std::vector<Row> &rows, RunOutput &out,
-               std::string &error);
+  /// With \p keep, only those rows of the output come back, in that order
+  /// (out.shape[0] is their count): a run of many rows whose logits are
+  /// mostly not wanted (a prompt chunk of a --logits all plan) copies only
+  /// the wanted rows from the device. Each must be a row of the output.
+  bool runRows(const std::vector<Row> &rows, RunOutput &out, std::string &error,
+               const std::vector<int64_t> *keep = nullptr);
 
   /// The plan's max_context and max_batch (0 for a plan without state).
   int64_t maxContext() const { return maxContext_; }
@@ -225,7 +229,8 @@ private:
   bool runPrepared(const std::vector<int32_t> &tokens,
                    const std::vector<int32_t> *pos,
                    const std::vector<int32_t> *seq, RunOutput &out,
-                   std::string &error);
+                   std::string &error,
+                   const std::vector<int64_t> *keep = nullptr);
   /// Buffer \p index (or any operand) at T' = \p tokens.
   TensorArg bufferArg(const Bound &b, uint32_t index, int64_t tokens) const;
   TensorArg operandArg(const Bound &b, const format::PlanOperand &o,
@@ -266,6 +271,12 @@ private:
   /// Copies buffer \p index at T' = \p tokens to the host as f32.
   bool readBuffer(const Bound &b, uint32_t index, int64_t tokens,
                   std::vector<float> &out, std::string &error);
+  /// Rows \p keep (of the first dimension) of buffer \p index at T' =
+  /// \p tokens as f32, consecutive rows in one download; \p shape is the
+  /// buffer's with the first dimension their count.
+  bool readRows(const Bound &b, uint32_t index, int64_t tokens,
+                const std::vector<int64_t> &keep, std::vector<int64_t> &shape,
+                std::vector<float> &out, std::string &error);
   /// Makes every plan weight readable on \p b's device: the file's bytes,
   /// or synthetic ones (GPU plans: made on the device by the plan's fill
   /// kernel; else generated on host threads and uploaded in chunks).

@@ -114,7 +114,10 @@ bool Session::append(int32_t slot, std::span<const int32_t> ids,
       rows.push_back(
           {ids[i], static_cast<int32_t>(length_[slot] + (i - begin)), slot});
     atCheckpoint_[slot] = false;
-    if (!executor_.runRows(rows, out, error))
+    // Only the chunk's last row is wanted: a --logits all plan copies just
+    // that one from the device.
+    const std::vector<int64_t> last = {static_cast<int64_t>(rows.size()) - 1};
+    if (!executor_.runRows(rows, out, error, allRows_ ? &last : nullptr))
       return false;
     length_[slot] += static_cast<int64_t>(rows.size());
     ++runs_;
@@ -340,24 +343,25 @@ bool Session::step(std::span<const SessionStep> steps, int32_t prefillSlot,
         {ids[i], static_cast<int32_t>(length_[prefillSlot] + i), prefillSlot});
   if (!ids.empty())
     atCheckpoint_[prefillSlot] = false;
+  // Of a --logits all plan's rows, only the decode rows and the chunk's
+  // last come back from the device (a chunk's other rows are not wanted).
+  std::vector<int64_t> keep;
+  if (allRows_) {
+    for (size_t i = 0; i < steps.size(); ++i)
+      keep.push_back(static_cast<int64_t>(i));
+    if (!ids.empty())
+      keep.push_back(static_cast<int64_t>(rowCount) - 1);
+  }
   RunOutput out;
-  if (!executor_.runRows(rows, out, error))
+  if (!executor_.runRows(rows, out, error, allRows_ ? &keep : nullptr))
     return false;
   ++runs_;
   lastRunRows_ = static_cast<int64_t>(rowCount);
-  const size_t returned = allRows_ ? rowCount : 1;
-  if (out.data.size() != returned * static_cast<size_t>(vocab_)) {
+  if (out.data.size() != wanted * static_cast<size_t>(vocab_)) {
     error = fmt::format("the plan's output has {} values, not {} rows of {} "
                         "logits",
-                        out.data.size(), returned, vocab_);
+                        out.data.size(), wanted, vocab_);
     return false;
-  }
-  if (allRows_ && !ids.empty()) {
-    // Keep the decode rows and the chunk's last row: drop the rows between.
-    auto chunkLast = out.data.end() - vocab_;
-    std::copy(chunkLast, out.data.end(),
-              out.data.begin() + steps.size() * static_cast<size_t>(vocab_));
-    out.data.resize(wanted * static_cast<size_t>(vocab_));
   }
   logits = std::move(out.data);
   for (const SessionStep &s : steps)

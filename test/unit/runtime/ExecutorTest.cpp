@@ -581,6 +581,42 @@ TEST_F(TinyModel, SessionRewindsRecurrentStateToItsCheckpoint) {
   EXPECT_EQ(lastSession->runs(), 0u);
 }
 
+/// runRows with rows to keep: only those rows of the output come back, in
+/// the order asked (consecutive ones in one download), equal to the same
+/// rows of the whole output; a row past the run is an error.
+TEST_F(TinyModel, RunRowsReturnsOnlyTheRowsKept) {
+  std::string error;
+  auto whole = make(recurrentPlan(16, kMaxT, false, 2), error);
+  ASSERT_TRUE(whole) << error;
+  auto some = make(recurrentPlan(16, kMaxT, false, 2), error);
+  ASSERT_TRUE(some) << error;
+  const std::vector<Row> rows = {
+      {3, 0, 0}, {9, 1, 0}, {27, 2, 0}, {5, 0, 1}, {11, 1, 1}};
+  RunOutput all, kept;
+  ASSERT_TRUE(whole->runRows(rows, all, error)) << error;
+  const std::vector<int64_t> keep = {4, 1, 2, 0};
+  ASSERT_TRUE(some->runRows(rows, kept, error, &keep)) << error;
+  ASSERT_EQ(kept.shape, (std::vector<int64_t>{4, kV}));
+  ASSERT_EQ(kept.data.size(), size_t(4 * kV));
+  for (size_t i = 0; i < keep.size(); ++i)
+    for (int64_t v = 0; v < kV; ++v)
+      ASSERT_EQ(kept.data[i * kV + v], all.data[keep[i] * kV + v])
+          << "kept row " << i << " (row " << keep[i] << ") logit " << v;
+  // The state advanced as in the whole run: the next rows agree too.
+  const std::vector<Row> next = {{7, 3, 0}, {8, 2, 1}};
+  ASSERT_TRUE(whole->runRows(next, all, error)) << error;
+  ASSERT_TRUE(some->runRows(next, kept, error)) << error;
+  EXPECT_EQ(kept.data, all.data);
+  // A row past the run's is refused before any kernel runs: the state is
+  // as the whole run left it.
+  const std::vector<int64_t> past = {0, 2};
+  EXPECT_FALSE(some->runRows({{1, 4, 0}}, kept, error, &past));
+  EXPECT_NE(error.find("row 2 of the output"), std::string::npos) << error;
+  ASSERT_TRUE(whole->runRows({{1, 4, 0}}, all, error)) << error;
+  ASSERT_TRUE(some->runRows({{1, 4, 0}}, kept, error)) << error;
+  EXPECT_EQ(kept.data, all.data);
+}
+
 /// Session::step runs decode rows and a prompt chunk in ONE run (what
 /// strata-serve runs each iteration): its logits, and those of every row
 /// after it, equal the same rows run as separate decodes and appends, bit
