@@ -294,63 +294,89 @@ bool Session::decode(std::span<const SessionStep> steps,
 bool Session::step(std::span<const SessionStep> steps, int32_t prefillSlot,
                    std::span<const int32_t> ids, std::vector<float> &logits,
                    std::string &error) {
-  if (steps.empty() && ids.empty()) {
+  const SessionChunk one{prefillSlot, ids};
+  return step(steps,
+              ids.empty() ? std::span<const SessionChunk>()
+                          : std::span<const SessionChunk>(&one, 1),
+              logits, error);
+}
+
+bool Session::step(std::span<const SessionStep> steps,
+                   std::span<const SessionChunk> chunks,
+                   std::vector<float> &logits, std::string &error) {
+  if (steps.empty() && chunks.empty()) {
     error = "nothing to run: no decode steps and no prompt tokens";
     return false;
   }
   std::vector<bool> used;
   if (!checkSteps(steps, used, error))
     return false;
-  if (!ids.empty()) {
-    if (!checkAppend(prefillSlot, ids, error))
-      return false;
-    if (used[prefillSlot]) {
-      error = fmt::format("slot {} has a decode step and prompt tokens in one "
-                          "run (its rows would repeat a position)",
-                          prefillSlot);
+  size_t promptRows = 0;
+  std::vector<bool> chunked(used.size(), false);
+  for (const SessionChunk &c : chunks) {
+    if (c.ids.empty()) {
+      error = fmt::format("the prompt chunk of slot {} is empty", c.slot);
       return false;
     }
+    if (!checkAppend(c.slot, c.ids, error))
+      return false;
+    if (used[c.slot]) {
+      error = fmt::format("slot {} has a decode step and prompt tokens in one "
+                          "run (its rows would repeat a position)",
+                          c.slot);
+      return false;
+    }
+    if (chunked[c.slot]) {
+      error = fmt::format("slot {} has two prompt chunks in one run (one "
+                          "chunk a slot: its rows would repeat a position)",
+                          c.slot);
+      return false;
+    }
+    chunked[c.slot] = true;
+    promptRows += c.ids.size();
   }
-  const size_t rowCount = steps.size() + ids.size();
+  const size_t rowCount = steps.size() + promptRows;
   if (static_cast<int64_t>(rowCount) > chunk_) {
     error = fmt::format("{} decode steps and {} prompt tokens in one run: {} "
                         "rows, more than the plan's max_tokens {}",
-                        steps.size(), ids.size(), rowCount, chunk_);
+                        steps.size(), promptRows, rowCount, chunk_);
     return false;
   }
-  // The logits wanted: each decode row's and the chunk's last. A last-row
+  // The logits wanted: each decode row's and each chunk's last. A last-row
   // plan returns the run's last row, which is enough for one of them only.
-  const size_t wanted = steps.size() + (ids.empty() ? 0 : 1);
+  const size_t wanted = steps.size() + chunks.size();
   if (!allRows_ && wanted > 1) {
+    const std::string withChunks =
+        chunks.empty() ? ""
+        : chunks.size() == 1
+            ? " and a prompt chunk"
+            : fmt::format(" and {} prompt chunks", chunks.size());
     error = fmt::format("a run of {} decode row{}{} needs the logits of {} "
                         "rows, but the plan returns a run's last row only (it "
                         "was compiled with --logits last); recompile it with "
                         "strata-compile --logits all",
-                        steps.size(), steps.size() == 1 ? "" : "s",
-                        ids.empty() ? "" : " and a prompt chunk", wanted);
+                        steps.size(), steps.size() == 1 ? "" : "s", withChunks,
+                        wanted);
     return false;
   }
-  // Decode rows first, then the chunk: its last row is the run's last, as
-  // in an append (the only row a last-row plan returns).
+  // Decode rows first, then the chunks in order: the last chunk's last row
+  // is the run's last, as in an append (the only row a last-row plan
+  // returns). Of a --logits all plan's rows, only the decode rows and each
+  // chunk's last come back from the device.
   std::vector<Row> rows;
+  std::vector<int64_t> keep;
   rows.reserve(rowCount);
   for (const SessionStep &s : steps) {
+    keep.push_back(static_cast<int64_t>(rows.size()));
     rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
     atCheckpoint_[s.slot] = false;
   }
-  for (size_t i = 0; i < ids.size(); ++i)
-    rows.push_back(
-        {ids[i], static_cast<int32_t>(length_[prefillSlot] + i), prefillSlot});
-  if (!ids.empty())
-    atCheckpoint_[prefillSlot] = false;
-  // Of a --logits all plan's rows, only the decode rows and the chunk's
-  // last come back from the device (a chunk's other rows are not wanted).
-  std::vector<int64_t> keep;
-  if (allRows_) {
-    for (size_t i = 0; i < steps.size(); ++i)
-      keep.push_back(static_cast<int64_t>(i));
-    if (!ids.empty())
-      keep.push_back(static_cast<int64_t>(rowCount) - 1);
+  for (const SessionChunk &c : chunks) {
+    for (size_t i = 0; i < c.ids.size(); ++i)
+      rows.push_back(
+          {c.ids[i], static_cast<int32_t>(length_[c.slot] + i), c.slot});
+    keep.push_back(static_cast<int64_t>(rows.size()) - 1);
+    atCheckpoint_[c.slot] = false;
   }
   RunOutput out;
   if (!executor_.runRows(rows, out, error, allRows_ ? &keep : nullptr))
@@ -366,8 +392,8 @@ bool Session::step(std::span<const SessionStep> steps, int32_t prefillSlot,
   logits = std::move(out.data);
   for (const SessionStep &s : steps)
     ++length_[s.slot];
-  if (!ids.empty())
-    length_[prefillSlot] += static_cast<int64_t>(ids.size());
+  for (const SessionChunk &c : chunks)
+    length_[c.slot] += static_cast<int64_t>(c.ids.size());
   return true;
 }
 

@@ -17,9 +17,10 @@
 //   - step(steps, slot, ids): a decode() and one chunk of an append() to
 //     another slot in ONE run (a plan compiled with --logits all): the
 //     decode rows, then the prompt rows; the logits of each decode row and
-//     of the chunk's last row come back. What a server runs each iteration,
-//     so that a prompt being prefilled does not cost the streams already
-//     decoding a run of their own per chunk.
+//     of the chunk's last row come back (step(steps, chunks): chunks of
+//     several slots' prompts in the same run). What a server runs each
+//     iteration, so that a prompt being prefilled does not cost the streams
+//     already decoding a run of their own per chunk.
 //
 // Taking tokens back: rewind(slot, n) shortens a sequence to n tokens.
 // Caches indexed by position need nothing (the next rows at those positions
@@ -61,6 +62,12 @@ struct Row;
 struct SessionStep {
   int32_t slot = 0;
   int32_t token = 0;
+};
+
+/// A chunk of a slot's prompt: \p ids appended at the slot's position.
+struct SessionChunk {
+  int32_t slot = 0;
+  std::span<const int32_t> ids;
 };
 
 /// The sequences of a plan with state, one per slot (see the file comment).
@@ -154,6 +161,15 @@ public:
   /// of the run has lost its checkpoint's state (rewind() restores it).
   bool step(std::span<const SessionStep> steps, int32_t prefillSlot,
             std::span<const int32_t> ids, std::vector<float> &logits,
+            std::string &error);
+  /// The same with several prompt chunks, each of its own slot (none with
+  /// a step): the decode rows, then each chunk's rows in order; \p logits
+  /// gets a row per step, then each chunk's last row's, in order
+  /// ([steps.size() + chunks.size(), vocabSize()]). Fails, before any run,
+  /// as above, and on an empty chunk or two chunks of one slot. What a
+  /// server runs when several prompts are being prefilled at once.
+  bool step(std::span<const SessionStep> steps,
+            std::span<const SessionChunk> chunks, std::vector<float> &logits,
             std::string &error);
 
 private:

@@ -169,17 +169,20 @@ def metric(text, name):
 
 
 def runs_add_up(text):
-    """Every run of the model held decode rows, a prompt chunk or both, so
-    runs = chunks + decode runs - mixed runs, and each run's rows were
-    counted once: (ok, description)."""
-    runs, chunks, decodes, mixed, counted = (
-        metric(text, n) for n in ("strata_model_runs_total", "strata_prefill_chunks_total",
+    """Every run of the model held decode rows, prompt chunks or both, so
+    runs = prefill runs + decode runs - mixed runs, a prefill run holds one
+    chunk or more, and each run's rows were counted once: (ok,
+    description)."""
+    runs, prefills, chunks, decodes, mixed, counted = (
+        metric(text, n) for n in ("strata_model_runs_total", "strata_prefill_runs_total",
+                                  "strata_prefill_chunks_total",
                                   "strata_decode_steps_total", "strata_mixed_runs_total",
                                   "strata_run_rows_count"))
-    ok = None not in (runs, chunks, decodes, mixed, counted) and \
-        runs == chunks + decodes - mixed and counted == runs
-    return ok, (f"{runs} runs, {chunks} prompt chunks, {decodes} with decode rows, "
-                f"{mixed} mixed, {counted} counted in strata_run_rows")
+    ok = None not in (runs, prefills, chunks, decodes, mixed, counted) and \
+        runs == prefills + decodes - mixed and chunks >= prefills and counted == runs
+    return ok, (f"{runs} runs, {prefills} with prompt chunks ({chunks} chunks), "
+                f"{decodes} with decode rows, {mixed} mixed, {counted} counted in "
+                "strata_run_rows")
 
 
 def is_error(status, body, code, param=None):

@@ -249,38 +249,44 @@ void Scheduler::mixedStep() {
   std::vector<runtime::SessionStep> steps;
   std::vector<size_t> of;
   decoding(steps, of);
-  // The prompt chunk takes the rows the decode rows leave. --parallel <=
-  // max_tokens (checked at start-up) and a prefilling slot has no decode
-  // row, so at least one is left whenever a slot prefills; were none left,
-  // the turn would stay where it is.
+  // The prompt chunks take the rows the decode rows leave: the prefilling
+  // slots in turn, each as many rows as its prompt still has and the run
+  // still holds, so that several short prompts share one run. --parallel
+  // <= max_tokens (checked at start-up) and a prefilling slot has no decode
+  // row, so at least one row is left whenever a slot prefills.
   const size_t rows = static_cast<size_t>(session_.chunk());
-  size_t room = 0;
-  std::optional<size_t> p;
-  if (steps.size() < rows) {
-    room = rows - steps.size();
-    p = prefillTurn();
-  }
-  std::span<const int32_t> chunk;
-  if (p) {
-    const Slot &slot = slots_[*p];
+  size_t room = steps.size() < rows ? rows - steps.size() : 0;
+  std::vector<runtime::SessionChunk> chunks;
+  std::vector<size_t> prefilling;
+  for (size_t i = 0; i < slots_.size() && room > 0; ++i) {
+    const size_t s = (prefillTurn_ + i) % slots_.size();
+    const Slot &slot = slots_[s];
+    if (!slot.job || slot.phase != Slot::Phase::Prefill)
+      continue;
     const std::vector<int32_t> &prompt = slot.job->spec().prompt;
-    chunk = std::span<const int32_t>(prompt).subspan(
-        slot.prefilled, std::min(prompt.size() - slot.prefilled, room));
+    const size_t n = std::min(prompt.size() - slot.prefilled, room);
+    chunks.push_back(
+        {static_cast<int32_t>(s),
+         std::span<const int32_t>(prompt).subspan(slot.prefilled, n)});
+    prefilling.push_back(s);
+    room -= n;
   }
-  if (steps.empty() && chunk.empty())
+  // The slots take turns: the next run starts after the last one served.
+  if (!prefilling.empty())
+    prefillTurn_ = prefilling.back() + 1;
+  if (steps.empty() && chunks.empty())
     return;
   std::string error;
   size_t runsBefore = session_.runs();
-  if (!session_.step(steps, p ? static_cast<int32_t>(*p) : 0, chunk, logits_,
-                     error)) {
+  if (!session_.step(steps, chunks, logits_, error)) {
     // Which row caused it is unknown, so every job in the run ends.
-    const char *what = steps.empty()   ? "prefill: "
-                       : chunk.empty() ? "decode: "
-                                       : "decode and prefill run: ";
+    const char *what = steps.empty()    ? "prefill: "
+                       : chunks.empty() ? "decode: "
+                                        : "decode and prefill run: ";
     for (size_t s : of)
       release(s, "", what + error);
-    if (p)
-      release(*p, "", what + error);
+    for (size_t s : prefilling)
+      release(s, "", what + error);
     return;
   }
   countRuns(runsBefore);
@@ -292,13 +298,15 @@ void Scheduler::mixedStep() {
     ++metrics_.decodeSteps;
     metrics_.decodeBatch.observe(static_cast<double>(steps.size()));
   }
-  if (!steps.empty() && p)
+  if (!chunks.empty())
+    ++metrics_.prefillRuns;
+  if (!steps.empty() && !chunks.empty())
     ++metrics_.mixedRuns;
   for (size_t i = 0; i < of.size(); ++i)
     next(of[i], row(i));
-  // The chunk's last row follows the decode rows' (Session::step).
-  if (p)
-    prefilled(*p, chunk.size(), row(steps.size()));
+  // Each chunk's last row follows the decode rows' (Session::step).
+  for (size_t c = 0; c < chunks.size(); ++c)
+    prefilled(prefilling[c], chunks[c].ids.size(), row(steps.size() + c));
 }
 
 void Scheduler::prefillStep() {
@@ -319,6 +327,7 @@ void Scheduler::prefillStep() {
     return;
   }
   countRuns(runsBefore);
+  metrics_.prefillRuns += session_.runs() - runsBefore;
   prefilled(s, n, logits_);
 }
 

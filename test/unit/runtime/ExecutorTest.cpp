@@ -784,6 +784,60 @@ TEST_F(TinyModel, SessionStepEqualsSeparateDecodesAndAppends) {
   EXPECT_EQ(last->runs(), 2u);
 }
 
+/// Session::step with prompt chunks of several slots in ONE run: equal bit
+/// for bit on the cpu to the decodes and appends run apart, a row per step
+/// then each chunk's last row; refused before any run where two chunks
+/// share a slot, a chunk is empty, or a chunk's slot also decodes.
+TEST_F(TinyModel, SessionStepRunsChunksOfSeveralSlots) {
+  std::string error;
+  auto mixedEx = make(recurrentPlan(16, kMaxT, false, 3), error);
+  ASSERT_TRUE(mixedEx) << error;
+  auto apartEx = make(recurrentPlan(16, kMaxT, false, 3), error);
+  ASSERT_TRUE(apartEx) << error;
+  auto mixed = Session::create(*mixedEx, error);
+  ASSERT_TRUE(mixed) << error;
+  auto apart = Session::create(*apartEx, error);
+  ASSERT_TRUE(apart) << error;
+  std::vector<int32_t> a = {3, 9, 27}, b = {4, 8, 15}, c = {16, 23};
+  std::vector<float> got, want, one;
+  for (Session *s : {mixed.get(), apart.get()})
+    ASSERT_TRUE(s->append(0, a, one, error)) << error;
+  // Slot 0 decodes while slots 2 and 1 prefill (chunks out of slot order).
+  const std::vector<SessionStep> steps = {{0, 5}};
+  const std::vector<SessionChunk> chunks = {{2, c}, {1, b}};
+  ASSERT_TRUE(mixed->step(steps, chunks, got, error)) << error;
+  EXPECT_EQ(mixed->lastRunRows(), 6);
+  ASSERT_TRUE(apart->decode(steps, want, error)) << error;
+  ASSERT_TRUE(apart->append(2, c, one, error)) << error;
+  want.insert(want.end(), one.begin(), one.end());
+  ASSERT_TRUE(apart->append(1, b, one, error)) << error;
+  want.insert(want.end(), one.begin(), one.end());
+  ASSERT_EQ(got.size(), size_t(3 * kV));
+  EXPECT_EQ(got, want);
+  for (int32_t s : {0, 1, 2})
+    EXPECT_EQ(mixed->length(s), apart->length(s)) << s;
+  // Every row after reads what the run left in the state.
+  const std::vector<SessionStep> all = {{0, 1}, {1, 2}, {2, 3}};
+  ASSERT_TRUE(mixed->decode(all, got, error)) << error;
+  ASSERT_TRUE(apart->decode(all, want, error)) << error;
+  EXPECT_EQ(got, want);
+  // Refused before any run.
+  const size_t runs = mixed->runs();
+  const std::vector<int32_t> none;
+  const std::vector<SessionChunk> twice = {{1, b}, {1, c}};
+  EXPECT_FALSE(mixed->step({}, twice, got, error));
+  EXPECT_EQ(error, "slot 1 has two prompt chunks in one run (one chunk a "
+                   "slot: its rows would repeat a position)");
+  const std::vector<SessionChunk> empty = {{1, b}, {2, none}};
+  EXPECT_FALSE(mixed->step({}, empty, got, error));
+  EXPECT_EQ(error, "the prompt chunk of slot 2 is empty");
+  const std::vector<SessionChunk> decoding = {{2, c}, {0, b}};
+  EXPECT_FALSE(mixed->step(steps, decoding, got, error));
+  EXPECT_EQ(error, "slot 0 has a decode step and prompt tokens in one run "
+                   "(its rows would repeat a position)");
+  EXPECT_EQ(mixed->runs(), runs);
+}
+
 /// Speculative decoding makes the tokens, and the logits each was chosen
 /// from, of plain generation, greedy or sampled, over recurrent state.
 TEST_F(TinyModel, GeneratorSpeculationEqualsPlainGeneration) {
