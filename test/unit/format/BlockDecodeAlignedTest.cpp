@@ -62,6 +62,17 @@ uint32_t testSeed() {
   return seed;
 }
 
+/// \p bytes random bytes starting 256-byte aligned inside \p storage.
+const uint8_t *alignedRandomRow(int64_t bytes, std::mt19937 &gen,
+                                std::vector<uint8_t> &storage) {
+  storage.assign(static_cast<size_t>(bytes) + 256, 0);
+  uint8_t *row = storage.data() +
+                 (256 - reinterpret_cast<uintptr_t>(storage.data()) % 256);
+  for (int64_t i = 0; i < bytes; ++i)
+    row[i] = static_cast<uint8_t>(gen());
+  return row;
+}
+
 TEST(BlockDecodeAligned, WideLoadsDecodeAsByteLoads) {
   const uint32_t seed = testSeed();
   std::mt19937 gen(seed);
@@ -85,11 +96,9 @@ TEST(BlockDecodeAligned, WideLoadsDecodeAsByteLoads) {
     // decoder's operand order, so NaNs compare as NaNs (seed 1310159963:
     // Q5_K element 4 of block 9, 0x7fc50000 against 0x7ff00000); every
     // other value must match bit for bit.
-    std::vector<uint8_t> storage(kBlocks * info.typeSize + 256);
-    uint8_t *row = storage.data() +
-                   (256 - reinterpret_cast<uintptr_t>(storage.data()) % 256);
-    for (int64_t i = 0; i < kBlocks * info.typeSize; ++i)
-      row[i] = static_cast<uint8_t>(gen());
+    std::vector<uint8_t> storage;
+    const uint8_t *row =
+        alignedRandomRow(kBlocks * info.typeSize, gen, storage);
     for (int b = 0; b < kBlocks; ++b)
       for (int i0 = 0; i0 < static_cast<int>(info.blockSize); i0 += 8) {
         float want[8], got[8];
@@ -131,11 +140,9 @@ TEST(BlockDecodeAligned, IntegerFormsWideAsBytes) {
   for (const IntPair &p : pairs) {
     GgmlTypeInfo info = ggmlTypeInfo(p.type);
     SCOPED_TRACE(info.name);
-    std::vector<uint8_t> storage(kBlocks * info.typeSize + 256);
-    uint8_t *row = storage.data() +
-                   (256 - reinterpret_cast<uintptr_t>(storage.data()) % 256);
-    for (int64_t i = 0; i < kBlocks * info.typeSize; ++i)
-      row[i] = static_cast<uint8_t>(gen());
+    std::vector<uint8_t> storage;
+    const uint8_t *row =
+        alignedRandomRow(kBlocks * info.typeSize, gen, storage);
     for (int b = 0; b < kBlocks; ++b)
       for (int i0 = 0; i0 < static_cast<int>(info.blockSize); i0 += 8) {
         uint32_t qa[2], qb[2];
