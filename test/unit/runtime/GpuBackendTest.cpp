@@ -990,6 +990,34 @@ TEST_P(GpuBackend, ExecutorOverlapsKernelsThatWaitForTheirPredecessor) {
   }
 }
 
+TEST_P(GpuBackend, ExecutorCopiesOnlyTheRowsKept) {
+  // runRows with rows to keep downloads those rows of the output from the
+  // device (offsets into the device buffer), in the order asked.
+  TempDir dir;
+  FakePlan p(GetParam().target, dir);
+  std::string error;
+  std::unique_ptr<Executor> ex =
+      Executor::create(p.plan, p.gguf, GetParam().name, error, {}, p.planDir);
+  ASSERT_NE(ex, nullptr) << error;
+  const std::vector<int32_t> a = {3, 1, 4};
+  const std::vector<float> all = p.expected(a);
+  const size_t cols = all.size() / a.size();
+  std::vector<Row> rows;
+  for (size_t i = 0; i < a.size(); ++i)
+    rows.push_back({a[i], static_cast<int32_t>(i), 0});
+  const std::vector<int64_t> keep = {2, 0, 1};
+  RunOutput out;
+  for (int run = 0; run < 3; ++run) { // plain launches, capture, replay
+    ASSERT_TRUE(ex->runRows(rows, out, error, &keep)) << error;
+    ASSERT_EQ(out.shape.at(0), 3);
+    std::vector<float> want;
+    for (int64_t r : keep)
+      want.insert(want.end(), all.begin() + r * cols,
+                  all.begin() + (r + 1) * cols);
+    EXPECT_EQ(out.data, want);
+  }
+}
+
 TEST_P(GpuBackend, ExecutorGraphsGiveWhatPlainLaunchesGive) {
   TempDir dir;
   FakePlan p(GetParam().target, dir);
