@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/gemm/GemmEmitter.h"
 
+#include "codegen/Limits.h"
 #include "ir/Target.h"
 
 #include "runtime/format/GgmlType.h"
@@ -141,11 +142,16 @@ bool GemmEmitter::gemvInt8(const Gemm &g, int64_t rows) const {
   const int64_t mode = option(e.plan, Opt::GemmDecodeInt8);
   const bool on =
       mode == 1 || (mode == 0 && e.plan.options.count("bf16_activations"));
-  if (!on || g.k % 8 != 0 || rows * g.k * 2 > kInt8ABytes)
+  if (!on || g.k % 8 != 0 || rows * g.k * 2 > int8ABytes())
     return false;
   return std::all_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
     return w.quant() && hasIntForm(w.ggml);
   });
+}
+
+int64_t GemmEmitter::int8ABytes() {
+  // red[2][kGemvWarps][32] floats and iq3s_lds[512] words (gemvOpen).
+  return staticSharedBudget() - 2 * kGemvWarps * 32 * 4 - 512 * 4;
 }
 
 int64_t GemmEmitter::gemvInt8Words(const Gemm &g, int64_t rows) const {

@@ -287,14 +287,14 @@ private:
   /// Whether \p g's decode form over \p rows accumulator rows multiplies
   /// int8 activations: option gemm-decode-int8, every matrix of a block
   /// type with an integer form (runtime/format/BlockDecodeInt8.h), A's
-  /// quantised rows (16 bytes a piece of 8) within kInt8ABytes.
+  /// quantised rows (16 bytes a piece of 8) within int8ABytes().
   bool gemvInt8(const Gemm &g, int64_t rows) const;
   /// Words of shared memory of \p g's int8 rows of A (0: not int8).
   int64_t gemvInt8Words(const Gemm &g, int64_t rows) const;
-  /// Shared memory the int8 rows of A may take (a static array, beside the
-  /// slices' sums and IQ3_S's grid, within the 48 KiB of static shared
-  /// memory; two blocks an SM).
-  static constexpr int64_t kInt8ABytes = 40 * 1024;
+  /// Shared memory the int8 rows of A may take: static arrays, so the
+  /// targets' static budget (Targets.def, staticSharedBudget()) less the
+  /// decode form's other arrays (the slices' sums, IQ3_S's grid).
+  static int64_t int8ABytes();
   /// Bytes of shared memory one warp of \p g's staged decode form takes
   /// (0: not staged): every matrix's and column's chunk of gemvChunk()
   /// pieces, each with 16 bytes of alignment room.
