@@ -27,6 +27,7 @@
 #include "codegen/EmitterImpl.h"
 #include "codegen/Options.h"
 #include "codegen/gemm/GemvForm.h"
+#include "codegen/grouped/GroupedForm.h"
 
 #include <cstdint>
 #include <functional>
@@ -222,13 +223,16 @@ struct Chain {
 
 class GemmEmitter {
 public:
+  /// The TMA tile's columns for N = \p n.
+  static int tmaColumns(int64_t n);
   explicit GemmEmitter(Emitter &e) : e(e) {}
   void runChains();
   void runGrouped();
-  /// The grouped GEMM's TMA alternate (sm_90a, from kTmaMinTokens; see
-  /// runGrouped), or false where the GEMM does not take the tile.
-  bool groupedTma(Gemm g, bool swiglu, const Tensor &y, const Tensor &off,
-                  const Tensor &perm, int64_t slotsPerToken, int64_t experts);
+  /// The grouped GEMM's TMA alternate (sm_90a) in the tile \p f chose
+  /// (selectGrouped: from f.tmaFrom rows, where f.tmaFrom > 0).
+  void groupedTma(Gemm g, bool swiglu, const Tensor &y, const Tensor &off,
+                  const Tensor &perm, int64_t slotsPerToken, int64_t experts,
+                  const GroupedForm &f);
 
 private:
   Emitter &e;
@@ -441,8 +445,6 @@ private:
                    const std::string &sym);
   /// The function being emitted ("@SYMBOL@" or an alternate's).
   std::string sym_ = "@SYMBOL@";
-  /// The TMA tile's columns for N = \p n.
-  static int tmaColumns(int64_t n);
   /// Merges the skinny chain \p r (a few outputs, f32 weights, \p g's A)
   /// into \p g's TMA tile: one pass over A for both (K2: the injection
   /// logits were a second read of A, 100 us of 290 per call at T =

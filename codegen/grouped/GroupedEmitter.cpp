@@ -82,18 +82,36 @@ void GemmEmitter::runGrouped() {
                                    swiglu ? "sm_silu(v) * v2" : "v"));
   if (swiglu)
     g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
-  // Plans with state decode: runs of a few rows take the decode form (the
-  // kernel's own code), the tiles are an alternate from the row after it.
-  const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
-  const bool gemv = !e.plan.states.empty() && decodeRows > 0 && g.k % 8 == 0 &&
-                    (!g.w[0].quant() || g.w[0].blockSize % 8 == 0);
+  // The forms by rows (selectGrouped): in plans with state runs of a few
+  // rows take the decode form (the kernel's own code), the tiles are an
+  // alternate from the row after it; the TMA form an alternate from many.
+  GroupedProblem gp;
+  gp.target = e.target;
+  gp.experts = experts;
+  gp.n = g.n;
+  gp.k = g.k;
+  gp.slotsPerToken = slotsPerToken;
+  gp.swiglu = swiglu;
+  gp.mma = g.mma;
+  gp.aBf16 = g.a.ctype == "bf16";
+  gp.w16 = g.w[0].ctype == "bf16" || g.w[0].ctype == "f16";
+  gp.wQuant = g.w[0].quant();
+  gp.blockSize = g.w[0].quant() ? g.w[0].blockSize : 1;
+  for (const Tensor &w : g.w)
+    gp.sameTypes =
+        gp.sameTypes && w.ctype == g.w[0].ctype && w.ggml == g.w[0].ggml;
+  gp.state = !e.plan.states.empty();
+  gp.maxTokens = e.plan.maxTokens;
+  const GroupedForm form = selectGrouped(gp, e.plan);
+  const int64_t decodeRows = form.decodeRows;
+  const bool gemv = decodeRows > 0;
   EmittedKernel gemvOwn;
   std::string sym = "@SYMBOL@";
   if (gemv) {
     e.out = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
       emitGroupedGemv(g, off, experts, slotsPerToken, rows, sym);
     });
-    if (e.plan.maxTokens <= decodeRows)
+    if (e.plan.maxTokens < form.tileFrom)
       return;
     gemvOwn = std::move(e.out);
     e.out = EmittedKernel{};
@@ -173,26 +191,21 @@ void GemmEmitter::runGrouped() {
     e.out = std::move(gemvOwn);
     e.out.alternates.push_back(std::move(tile));
   }
-  // The alternate's pre-launch dequantises every expert's weights whatever
-  // T is: it pays off from kGroupedTmaRows rows per expert.
-  const int64_t minTokens = std::max<int64_t>(
-      kTmaMinTokens,
-      (experts * kGroupedTmaRows + slotsPerToken - 1) / slotsPerToken);
-  if (e.plan.maxTokens < minTokens)
+  // The TMA form (its pre-launch dequantises every expert's weights
+  // whatever T is, so it starts where that pays: selectGrouped).
+  if (form.tmaFrom == 0)
     return;
   EmittedKernel own = std::move(e.out);
   const bool ownWs = e.workspace;
   e.out = EmittedKernel{};
   e.workspace = false;
-  const bool big = groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts);
+  groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts, form);
   EmittedKernel alt = std::move(e.out);
   e.out = std::move(own);
   e.workspace = ownWs;
-  if (big) {
-    alt.minTokens = minTokens;
-    alt.suffix = "_big";
-    e.out.alternates.push_back(std::move(alt));
-  }
+  alt.minTokens = form.tmaFrom;
+  alt.suffix = "_big";
+  e.out.alternates.push_back(std::move(alt));
 }
 
 } // namespace strata::codegen::detail::gemm

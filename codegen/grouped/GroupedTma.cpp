@@ -17,38 +17,17 @@
 
 namespace strata::codegen::detail::gemm {
 
-bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
+void GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
                              const Tensor &off, const Tensor &perm,
-                             int64_t slotsPerToken, int64_t experts) {
+                             int64_t slotsPerToken, int64_t experts,
+                             const GroupedForm &f) {
   const Tensor &w0 = g.w[0];
-  if (e.target != "sm_90" || !g.mma || g.a.ctype != "bf16" || g.k % 8 != 0 ||
-      !(w0.ctype == "bf16" || w0.ctype == "f16" || w0.quant()) ||
-      option(e.plan, Opt::GemmTma) == 0 ||
-      option(e.plan, Opt::GemmTmaGrouped) == 0 ||
-      (w0.quant() && option(e.plan, Opt::GemmTmaQuant) == 0))
-    return false;
-  for (const Tensor &w : g.w)
-    if (w.ctype != w0.ctype || w.ggml != w0.ggml)
-      return false;
-  // The tile's columns: gate and up side by side (bh of each, the pair's
-  // rows interleaved so in the workspace), or the widest that covers N.
-  int64_t bh = 0, bn = 0, nw = 0, colTiles = 0;
-  const int blocks = pairOn(e.plan) ? 2 : 1;
-  if (swiglu) {
-    bh = blocks == 1 && (g.n % 128 == 0 || g.n > 256) ? 128 : 64;
-    bn = 2 * bh;
-    colTiles = (g.n + bh - 1) / bh;
-    nw = colTiles * bn;
-  } else {
-    bn = blocks == 1 ? tmaColumns(g.n) : std::min(128, tmaColumns(g.n));
-    colTiles = (g.n + bn - 1) / bn;
-    nw = g.n;
-  }
+  // The tile (selectGrouped): gate and up side by side (bh columns of
+  // each), or bn columns of N.
+  const int64_t bh = f.bh, bn = f.bn, nw = f.nw;
+  const int64_t colTiles = swiglu ? (g.n + bh - 1) / bh : (g.n + bn - 1) / bn;
+  const int blocks = f.blocks, stages = f.stages;
   const int64_t sb = kTmaARows * 128 + bn * 128, kt = (g.k + 63) / 64;
-  const int stages = static_cast<int>(
-      std::min<int64_t>({8, kt < 2 ? 2 : kt, tmaRingBytes(blocks) / sb}));
-  if (stages < 2 || experts * nw > INT32_MAX)
-    return false;
   // The workspace: W as bf16 [E * nw, K], the row-tile table (expert, its
   // tile) at the longest prompt, then (swiglu) A's rows gathered in slot
   // order, [S, K].
@@ -314,7 +293,6 @@ bool GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
         colsFast ? cols : rowTiles, colsFast ? rowTiles : cols, {0, 1, 1}};
   e.out.block = {288, 1, 1};
   e.out.sharedBytes = static_cast<uint64_t>(1024 + ring + 2 * int64_t(ks) * 8);
-  return true;
 }
 
 } // namespace strata::codegen::detail::gemm

@@ -1,0 +1,117 @@
+//===- GroupedFormTest.cpp - the grouped expert GEMMs' choice of form -----===//
+//
+// selectGrouped alone: which form a launch of T = 1, 64, 600 and 16,384
+// rows takes, on both targets, for the full Qwen4-Exp's experts (512
+// experts, top 10, hidden 2,560, expert width 640; IQ3_S gate/up, IQ4_NL
+// down), in plans with state and prefill-only. (The emitter prints what it
+// chose: the sources are byte-identical to the build before the
+// extraction, test/codegen/identity.py --full; the forms' numbers are
+// checked on the H200 by --check.)
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/grouped/GroupedForm.h"
+#include "codegen/Options.h"
+#include "runtime/format/Plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata;
+using codegen::GroupedForm;
+using Kind = GroupedForm::Kind;
+
+namespace {
+
+codegen::GroupedProblem experts(const std::string &target, bool swiglu,
+                                bool state) {
+  codegen::GroupedProblem p;
+  p.target = target;
+  p.experts = 512;
+  p.slotsPerToken = 10;
+  p.swiglu = swiglu;
+  p.n = swiglu ? 640 : 2560;
+  p.k = swiglu ? 2560 : 640;
+  p.mma = true;
+  p.aBf16 = true;
+  p.wQuant = true;
+  p.blockSize = swiglu ? 256 : 32; // IQ3_S, IQ4_NL
+  p.state = state;
+  p.maxTokens = 16384;
+  return p;
+}
+
+} // namespace
+
+TEST(GroupedForm, FormsByTokensOnEachTarget) {
+  format::Plan plan;
+  for (bool swiglu : {true, false}) {
+    SCOPED_TRACE(swiglu ? "gate/up" : "down");
+    // sm_90, a plan with state: the decode forms up to 8 rows, the tiles,
+    // then the TMA form from the rows where each expert gets 192 slots
+    // (512 x 192 / 10).
+    GroupedForm f =
+        codegen::selectGrouped(experts("sm_90", swiglu, true), plan);
+    EXPECT_EQ(f.decodeRows, 8);
+    EXPECT_EQ(f.tileFrom, 9);
+    EXPECT_EQ(f.tmaFrom, 9831);
+    EXPECT_EQ(f.at(1), Kind::Decode);
+    EXPECT_EQ(f.at(64), Kind::Tile);
+    EXPECT_EQ(f.at(600), Kind::Tile);
+    EXPECT_EQ(f.at(16384), Kind::Tma);
+    // The TMA tile: gate and up 128 columns each (640 = 5 x 128), down
+    // the widest tile that covers 2,560 (256).
+    EXPECT_EQ(f.bn, 256);
+    EXPECT_EQ(f.nw, swiglu ? 5 * 256 : 2560);
+    EXPECT_GE(f.stages, 2);
+    // Prefill-only: the tiles from one row.
+    GroupedForm pre =
+        codegen::selectGrouped(experts("sm_90", swiglu, false), plan);
+    EXPECT_EQ(pre.decodeRows, 0);
+    EXPECT_EQ(pre.at(1), Kind::Tile);
+    EXPECT_EQ(pre.at(16384), Kind::Tma);
+    // gfx1151: no TMA form; the decode forms and tiles as on sm_90.
+    GroupedForm amd =
+        codegen::selectGrouped(experts("gfx1151", swiglu, true), plan);
+    EXPECT_EQ(amd.tmaFrom, 0);
+    EXPECT_EQ(amd.at(1), Kind::Decode);
+    for (int64_t t : {64, 600, 16384})
+      EXPECT_EQ(amd.at(t), Kind::Tile) << t;
+  }
+}
+
+TEST(GroupedForm, OptionsAndShapesChangeTheForms) {
+  std::string error;
+  format::Plan decode16;
+  ASSERT_TRUE(codegen::setOption(decode16, "gemm-decode-rows=16", error));
+  GroupedForm f =
+      codegen::selectGrouped(experts("sm_90", true, true), decode16);
+  EXPECT_EQ(f.at(16), Kind::Decode);
+  EXPECT_EQ(f.at(17), Kind::Tile);
+  format::Plan noTma;
+  ASSERT_TRUE(codegen::setOption(noTma, "gemm-tma-grouped=0", error));
+  EXPECT_EQ(
+      codegen::selectGrouped(experts("sm_90", true, true), noTma).at(16384),
+      Kind::Tile);
+  format::Plan pair;
+  ASSERT_TRUE(codegen::setOption(pair, "gemm-tma-pair=1", error));
+  GroupedForm paired =
+      codegen::selectGrouped(experts("sm_90", true, true), pair);
+  EXPECT_EQ(paired.blocks, 2);
+  EXPECT_EQ(paired.bn, 128); // gate and up 64 columns each
+  // A plan whose longest run is below the TMA form's start has none; f32
+  // tiles (no matrix units) and mixed weight types neither.
+  format::Plan plan;
+  codegen::GroupedProblem short_ = experts("sm_90", true, true);
+  short_.maxTokens = 4096;
+  EXPECT_EQ(codegen::selectGrouped(short_, plan).tmaFrom, 0);
+  codegen::GroupedProblem fma = experts("sm_90", true, true);
+  fma.mma = false;
+  EXPECT_EQ(codegen::selectGrouped(fma, plan).tmaFrom, 0);
+  codegen::GroupedProblem mixed = experts("sm_90", true, true);
+  mixed.sameTypes = false;
+  EXPECT_EQ(codegen::selectGrouped(mixed, plan).tmaFrom, 0);
+  // K not a multiple of 8: no decode form (its lanes take 8 values).
+  codegen::GroupedProblem odd = experts("gfx1151", false, true);
+  odd.k = 644;
+  odd.wQuant = false;
+  EXPECT_EQ(codegen::selectGrouped(odd, plan).decodeRows, 0);
+}
