@@ -246,8 +246,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("    }}");
   };
   // The integer form: each column's piece as int8 bytes and scales, each
-  // row's as 16 bytes of shared memory (two words of int8, the scale and
-  // the scaled sum), two dp4a and a multiply-add a (column, row).
+  // row's from A's shared copy (two words of int8, its scale and scaled
+  // sum), two dp4a and a multiply-add a (column, row).
   auto piece8 = [&](const std::string &k, const std::string &from) {
     bool anyMin = false;
     e.line("    const long k = {};", k);

@@ -44,9 +44,10 @@ GroupedForm selectGrouped(const GroupedProblem &p, const format::Plan &plan) {
                          : std::min(128, GemmEmitter::tmaColumns(p.n));
     f.nw = p.n;
   }
-  const int64_t sb = kTmaARows * 128 + f.bn * 128, kt = (p.k + 63) / 64;
-  f.stages = static_cast<int>(
-      std::min<int64_t>({8, kt < 2 ? 2 : kt, tmaRingBytes(f.blocks) / sb}));
+  f.stageBytes = kTmaARows * 128 + f.bn * 128;
+  const int64_t kt = (p.k + 63) / 64;
+  f.stages = static_cast<int>(std::min<int64_t>(
+      {8, kt < 2 ? 2 : kt, tmaRingBytes(f.blocks) / f.stageBytes}));
   if (f.stages < 2 || p.experts * f.nw > INT32_MAX)
     return f;
   f.tmaFrom = from;

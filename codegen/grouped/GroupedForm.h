@@ -54,6 +54,8 @@ struct GroupedForm {
   /// workspace rows an expert, ring stages, blocks an SM.
   int64_t bh = 0, bn = 0, nw = 0;
   int stages = 0, blocks = 1;
+  /// Bytes of one ring stage (A's rows and the tile's W rows, 64 of K).
+  int64_t stageBytes = 0;
   /// The form a launch of \p tokens rows runs.
   Kind at(int64_t tokens) const {
     if (tmaFrom > 0 && tokens >= tmaFrom)

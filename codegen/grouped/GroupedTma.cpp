@@ -27,7 +27,7 @@ void GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   const int64_t bh = f.bh, bn = f.bn, nw = f.nw;
   const int64_t colTiles = swiglu ? (g.n + bh - 1) / bh : (g.n + bn - 1) / bn;
   const int blocks = f.blocks, stages = f.stages;
-  const int64_t sb = kTmaARows * 128 + bn * 128, kt = (g.k + 63) / 64;
+  const int64_t sb = f.stageBytes, kt = (g.k + 63) / 64;
   // The workspace: W as bf16 [E * nw, K], the row-tile table (expert, its
   // tile) at the longest prompt, then (swiglu) A's rows gathered in slot
   // order, [S, K].
