@@ -83,9 +83,11 @@ int32_t argmax(const float *row, int64_t n) {
 /// left by b tokens (different sequences route to different experts, as
 /// real batches do), each prefilled alone, then \p o.generate greedy steps
 /// of B rows a run. Prints each sequence's generated ids (a line each) and
-/// one timings line.
-int decodeBatch(const Options &o, runtime::Executor &ex,
-                const std::vector<int32_t> &prompt, double loadSeconds) {
+/// one timings line; with --profile, then the kernels of the last decode
+/// step (B rows), as one sequence's --profile prints its last run.
+int decodeBatch(const Options &o, const format::Plan &plan,
+                runtime::Executor &ex, const std::vector<int32_t> &prompt,
+                double loadSeconds) {
   std::string error;
   std::unique_ptr<runtime::Session> session =
       runtime::Session::create(ex, error);
@@ -146,6 +148,16 @@ int decodeBatch(const Options &o, runtime::Executor &ex,
              decode * 1e3, steps1 > 0 ? decode * 1e3 / steps1 : 0.0,
              decode > 0 ? steps1 * b / decode : 0.0, session->runs(),
              o.backend);
+  // The last run is a decode step of B rows when there was one (-n 2 or
+  // more); the profile is of that step only.
+  if (o.profile && steps1 > 0) {
+    std::fflush(stdout);
+    fmt::print("\n");
+    printProfile(plan, ex.kernelSeconds(), b, o.backend, o.profileJson);
+  } else if (o.profile) {
+    fmt::print(stderr, "--profile: no decode step ran (-n 1): nothing to "
+                       "profile\n");
+  }
   return 0;
 }
 
@@ -155,10 +167,10 @@ int generate(Options &o) {
   std::string error;
   if (o.batch > 1 &&
       (o.sampling.temperature > 0 || o.spec > 0 || !o.stops.empty() ||
-       !o.dumpIds.empty() || !o.dumpLogits.empty() || o.profile))
+       !o.dumpIds.empty() || !o.dumpLogits.empty()))
     return usageError("--batch decodes greedily and prints the ids: --temp, "
-                      "--spec, --stop, --dump-ids, --dump-logits and "
-                      "--profile are for one sequence");
+                      "--spec, --stop, --dump-ids and --dump-logits are for "
+                      "one sequence");
   // The prompt's source: ids that do not parse on the command line are a
   // mistake there (2); a file's bytes are the file's error (1).
   std::vector<int32_t> prompt;
@@ -223,7 +235,7 @@ int generate(Options &o) {
   ex->setProfile(o.profile);
   if (o.batch > 1)
     return decodeBatch(
-        o, *ex, prompt,
+        o, plan, *ex, prompt,
         std::chrono::duration<double>(Clock::now() - t0).count());
   std::function<bool(int32_t)> endOfGeneration;
 #ifdef STRATA_HAVE_TOKENIZER
