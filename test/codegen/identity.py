@@ -20,7 +20,9 @@ alter the emitted code, record it again and say so in the commit.
 
 The tiny models are synthesised with seed 1 (qwen4exp with compress ratio 4)
 in the quantised mix of test/golden (Q8_0 trunk, IQ3_S/IQ4_NL experts ...)
-and compiled at T = 64. Code objects and cubins follow from the sources and
+and compiled at T = 64, and again as generation plans (T = 8, a context of
+64 positions, 2 slots: the state kernels and the decode forms; qwen4exp
+also with the int8 KV cache). Code objects and cubins follow from the sources and
 the compiler's version, so they are not hashed (CI has no ptxas: module
 paths are normalised to .ptx).
 """
@@ -87,14 +89,21 @@ def main():
         extra = ["--compress-ratio", "4"] if arch == "qwen4exp" else []
         run([gguf_tool, "synth", "--arch", arch, "--preset", "tiny", "--seed",
              "1", "--types", types, *extra, "-o", gguf])
-        jobs.append((f"{arch}-tiny", arch, gguf, "64"))
+        jobs.append((f"{arch}-tiny", arch, gguf, ["--max-tokens", "64"]))
+        state = ["--max-tokens", "8", "--max-context", "64", "--max-batch",
+                 "2"]
+        jobs.append((f"{arch}-tiny-decode", arch, gguf, state))
+        if arch == "qwen4exp":
+            jobs.append((f"{arch}-tiny-decode-int8", arch, gguf,
+                         state + ["--kv", "int8"]))
     if a.full:
         gguf = os.path.join(work, "full.gguf")
         run([gguf_tool, "synth", "--arch", "qwen4exp", "--preset", "full",
              "--seed", "1", "--shapes-only", "--types", FULL_TYPES, "-o",
              gguf])
-        jobs.append(("qwen4exp-full", "qwen4exp", gguf, "16384"))
-    for tag, arch, gguf, tokens in jobs:
+        jobs.append(("qwen4exp-full", "qwen4exp", gguf,
+                     ["--max-tokens", "16384"]))
+    for tag, arch, gguf, args in jobs:
         for target in ["gfx1151", "sm_90"]:
             plan = os.path.join(work, f"{tag}.{target}")
             # strata-compile writes into the folder without emptying it: a
@@ -102,7 +111,7 @@ def main():
             # runs too (reported as "new").
             shutil.rmtree(plan, ignore_errors=True)
             run([compile_tool, os.path.join(ROOT, "models", arch + ".strata"),
-                 "--gguf", gguf, "--max-tokens", tokens, "--target", target,
+                 "--gguf", gguf, *args, "--target", target,
                  "--cache-dir", cache, "-o", plan])
             hash_plan(plan, f"{tag}.{target}", hashes)
     lines = [f"{h}  {p}" for p, h in sorted(hashes.items())]
