@@ -119,7 +119,6 @@ void emitGroupedKernel(Emitter &e);
 void emitAttentionKernel(Emitter &e);
 void emitDeltaKernel(Emitter &e);
 void emitSortKernel(Emitter &e);
-void emitStateKernel(Emitter &e);
 
 /// The element of \p t that element (row, i) of an op output of shape
 /// \p outShape reads, with numpy broadcasting over trailing dims; `row` and

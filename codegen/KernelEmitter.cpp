@@ -1,4 +1,5 @@
 //===- KernelEmitter.cpp - operand model, dispatch, translation units -----===//
+#include "codegen/CachedKernel.h"
 #include "codegen/EmitterImpl.h"
 
 #include "runtime/format/GgmlType.h"
@@ -371,6 +372,33 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
   return "row";
 }
 
+/// The cached (decode-step) op \p op's emitter, in the family whose math it
+/// steps (CachedKernel.h); a cached op is a kernel alone.
+void emitCachedKernel(Emitter &e) {
+  if (e.body.size() != 1)
+    throw detail::Unsupported("a fused body around a state op");
+  const format::BodyOp &op = e.body[0];
+  switch (op.recipe) {
+  case Recipe::KvStore:
+    return detail::emitKvStore(e, op);
+  case Recipe::AttentionCached:
+    return detail::emitAttentionCached(e, op);
+  case Recipe::BlockMeanCached:
+    return detail::emitBlockMeanCached(e, op);
+  case Recipe::QsaSelectCached:
+    return detail::emitQsaSelectCached(e, op);
+  case Recipe::Conv1dCached:
+    return detail::emitConv1dCached(e, op);
+  case Recipe::GatedDeltaCached:
+    return detail::emitGatedDeltaCached(e, op);
+  case Recipe::NgramHashCached:
+    return detail::emitNgramHashCached(e, op);
+  default:
+    throw detail::Unsupported(fmt::format(
+        "'{}' is no state kernel", format::recipeInfo(op.recipe).name));
+  }
+}
+
 } // namespace
 
 namespace {
@@ -415,7 +443,7 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
     else if (e.out.family == "delta")
       detail::emitDeltaKernel(e);
     else if (e.out.family == "state")
-      detail::emitStateKernel(e);
+      emitCachedKernel(e);
     else
       detail::emitSortKernel(e);
     out = std::move(e.out);
