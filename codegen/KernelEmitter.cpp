@@ -4,6 +4,7 @@
 
 #include "runtime/format/GgmlType.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace strata::codegen {
@@ -335,9 +336,31 @@ namespace {
 using detail::Emitter;
 using format::Recipe;
 
+/// The family of a cached (decode-step) op, one that reads or writes a plan
+/// state: the family whose math it steps. Null for any other op.
+const char *cachedFamily(Recipe r) {
+  switch (r) {
+  case Recipe::KvStore:
+  case Recipe::AttentionCached:
+    return "attention";
+  case Recipe::BlockMeanCached:
+  case Recipe::QsaSelectCached:
+    return "qsa";
+  case Recipe::GatedDeltaCached:
+    return "delta";
+  case Recipe::Conv1dCached:
+  case Recipe::NgramHashCached:
+    return "row";
+  default:
+    return nullptr;
+  }
+}
+
 /// The family a kernel belongs to, by its leading op.
 std::string familyOf(const std::vector<format::BodyOp> &body) {
   for (const format::BodyOp &op : body) {
+    if (const char *f = cachedFamily(op.recipe))
+      return f;
     switch (op.recipe) {
     case Recipe::Matmul:
       return "gemm";
@@ -350,14 +373,6 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
       return "delta";
     case Recipe::MoeSort:
       return "sort";
-    case Recipe::KvStore:
-    case Recipe::AttentionCached:
-    case Recipe::BlockMeanCached:
-    case Recipe::QsaSelectCached:
-    case Recipe::Conv1dCached:
-    case Recipe::GatedDeltaCached:
-    case Recipe::NgramHashCached:
-      return "state";
     case Recipe::State:
       throw detail::Unsupported("'state' is no kernel (the plan lists its "
                                 "states)");
@@ -370,6 +385,13 @@ std::string familyOf(const std::vector<format::BodyOp> &body) {
     }
   }
   return "row";
+}
+
+/// True if \p body holds a cached (decode-step) op.
+bool isCachedOp(const std::vector<format::BodyOp> &body) {
+  return std::any_of(body.begin(), body.end(), [](const format::BodyOp &op) {
+    return cachedFamily(op.recipe) != nullptr;
+  });
 }
 
 /// The cached (decode-step) op \p op's emitter, in the family whose math it
@@ -432,7 +454,9 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
   try {
     Emitter e(plan, kernel, target);
     e.out.family = familyOf(e.body);
-    if (e.out.family == "row")
+    if (isCachedOp(e.body))
+      emitCachedKernel(e);
+    else if (e.out.family == "row")
       detail::emitRowKernel(e);
     else if (e.out.family == "gemm")
       detail::emitGemmKernel(e);
@@ -442,8 +466,6 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
       detail::emitAttentionKernel(e);
     else if (e.out.family == "delta")
       detail::emitDeltaKernel(e);
-    else if (e.out.family == "state")
-      emitCachedKernel(e);
     else
       detail::emitSortKernel(e);
     out = std::move(e.out);

@@ -39,7 +39,7 @@ namespace strata::codegen {
 /// prelude and shared headers) and how to launch it.
 struct EmittedKernel {
   std::string symbol; ///< entry point, unique per specialisation
-  std::string family; ///< row, gemm, grouped, attention, delta, sort
+  std::string family; ///< row, gemm, grouped, attention, delta, qsa, sort
   std::string body;   ///< the kernel's own device code
   /// The body reads or writes an i8 state: its source embeds
   /// runtime/KvQuant.h (the quantisation the CPU backend shares).

@@ -1,7 +1,8 @@
-//===- StateEmitterTest.cpp - the state family's launches and arguments ---===//
+//===- CachedKernelTest.cpp - the cached ops' launches and arguments ------===//
 //
-// The generation state ops become kernels of the `state` family on both GPU
-// targets: states are `state:N` arguments (written in place: no const), the
+// The generation state ops become kernels of the families whose math they
+// step (kv_store and attention_cached: attention; qsa_select_cached: qsa)
+// on both GPU targets: states are `state:N` arguments (written in place: no const), the
 // grids follow the rows (and heads), the decode step's attention and QSA
 // selection are split over the GPU by a pre-launch, and what the family
 // cannot express is refused with a reason. (Their numbers are checked on
@@ -79,14 +80,14 @@ format::Plan cachePlan(const std::string &target, uint64_t context = 32,
 
 } // namespace
 
-TEST(StateEmitter, StatesAreArgumentsWrittenInPlace) {
+TEST(CachedKernel, StatesAreArgumentsWrittenInPlace) {
   for (const char *target : {"sm_90", "gfx1151"}) {
     SCOPED_TRACE(target);
     format::Plan p = cachePlan(target);
     codegen::EmittedKernel store, att;
     std::string error;
     ASSERT_TRUE(codegen::emitKernel(p, 1, target, store, error)) << error;
-    EXPECT_EQ(store.family, "state");
+    EXPECT_EQ(store.family, "attention");
     EXPECT_EQ(store.args,
               (std::vector<std::string>{"state:1", "buffer:5", "buffer:2",
                                         "buffer:1", "T"}));
@@ -97,7 +98,7 @@ TEST(StateEmitter, StatesAreArgumentsWrittenInPlace) {
     EXPECT_EQ(store.body.find("const float *__restrict__ in0"),
               std::string::npos);
     ASSERT_TRUE(codegen::emitKernel(p, 2, target, att, error)) << error;
-    EXPECT_EQ(att.family, "state");
+    EXPECT_EQ(att.family, "attention");
     EXPECT_EQ(att.args, (std::vector<std::string>{
                             "buffer:3", "state:0", "state:1", "buffer:2",
                             "buffer:1", "buffer:6", "workspace", "T"}));
@@ -109,7 +110,7 @@ TEST(StateEmitter, StatesAreArgumentsWrittenInPlace) {
   }
 }
 
-TEST(StateEmitter, RefusesWhatItCannotExpress) {
+TEST(CachedKernel, RefusesWhatItCannotExpress) {
   format::Plan p = cachePlan("sm_90");
   // A head dim above 256: more than eight values a lane.
   p.buffers[3].shape[2].constant = 512;
@@ -202,7 +203,7 @@ format::Plan selectPlan(const std::string &target, uint64_t nb, int64_t top) {
 // warp with its scale after the values (i8), the pre-launch dequantises
 // keys and values as it loads them; only i8 sources embed
 // runtime/KvQuant.h. The launches stay those of f32 caches.
-TEST(StateEmitter, Bf16AndInt8CachesAreReadNatively) {
+TEST(CachedKernel, Bf16AndInt8CachesAreReadNatively) {
   for (const char *target : {"sm_90", "gfx1151"}) {
     SCOPED_TRACE(target);
     codegen::EmittedKernel f32Store, f32Att;
@@ -257,7 +258,7 @@ TEST(StateEmitter, Bf16AndInt8CachesAreReadNatively) {
   }
 }
 
-TEST(StateEmitter, CachedAttentionSplitsKeysOverChunks) {
+TEST(CachedKernel, CachedAttentionSplitsKeysOverChunks) {
   for (const char *target : {"sm_90", "gfx1151"}) {
     SCOPED_TRACE(target);
     format::Plan p = cachePlan(target, 4096);
@@ -288,7 +289,7 @@ TEST(StateEmitter, CachedAttentionSplitsKeysOverChunks) {
   }
 }
 
-TEST(StateEmitter, CachedAttentionChunksFollowContextAndWorkspace) {
+TEST(CachedKernel, CachedAttentionChunksFollowContextAndWorkspace) {
   codegen::EmittedKernel small, wide, many;
   std::string error;
   // 32 positions: one chunk.
@@ -306,7 +307,7 @@ TEST(StateEmitter, CachedAttentionChunksFollowContextAndWorkspace) {
   EXPECT_LE(many.workspace.at(big.maxTokens), int64_t(64) << 20);
 }
 
-TEST(StateEmitter, BlockSparseGatedAttention) {
+TEST(CachedKernel, BlockSparseGatedAttention) {
   for (const char *target : {"sm_90", "gfx1151"}) {
     SCOPED_TRACE(target);
     codegen::EmittedKernel att;
@@ -325,7 +326,7 @@ TEST(StateEmitter, BlockSparseGatedAttention) {
   }
 }
 
-TEST(StateEmitter, QsaSelectRanksWithoutRoundsOverTop) {
+TEST(CachedKernel, QsaSelectRanksWithoutRoundsOverTop) {
   for (const char *target : {"sm_90", "gfx1151"}) {
     SCOPED_TRACE(target);
     codegen::EmittedKernel sel;
@@ -333,7 +334,7 @@ TEST(StateEmitter, QsaSelectRanksWithoutRoundsOverTop) {
     ASSERT_TRUE(codegen::emitKernel(selectPlan(target, 1024, 512), 0, target,
                                     sel, error))
         << error;
-    EXPECT_EQ(sel.family, "state");
+    EXPECT_EQ(sel.family, "qsa");
     EXPECT_EQ(sel.args, (std::vector<std::string>{
                             "buffer:3", "state:0", "buffer:2", "buffer:1",
                             "buffer:4", "workspace", "T"}));
