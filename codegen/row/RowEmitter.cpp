@@ -13,6 +13,7 @@
 #include "codegen/EmitterImpl.h"
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
+#include "codegen/qsa/QsaForm.h"
 #include "codegen/sort/RouteForm.h"
 
 #include <algorithm>
@@ -55,18 +56,8 @@ public:
 private:
   Emitter &e;
   Shape rowShape; ///< the outputs' shape: dim 0 is the row
-  /// qsa_select's sort size: a power of two >= the most visible blocks.
-  int64_t qsaBlocks = 0;
-  /// qsa_select's query row (indexer heads x dims), staged in LDS.
-  int64_t qsaQuery = 0;
-  /// qsa_select's LDS for its top selection (qsa_top_select), bytes.
-  int64_t qsaSelect = 0;
-  /// qsa_select's block ids kept in LDS: qsaBlocks, or for rows too long
-  /// for that (plans past ~16K tokens) only the bitonic sort's (at most
-  /// the top's power of two; the radix select knows a block by its index).
-  int64_t qsaIds = 0;
-  /// qsa_select's block size (keys a block), for diagnostics.
-  int64_t qsaTokensPerBlock = 1;
+  /// qsa_select's form (codegen/qsa/QsaForm.h; blocks 0: no qsa_select).
+  QsaSelectForm qsa;
 
   /// moe_route of one token (a decode step) by the whole block: each
   /// wave's top K of its experts, then wave 0's top K of those (a wave
@@ -652,15 +643,16 @@ void RowEmitter::op(const BodyOp &op) {
     int64_t hi = q.shape[1].constant, di = q.shape[2].constant;
     int64_t block = e.intAttr(op, "block"), top = e.intAttr(op, "top");
     float inv = 1.0f / std::sqrt(static_cast<float>(di));
-    if (qsaIds == qsaBlocks)
+    if (qsa.allIds())
       e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, {}, "
              "qsa_score, qsa_id, qsa_q);",
-             hi, di, block, top, kThreads, qsaBlocks, rowPtr(q), kb.ptr,
+             hi, di, block, top, kThreads, qsa.blocks, rowPtr(q), kb.ptr,
              rowPtr(y), floatLit(inv));
     else
       e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, "
              "{}, qsa_score, qsa_id, qsa_q);",
-             hi, di, block, top, kThreads, qsaBlocks, qsaIds, rowPtr(q), kb.ptr,
+             hi, di, block, top, kThreads, qsa.blocks, qsa.ids, rowPtr(q),
+             kb.ptr,
              rowPtr(y), floatLit(inv));
     break;
   }
@@ -941,33 +933,20 @@ void RowEmitter::run() {
   }
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::QsaSelect) {
-      qsaTokensPerBlock = e.intAttr(op, "block");
-      int64_t most = std::max<int64_t>(1, e.plan.maxTokens / qsaTokensPerBlock);
-      qsaBlocks = 1;
-      while (qsaBlocks < most)
-        qsaBlocks *= 2;
       Tensor q = e.tensor(op.inputs[0]);
-      qsaQuery = q.shape[1].constant * q.shape[2].constant;
-      // qsa_top_select's compacted top (a power of two >= top, score and
-      // id), histogram and scan words.
-      int64_t top = e.intAttr(op, "top"), pt = 1;
-      while (pt < top)
-        pt *= 2;
-      qsaSelect = 8 * pt + 4 * 256 + 64;
-      qsaIds = qsaBlocks;
-      // Scores and ids past the static limit: ids only for the bitonic
-      // sort's rows (those whose visible blocks fit the top), which the
-      // radix select (256 threads, a top) leaves to it.
-      if (8 * qsaBlocks + 4 * qsaQuery + qsaSelect + 256 >
-              staticSharedBudget() &&
-          kThreads == 256 && top > 0)
-        qsaIds = std::min(qsaBlocks, pt);
+      QsaSelectProblem p;
+      p.maxTokens = e.plan.maxTokens;
+      p.block = e.intAttr(op, "block");
+      p.heads = q.shape[1].constant;
+      p.dims = q.shape[2].constant;
+      p.top = e.intAttr(op, "top");
+      p.threads = kThreads;
+      qsa = selectQsaSelect(p);
     }
   // LDS/shared: reductions, routing, the QSA sort, then the temporaries'
   // rows if they fit the static limit (48 KiB on sm_90, with headroom);
   // else the temporaries live in the kernel's workspace, one row per block.
-  uint64_t fixed = 256 + 4 * qsaBlocks + 4 * qsaIds + 4 * qsaQuery + qsaSelect,
-           temps = 0;
+  uint64_t fixed = 256 + qsa.sharedBytes(), temps = 0;
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::MoeRoute)
       fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
@@ -987,18 +966,13 @@ void RowEmitter::run() {
   }
   if (fixed > staticSharedBudget()) {
     std::string hint;
-    if (qsaBlocks > 0) {
-      // The longest plan whose qsa_select row fits: the sort size halved
-      // until it does (its other LDS does not depend on the plan's length).
-      uint64_t other = fixed - 4 * qsaBlocks - 4 * qsaIds;
-      int64_t p = qsaBlocks;
-      while (p > 1 &&
-             other + 4 * p + 4 * std::min(p, qsaIds) > staticSharedBudget())
-        p /= 2;
-      hint = fmt::format(" (qsa_select's scores of {} blocks; plans of at "
-                         "most {} tokens fit: --max-tokens)",
-                         qsaBlocks, p * qsaTokensPerBlock);
-    }
+    if (qsa.blocks > 0)
+      hint = fmt::format(
+          " (qsa_select's scores of {} blocks; plans of at most {} tokens "
+          "fit: --max-tokens)",
+          qsa.blocks,
+          qsa.longestFitting(int64_t(fixed) - qsa.sharedBytes(),
+                             staticSharedBudget()));
     throw Unsupported(
         fmt::format("the row needs {} bytes of LDS{}", fixed, hint));
   }
@@ -1030,10 +1004,10 @@ void RowEmitter::run() {
     e.line("  wsoff += ({} * {}L * {} + 255) / 256 * 256;", dimExpr(t.shape[0]),
            n, format::planDTypeSize(t.dtype));
   }
-  if (qsaBlocks) {
-    e.line("  STRATA_SHARED float qsa_score[{}];", qsaBlocks);
-    e.line("  STRATA_SHARED int qsa_id[{}];", qsaIds);
-    e.line("  STRATA_SHARED float qsa_q[{}];", qsaQuery);
+  if (qsa.blocks) {
+    e.line("  STRATA_SHARED float qsa_score[{}];", qsa.blocks);
+    e.line("  STRATA_SHARED int qsa_id[{}];", qsa.ids);
+    e.line("  STRATA_SHARED float qsa_q[{}];", qsa.query);
   }
   for (size_t i = 0; i < e.body.size(); ++i) {
     const BodyOp &b = e.body[i];
