@@ -107,6 +107,10 @@ int64_t constProduct(const Shape &s, size_t from);
 /// The device type of an activation element (device/common/Access.h: float,
 /// bf16, f16, int32_t); the one mapping every emitter uses.
 const char *elementCType(format::DType t);
+/// Blocks of \p per rows covering \p rows: ceil(rows / per), or one or two
+/// more where rows grow with T (PlanDim floors coef T on its own; extra
+/// blocks find no row and exit).
+format::PlanDim rowGroups(const format::PlanDim &rows, int64_t per);
 /// A float literal that reads back as exactly \p v (hex float).
 std::string floatLit(float v);
 /// 64-bit FNV-1a of \p s, as 16 hex digits.
@@ -119,6 +123,8 @@ void emitGroupedKernel(Emitter &e);
 void emitAttentionKernel(Emitter &e);
 void emitDeltaKernel(Emitter &e);
 void emitSortKernel(Emitter &e);
+/// moe_route alone (sort/RouteEmitter.cpp; its Row form is a row kernel).
+void emitRouteKernel(Emitter &e);
 
 /// The element of \p t that element (row, i) of an op output of shape
 /// \p outShape reads, with numpy broadcasting over trailing dims; `row` and

@@ -256,6 +256,13 @@ const char *elementCType(format::DType t) {
   }
 }
 
+format::PlanDim rowGroups(const format::PlanDim &rows, int64_t per) {
+  if (rows.coef == 0)
+    return {0, (rows.constant + per - 1) / per, 1};
+  return {rows.coef, rows.constant / per + 1 + (rows.constant % per != 0),
+          rows.div * per};
+}
+
 std::string floatLit(float v) {
   if (v != v)
     return "__builtin_nanf(\"\")";
@@ -358,6 +365,10 @@ const char *cachedFamily(Recipe r) {
 
 /// The family a kernel belongs to, by its leading op.
 std::string familyOf(const std::vector<format::BodyOp> &body) {
+  // moe_route alone is the route family's (sort/RouteEmitter.cpp); inside
+  // a fused body it is a row op.
+  if (body.size() == 1 && body[0].recipe == Recipe::MoeRoute)
+    return "sort";
   for (const format::BodyOp &op : body) {
     if (const char *f = cachedFamily(op.recipe))
       return f;

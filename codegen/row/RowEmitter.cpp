@@ -14,7 +14,6 @@
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
 #include "codegen/qsa/QsaForm.h"
-#include "codegen/sort/RouteForm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,7 +28,6 @@ using format::Recipe;
 namespace {
 
 constexpr int kThreads = 256;
-static_assert(kThreads == kRouteThreads, "RouteForm sizes the route block");
 
 /// Emits the row family's ops.
 class RowEmitter {
@@ -59,11 +57,6 @@ private:
   /// qsa_select's form (codegen/qsa/QsaForm.h; blocks 0: no qsa_select).
   QsaSelectForm qsa;
 
-  /// moe_route of one token (a decode step) by the whole block: each
-  /// wave's top K of its experts, then wave 0's top K of those (a wave
-  /// form took K rounds of dependent shuffles and rescans in one wave:
-  /// 16 us a layer on the H200, bench/results/ncu-decode-20261204/).
-  void routeDecode(const BodyOp &op);
   /// Pointer to the current row of \p t (which must be row-aligned).
   std::string rowPtr(const Tensor &t) {
     if (t.isTemp)
@@ -712,16 +705,6 @@ bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
   return true;
 }
 
-/// Blocks of \p per rows covering \p rows: ceil(rows / per), or one or two
-/// more where rows grow with T (PlanDim floors coef T on its own; extra
-/// blocks find no row and exit).
-format::PlanDim rowGroups(const format::PlanDim &rows, int64_t per) {
-  if (rows.coef == 0)
-    return {0, (rows.constant + per - 1) / per, 1};
-  return {rows.coef, rows.constant / per + 1 + (rows.constant % per != 0),
-          rows.div * per};
-}
-
 bool RowEmitter::convRows() {
   const BodyOp &conv = e.body[0];
   if (conv.recipe != Recipe::Conv1dCausal || e.body.size() > 2)
@@ -756,127 +739,6 @@ bool RowEmitter::convRows() {
   return true;
 }
 
-void RowEmitter::routeDecode(const BodyOp &op) {
-  Tensor x = in(op, 0), y = res(op, 0), ids = res(op, 1);
-  const int64_t ne = constProduct(x.shape, 1), k = e.intAttr(op, "k");
-  const int64_t pl = (ne + kThreads - 1) / kThreads;
-  const int64_t waves = kThreads / 32, pc = (waves * k + 31) / 32;
-  const bool softmax = e.strAttr(op, "func") == "softmax";
-  // A wave's top K of its lanes' PL candidates (id < 0: none) in route
-  // order (RouteOrder.h), round s's winner left in lane s; ids are unique,
-  // so the lane whose best it was marks it taken and finds its next.
-  e.line("template <int PL>");
-  e.line("STRATA_FN void @SYMBOL@_top(const float *p, const int *id, float "
-         "&mv, int &mi) {{");
-  e.line("  const int lane = lane_id();");
-  e.line("  uint32_t taken = 0;");
-  e.line("  float lv = 0;");
-  e.line("  int li = -1;");
-  e.line("#pragma unroll");
-  e.line("  for (int i = 0; i < PL; ++i)");
-  e.line("    if (route_better(p[i], id[i], lv, li)) lv = p[i], li = id[i];");
-  e.line("  mv = 0;");
-  e.line("  mi = -1;");
-  e.line("#pragma unroll 1");
-  e.line("  for (int s = 0; s < {}; ++s) {{", k);
-  e.line("    float bv = lv;");
-  e.line("    int bi = li;");
-  e.line("#pragma unroll");
-  e.line("    for (int d = 16; d >= 1; d >>= 1) {{");
-  e.line("      const float ov = shfl_xor_f(bv, d);");
-  e.line("      const int oi = shfl_xor_i(bi, d);");
-  e.line("      if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;");
-  e.line("    }}");
-  e.line("    if (lane == s) mv = bv, mi = bi;");
-  e.line("    if (bi >= 0 && li == bi) {{");
-  e.line("      lv = 0;");
-  e.line("      li = -1;");
-  e.line("#pragma unroll");
-  e.line("      for (int i = 0; i < PL; ++i) {{");
-  e.line("        taken |= id[i] == bi ? 1u << i : 0u;");
-  e.line("        if (!(taken >> i & 1u) && route_better(p[i], id[i], lv, "
-         "li)) lv = p[i], li = id[i];");
-  e.line("      }}");
-  e.line("    }}");
-  e.line("  }}");
-  e.line("}}");
-  std::string params = e.params();
-  e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
-  e.prologue();
-  e.line("  if ({} < 1) return;", dimExpr(rowShape[0]));
-  e.line("  const long row = 0;");
-  e.line("  const int lane = lane_id(), wave = tid_x() >> 5;");
-  e.line("  STRATA_SHARED float red[{}];", waves);
-  e.line("  STRATA_SHARED float cv[{}];", waves * k);
-  e.line("  STRATA_SHARED int ci[{}];", waves * k);
-  // Expert tid + NT i: its probability (softmax by block reductions, or
-  // sigmoid), as wave_moe_route computes them.
-  e.line("  float p[{}];", pl);
-  e.line("  int id[{}];", pl);
-  e.line("#pragma unroll");
-  e.line("  for (int i = 0; i < {}; ++i) {{", pl);
-  e.line("    const int x = tid_x() + {} * i;", kThreads);
-  e.line("    p[i] = x < {} ? ld({}, x) : 0.0f;", ne, rowPtr(x));
-  e.line("    id[i] = x < {} ? x : -1;", ne);
-  e.line("  }}");
-  if (softmax) {
-    e.line("  float m = -__builtin_inff();");
-    e.line("#pragma unroll");
-    e.line("  for (int i = 0; i < {}; ++i)", pl);
-    e.line("    m = id[i] >= 0 && p[i] > m ? p[i] : m;");
-    e.line("  m = block_max<{}>(m, red);", kThreads);
-    e.line("  float sum = 0;");
-    e.line("#pragma unroll");
-    e.line("  for (int i = 0; i < {}; ++i) {{", pl);
-    e.line("    p[i] = strata_exp(p[i] - m);");
-    e.line("    sum += id[i] >= 0 ? p[i] : 0.0f;");
-    e.line("  }}");
-    e.line("  sum = block_sum<{}>(sum, red);", kThreads);
-    e.line("#pragma unroll");
-    e.line("  for (int i = 0; i < {}; ++i)", pl);
-    e.line("    p[i] /= sum;");
-  } else {
-    e.line("#pragma unroll");
-    e.line("  for (int i = 0; i < {}; ++i)", pl);
-    e.line("    p[i] = sm_sigmoid(p[i]);");
-  }
-  e.line("  float mv;");
-  e.line("  int mi;");
-  e.line("  @SYMBOL@_top<{}>(p, id, mv, mi);", pl);
-  e.line("  if (lane < {}) {{", k);
-  e.line("    cv[wave * {} + lane] = mv;", k);
-  e.line("    ci[wave * {} + lane] = mi;", k);
-  e.line("  }}");
-  e.line("  sync_block();");
-  e.line("  if (wave != 0) return;");
-  // Wave 0: the top K of the waves' picks (each wave's list holds every
-  // pick of the whole top K among its experts).
-  e.line("  float q[{}];", pc);
-  e.line("  int qi[{}];", pc);
-  e.line("#pragma unroll");
-  e.line("  for (int j = 0; j < {}; ++j) {{", pc);
-  e.line("    const int c = lane + 32 * j;");
-  e.line("    q[j] = c < {} ? cv[c] : 0.0f;", waves * k);
-  e.line("    qi[j] = c < {} ? ci[c] : -1;", waves * k);
-  e.line("  }}");
-  e.line("  @SYMBOL@_top<{}>(q, qi, mv, mi);", pc);
-  // The picks' values summed in round order (as wave_moe_route does).
-  e.line("  float total = 0;");
-  if (e.boolAttr(op, "norm")) {
-    e.line("#pragma unroll 1");
-    e.line("  for (int s = 0; s < {}; ++s)", k);
-    e.line("    total += shfl_f(mv, s);");
-  }
-  e.line("  if (lane < {}) {{", k);
-  e.line("    {}[lane] = mi;", rowPtr(ids));
-  e.line("    st({}, lane, {});", rowPtr(y),
-         e.boolAttr(op, "norm") ? "mv / total" : "mv");
-  e.line("  }}");
-  e.line("}}");
-  e.out.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
-  e.out.block = {kThreads, 1, 1};
-}
-
 void RowEmitter::run() {
   Tensor y0 = e.tensor({format::BodyRef::Kind::Out, 0, {}});
   rowShape = y0.shape;
@@ -885,52 +747,6 @@ void RowEmitter::run() {
   // conv1d_causal alone or with silu: blocks of 32 rows x 1,024 channels.
   if (convRows())
     return;
-  // moe_route alone: a wave per token, kThreads / 32 tokens per block;
-  // in plans with state, the one-token form (routeDecode) is the kernel's
-  // own code and the waves an alternate from two tokens.
-  RouteForm route;
-  if (e.body.size() == 1 && e.body[0].recipe == Recipe::MoeRoute) {
-    RouteProblem rp;
-    rp.experts = constProduct(in(e.body[0], 0).shape, 1);
-    rp.k = e.intAttr(e.body[0], "k");
-    rp.state = !e.plan.states.empty();
-    rp.maxTokens = e.plan.maxTokens;
-    rp.blockOption = option(e.plan, codegen::Opt::MoeRouteBlock) != 0;
-    route = selectRoute(rp);
-  }
-  if (route.own != RouteForm::Kind::Row) {
-    const BodyOp &op = e.body[0];
-    Tensor x = in(op, 0), y = res(op, 0), ids = res(op, 1);
-    constexpr int kRows = kThreads / 32;
-    const bool decode = route.own == RouteForm::Kind::Block;
-    EmittedKernel own;
-    if (decode) {
-      routeDecode(op);
-      own = std::move(e.out);
-      e.out = EmittedKernel{};
-    }
-    std::string params = e.params();
-    e.line("STRATA_KERNEL({}) void @SYMBOL@{}({}) {{", kThreads,
-           decode ? "_waves" : "", params);
-    e.prologue();
-    e.line("  const long row = (long)bid_x() * {} + (tid_x() >> 5);", kRows);
-    e.line("  if (row >= {}) return;", dimExpr(rowShape[0]));
-    e.line("  wave_moe_route<{}, {}, {}, {}>({}, {}, {});",
-           constProduct(x.shape, 1), e.intAttr(op, "k"),
-           e.strAttr(op, "func") == "softmax", e.boolAttr(op, "norm"),
-           rowPtr(x), rowPtr(y), rowPtr(ids));
-    e.line("}}");
-    e.out.grid = {rowGroups(rowShape[0], kRows), {0, 1, 1}, {0, 1, 1}};
-    e.out.block = {kThreads, 1, 1};
-    if (decode) {
-      EmittedKernel waves = std::move(e.out);
-      waves.minTokens = 2;
-      waves.suffix = "_waves";
-      own.alternates.push_back(std::move(waves));
-      e.out = std::move(own);
-    }
-    return;
-  }
   for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::QsaSelect) {
       Tensor q = e.tensor(op.inputs[0]);
