@@ -88,6 +88,17 @@ public:
   /// A decode form multiplies int8 activations: the source embeds
   /// runtime/format/BlockDecodeInt8.h (EmittedKernel::int8Decode).
   bool int8Decode = false;
+  /// Every GEMM tile the kernel's code and its alternates take, once each
+  /// (EmittedKernel::gemmTiles).
+  std::vector<EmittedKernel::GemmTile> tiles;
+  /// Records a tile of \p rows x \p cols taken as \p name (a variant or
+  /// form row of KernelVariants.def).
+  void recordTile(const std::string &name, int rows, int cols) {
+    for (const EmittedKernel::GemmTile &t : tiles)
+      if (t.variant == name && t.rows == rows && t.cols == cols)
+        return;
+    tiles.push_back({name, rows, cols});
+  }
 
   template <typename... A> void line(fmt::format_string<A...> f, A &&...a) {
     fmt::format_to(std::back_inserter(code), f, std::forward<A>(a)...);

@@ -69,11 +69,12 @@ struct EmittedKernel {
   std::vector<EmittedKernel> alternates;
   int64_t minTokens = 0;
   std::string suffix;
-  /// Per GEMM of the kernel's own code (not its alternates), the variant it
-  /// was emitted for and the tile rows x columns it got: checked against
-  /// the variant's row of KernelVariants.def by the codegen unit tests.
+  /// Every GEMM tile of the kernel's code and its alternates, once each:
+  /// the variant or form row of KernelVariants.def it was taken as and the
+  /// rows x columns it got, checked against that row by the codegen unit
+  /// tests (VariantTilesTest).
   struct GemmTile {
-    std::string variant;
+    std::string variant; ///< the variant or form row's name
     int rows = 0, cols = 0;
   };
   std::vector<GemmTile> gemmTiles;

@@ -2,6 +2,7 @@
 #include "ir/Target.h"
 
 #include <sstream>
+#include <stdexcept>
 
 namespace strata::ir {
 
@@ -28,6 +29,19 @@ constexpr VariantRow kVariantRows[] = {
 #define VARIANT(Target, Name, Path, TileM, TileN, TileK, Efficiency, Types)    \
   {TargetId::Target, Name, MatrixPath::Path, TileM, TileN, TileK,              \
    Efficiency,       Types},
+#include "ir/KernelVariants.def"
+};
+
+struct FormRow {
+  TargetId target;
+  const char *name;
+  int tileM, tileN, tileK, threads;
+};
+
+constexpr FormRow kFormRows[] = {
+#define VARIANT(Target, Name, Path, TileM, TileN, TileK, Efficiency, Types)
+#define FORM(Target, Name, TileM, TileN, TileK, Threads)                       \
+  {TargetId::Target, Name, TileM, TileN, TileK, Threads},
 #include "ir/KernelVariants.def"
 };
 
@@ -109,6 +123,33 @@ std::vector<const KernelVariant *> variantsOf(const Target &target) {
     if (v.target == &target)
       out.push_back(&v);
   return out;
+}
+
+static const std::vector<KernelForm> &allForms() {
+  static const std::vector<KernelForm> kForms = [] {
+    std::vector<KernelForm> all;
+    for (const FormRow &r : kFormRows)
+      all.push_back({&allTargets()[static_cast<size_t>(r.target)], r.name,
+                     r.tileM, r.tileN, r.tileK, r.threads});
+    return all;
+  }();
+  return kForms;
+}
+
+std::vector<const KernelForm *> formsOf(const Target &target) {
+  std::vector<const KernelForm *> out;
+  for (const KernelForm &f : allForms())
+    if (f.target == &target)
+      out.push_back(&f);
+  return out;
+}
+
+const KernelForm &formRow(const Target &target, std::string_view name) {
+  for (const KernelForm *f : formsOf(target))
+    if (name == f->name)
+      return *f;
+  throw std::logic_error("KernelVariants.def has no form " +
+                         std::string(name) + " for " + target.name);
 }
 
 const KernelVariant *lookupVariant(const Target &target,

@@ -56,6 +56,22 @@ struct KernelVariant {
   bool decodes(format::GgmlType t) const;
 };
 
+/// A tile the code generator takes by rule (KernelVariants.def's FORM
+/// rows): alternates for long runs and special shapes.
+struct KernelForm {
+  const Target *target;
+  const char *name;
+  int tileM, tileN, tileK; ///< rows exactly; the widest columns
+  int threads;
+};
+
+/// The form rows of \p target, in KernelVariants.def order.
+std::vector<const KernelForm *> formsOf(const Target &target);
+/// The form named \p name of \p target; throws std::logic_error when the
+/// table has none (the code generator asks only for rows it was written
+/// against).
+const KernelForm &formRow(const Target &target, std::string_view name);
+
 /// The variants of \p target, in KernelVariants.def order.
 std::vector<const KernelVariant *> variantsOf(const Target &target);
 /// The variant named \p name of \p target, or nullptr.

@@ -304,8 +304,11 @@ void GemmEmitter::emitVariant(const std::vector<Chain> &chains,
   e.workspace = ws > 0;
   if (ws > 0)
     e.out.workspace = {0, ws, 1};
-  for (size_t ci : tmaIdx)
+  for (size_t ci : tmaIdx) {
     addTensorMaps(gemms[ci], chains[ci]);
+    // The tile as printed (after a skinny chain merged into it).
+    e.recordTile("tma_wgmma", gemms[ci].bm, gemms[ci].bn);
+  }
   std::string params = e.params();
   // The other chains (and the conversion) run in the pre-launch: its blocks
   // keep their own occupancy instead of the TMA tile's shared memory.

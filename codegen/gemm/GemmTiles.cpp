@@ -148,6 +148,9 @@ int GemmEmitter::minBlocks(const std::vector<const Gemm *> &gemms, int nt) {
 }
 
 void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
+  const ir::Target *target = ir::lookupTarget(e.target);
+  if (!target)
+    throw Unsupported("no such target: " + e.target);
   // The variant's path: f32 weights, and the f32 precision policy's
   // valu_f32 / ffma_f32 variants, take the f32 FMA tile.
   g.mma = g.w[0].ctype != "float" &&
@@ -159,33 +162,48 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   // three bf16 terms of W (split). A few columns keep the warp dot products.
   if (e.target == "sm_90" && g.w.size() == 1 && g.w[0].ctype == "float" &&
       g.a.ctype == "bf16" && g.n > kSkinnyN && g.k % kBK == 0) {
+    const ir::KernelForm &f = ir::formRow(*target, "mma_bf16_split3");
     g.mma = true;
     g.split = 3;
-    g.bm = 128, g.bn = g.n <= 64 ? 64 : 128, g.nt = 256;
+    g.bm = f.tileM, g.bn = g.n <= 64 ? 64 : f.tileN, g.nt = f.threads;
+    e.recordTile(f.name, g.bm, g.bn);
     return;
   }
   if (!g.mma) {
-    g.bm = 32, g.nt = 256;
+    // The target's vector f32 variant (valu_f32 / ffma_f32): its rows, at
+    // most its columns.
+    const ir::KernelVariant *fma = nullptr;
+    for (const ir::KernelVariant *v : ir::variantsOf(*target))
+      if (v->path == ir::MatrixPath::F32)
+        fma = v;
+    if (!fma)
+      throw Unsupported("no vector f32 variant for " + e.target);
+    g.nt = 256;
     // A few columns (the hyper-connection injection logits, N = 4): warp
     // dot products; 8 warps of kSkinnyRows rows make the 32-row tile.
     if (g.n <= kSkinnyN && g.k % 8 == 0 && g.w.size() == 1 && !g.w[0].quant()) {
+      const ir::KernelForm &f =
+          ir::formRow(*target, std::string(fma->name) + "_skinny");
       static_assert(8 * kSkinnyRows == 32, "skinny rows per block");
       g.skinny = true;
+      g.bm = f.tileM;
       g.bn = static_cast<int>(g.n);
+      e.recordTile(f.name, g.bm, g.bn);
       return;
     }
-    // Columns rounded to 16, at most 64.
-    g.bn = static_cast<int>(std::min<int64_t>(64, (g.n + 15) / 16 * 16));
-    e.out.gemmTiles.push_back({variant, g.bm, g.bn});
+    // Columns rounded to 16, at most the row's.
+    g.bm = fma->tileM;
+    g.bn = static_cast<int>(
+        std::min<int64_t>(fma->tileN, (g.n + 15) / 16 * 16));
+    e.recordTile(fma->name, g.bm, g.bn);
     return;
   }
   // The tile of the variant's row (KernelVariants.def, which
   // select-expert-kernels costs with); a GEMM without a variant takes
   // 64 x 64.
   int tm = 64, tn = 64;
-  if (const ir::Target *t = ir::lookupTarget(e.target))
-    if (const ir::KernelVariant *v = ir::lookupVariant(*t, variant))
-      tm = v->tileM, tn = v->tileN;
+  if (const ir::KernelVariant *v = ir::lookupVariant(*target, variant))
+    tm = v->tileM, tn = v->tileN;
   // 64 columns where 128 would leave a ragged last tile (N = 320: 5 tiles
   // of 64, not 3 of 128 with 64 columns of zeros).
   if (tn == 128 && g.n % 128 != 0 && g.n % 64 == 0)
@@ -197,7 +215,7 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   g.bm = tm;
   g.bn = tn;
   g.nt = tm * tn >= 128 * 64 ? 256 : 128;
-  e.out.gemmTiles.push_back({variant, g.bm, g.bn});
+  e.recordTile(variant, g.bm, g.bn);
 }
 
 bool GemmEmitter::useWgmma(const Gemm &g) const {

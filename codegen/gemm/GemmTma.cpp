@@ -35,7 +35,12 @@ void GemmEmitter::accLoop(const char *outer, const char *body, int64_t groups,
 
 void GemmEmitter::openTmaKernel(int blocks, const std::string &sym,
                                 const std::string &params) {
-  e.line("STRATA_KERNEL_MIN(288, {}) void {}({}) {{", blocks, sym, params);
+  // The block of the TMA forms' rows (a producer warp and two
+  // warpgroups; the grouped row has the same, VariantTilesTest).
+  const int threads =
+      ir::formRow(*ir::lookupTarget(e.target), "tma_wgmma").threads;
+  e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", threads, blocks, sym,
+         params);
   e.prologue();
   e.line("  extern STRATA_SHARED __attribute__((aligned(1024))) uint8_t "
          "strata_ring_raw[];");
@@ -172,12 +177,17 @@ bool GemmEmitter::pickTma(Gemm &g, const Chain &c, const Tensor &y,
       {8, kt < 2 ? 2 : kt, (tmaRingBytes(blocks) - xBytes) / sb}));
   if (stages < 2)
     return false;
+  // The form row's rows and block (KernelVariants.def; the device code's
+  // ring and warp roles are written for kTmaARows rows: VariantTilesTest
+  // checks the row says so).
+  const ir::KernelForm &f =
+      ir::formRow(*ir::lookupTarget(e.target), "tma_wgmma");
   g.tma = true;
   g.tmaBlocks = blocks;
   g.csTile = false;
-  g.bm = kTmaARows;
+  g.bm = f.tileM;
   g.bn = bn;
-  g.nt = 288;
+  g.nt = f.threads;
   g.stages = stages;
   g.aIn = a.index;
   g.wIn = w.index;
@@ -539,7 +549,10 @@ void GemmEmitter::emitTmaKernel(const std::vector<Chain> &chains,
                   colsFast ? rowTiles : colTiles,
                   {0, 1, 1}};
   }
-  e.out.block = {288, 1, 1};
+  e.out.block = {
+      static_cast<uint32_t>(
+          ir::formRow(*ir::lookupTarget(e.target), "tma_wgmma").threads),
+      1, 1};
   e.out.sharedBytes = static_cast<uint64_t>(
       1024 + ring + (2 * int64_t(maxStages) + (persist ? 2 : 1)) * 8);
 }

@@ -25,6 +25,11 @@ void GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   // The tile (selectGrouped): gate and up side by side (bh columns of
   // each), or bn columns of N.
   const int64_t bh = f.bh, bn = f.bn, nw = f.nw;
+  // The form row (KernelVariants.def): the block, and the tile recorded
+  // for VariantTilesTest (the ring is written for kTmaARows rows).
+  const ir::KernelForm &row =
+      ir::formRow(*ir::lookupTarget(e.target), "tma_wgmma_grouped");
+  e.recordTile(row.name, kTmaARows, static_cast<int>(bn));
   const int64_t colTiles = swiglu ? (g.n + bh - 1) / bh : (g.n + bn - 1) / bn;
   const int blocks = f.blocks, stages = f.stages;
   const int64_t sb = f.stageBytes, kt = (g.k + 63) / 64;
@@ -291,7 +296,7 @@ void GemmEmitter::groupedTma(Gemm g, bool swiglu, const Tensor &y,
   else
     e.out.grid = {
         colsFast ? cols : rowTiles, colsFast ? rowTiles : cols, {0, 1, 1}};
-  e.out.block = {288, 1, 1};
+  e.out.block = {static_cast<uint32_t>(row.threads), 1, 1};
   e.out.sharedBytes = static_cast<uint64_t>(1024 + ring + 2 * int64_t(ks) * 8);
 }
 
