@@ -1,4 +1,4 @@
-//===- CachedKernel.h - what every cached (decode) kernel shares -*- C++ -*-===//
+//===- CachedKernel.h - shared by the cached (decode) kernels ---*- C++ -*-===//
 //
 // Internal to codegen. The ops that read or write a plan state (a KV cache,
 // a conv window, a delta-rule state, a token history; docs/IR.md) over rows

@@ -427,8 +427,8 @@ void emitCachedKernel(Emitter &e) {
   case Recipe::NgramHashCached:
     return detail::emitNgramHashCached(e, op);
   default:
-    throw detail::Unsupported(fmt::format(
-        "'{}' is no state kernel", format::recipeInfo(op.recipe).name));
+    throw detail::Unsupported(fmt::format("'{}' is no state kernel",
+                                          format::recipeInfo(op.recipe).name));
   }
 }
 

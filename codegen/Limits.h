@@ -1,5 +1,4 @@
-//===- Limits.h - hardware limits the emitters plan with ---------*- C++
-//-*-===//
+//===- Limits.h - hardware limits the emitters plan with --------*- C++ -*-===//
 //
 // Every hardware limit a kernel form is sized by comes from the target
 // descriptions (runtime/format/Targets.def), never from a literal in an

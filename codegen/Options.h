@@ -1,5 +1,4 @@
-//===- Options.h - code generation options -----------------------*- C++
-//-*-===//
+//===- Options.h - code generation options ----------------------*- C++ -*-===//
 //
 // The options of Options.def: parsed from strata-compile's --codegen-opt,
 // recorded in the plan (plan.json "options", "codegen.NAME", only where a

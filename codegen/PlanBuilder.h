@@ -1,5 +1,4 @@
-//===- PlanBuilder.h - a planned module as a runtime plan ---------*- C++
-//-*-===//
+//===- PlanBuilder.h - a planned module as a runtime plan -------*- C++ -*-===//
 #pragma once
 
 #include "ir/Module.h"

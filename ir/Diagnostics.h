@@ -1,5 +1,4 @@
-//===- Diagnostics.h - source buffers and error reporting --------*- C++
-//-*-===//
+//===- Diagnostics.h - source buffers and error reporting -------*- C++ -*-===//
 //
 // Every user error is `file:line:col: error: message`, the source line, and a
 // caret under the column. The engine counts errors, caps their number, and can

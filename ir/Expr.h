@@ -1,5 +1,4 @@
-//===- Expr.h - compile-time expressions --------------------------*- C++
-//-*-===//
+//===- Expr.h - compile-time expressions ------------------------*- C++ -*-===//
 //
 // Expressions appear in `let` bindings, dims, attributes, repeat bounds, `if`
 // conditions, call arguments and weight name templates. They are evaluated

@@ -1,5 +1,4 @@
-//===- Lexer.h - tokens of the strata text format -----------------*- C++
-//-*-===//
+//===- Lexer.h - tokens of the strata text format ---------------*- C++ -*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

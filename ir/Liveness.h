@@ -1,5 +1,4 @@
-//===- Liveness.h - live ranges of arena values -------------------*- C++
-//-*-===//
+//===- Liveness.h - live ranges of arena values -----------------*- C++ -*-===//
 //
 // Liveness is computed separately from packing (DESIGN.md): plan-memory packs,
 // the plan writer and tests re-derive the lower bound and check overlaps.

@@ -1,5 +1,4 @@
-//===- OpCost.h - bytes and FLOPs of ops as functions of T -------*- C++
-//-*-===//
+//===- OpCost.h - bytes and FLOPs of ops as functions of T ------*- C++ -*-===//
 //
 // The cost rules of the op table (the Cost column of Ops.def): every op's
 // FLOPs, and the bytes a kernel moves (its operands read once, its results

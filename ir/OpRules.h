@@ -1,5 +1,4 @@
-//===- OpRules.h - per-op verifiers and shape rules ---------------*- C++
-//-*-===//
+//===- OpRules.h - per-op verifiers and shape rules -------------*- C++ -*-===//
 #pragma once
 
 #include "ir/Module.h"

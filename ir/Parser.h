@@ -1,5 +1,4 @@
-//===- Parser.h - the strata text format -------------------------*- C++
-//-*-===//
+//===- Parser.h - the strata text format ------------------------*- C++ -*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

@@ -1,5 +1,4 @@
-//===- Printer.h - deterministic text output ----------------------*- C++
-//-*-===//
+//===- Printer.h - deterministic text output --------------------*- C++ -*-===//
 #pragma once
 
 #include "ir/Module.h"

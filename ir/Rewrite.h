@@ -1,5 +1,4 @@
-//===- Rewrite.h - rewrite patterns, their driver, kernel fusion -*- C++
-//-*-===//
+//===- Rewrite.h - rewrite patterns, driver, kernel fusion ------*- C++ -*-===//
 //
 // Passes that transform by local rules are sets of patterns: each looks at
 // one op and, if it matches, rewrites through a Rewriter, which keeps the

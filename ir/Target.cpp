@@ -148,8 +148,8 @@ const KernelForm &formRow(const Target &target, std::string_view name) {
   for (const KernelForm *f : formsOf(target))
     if (name == f->name)
       return *f;
-  throw std::logic_error("KernelVariants.def has no form " +
-                         std::string(name) + " for " + target.name);
+  throw std::logic_error("KernelVariants.def has no form " + std::string(name) +
+                         " for " + target.name);
 }
 
 const KernelVariant *lookupVariant(const Target &target,

@@ -1,5 +1,4 @@
-//===- Verifier.h - structural and type checks --------------------*- C++
-//-*-===//
+//===- Verifier.h - structural and type checks ------------------*- C++ -*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

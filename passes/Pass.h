@@ -1,5 +1,4 @@
-//===- Pass.h - passes and the pass manager -----------------------*- C++
-//-*-===//
+//===- Pass.h - passes and the pass manager ---------------------*- C++ -*-===//
 #pragma once
 
 #include "ir/Diagnostics.h"

@@ -1,5 +1,4 @@
-//===- SyntheticBlock.h - one synthetic weight block, written once -*- C++
-//-*-===//
+//===- SyntheticBlock.h - a synthetic weight block --------------*- C++ -*-===//
 //
 // The generator behind `strata-run --synthetic-weights SEED`, shared by the
 // host fill (SyntheticWeights.cpp: the cpu backend, and GPU plans compiled

@@ -1,5 +1,4 @@
-//===- AttentionForm.h - the attention family's choice of form ---*- C++
-//-*-===//
+//===- AttentionForm.h - the attention family's choice of form --*- C++ -*-===//
 //
 // Select, then emit: `selectAttention` decides, from the kernel's shape, the
 // target and the plan's code generation options alone (no printing), which

@@ -59,7 +59,8 @@ void emitKvStore(Emitter &e, const BodyOp &op) {
     e.line("  const int lane = lane_id(), w = tid_x() >> 5;");
     e.line("  int8_t *dst = in0 + (s * {}L + p / {}L) * {}L;", s[1], per,
            s[2] * cs.stride());
-    e.line("  for (long hh = w; hh < {}L; hh += {}) {{", s[2], kCachedThreads / 32);
+    e.line("  for (long hh = w; hh < {}L; hh += {}) {{", s[2],
+           kCachedThreads / 32);
     e.line("    const long src = r * {}L + hh * {}L;", row, s[3]);
     e.line("    float m = 0.0f;");
     e.line("    for (long i = lane; i < {}L; i += 32) {{", s[3]);

@@ -1,5 +1,4 @@
-//===- DeltaForm.h - the gated delta rule's choice of form -------*- C++
-//-*-===//
+//===- DeltaForm.h - the gated delta rule's choice of form ------*- C++ -*-===//
 //
 // Select, then emit, for the gated delta rule (as for attention:
 // codegen/attention/AttentionForm.h). The forms (codegen/device/delta/):

@@ -193,8 +193,8 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
     }
     // Columns rounded to 16, at most the row's.
     g.bm = fma->tileM;
-    g.bn = static_cast<int>(
-        std::min<int64_t>(fma->tileN, (g.n + 15) / 16 * 16));
+    g.bn =
+        static_cast<int>(std::min<int64_t>(fma->tileN, (g.n + 15) / 16 * 16));
     e.recordTile(fma->name, g.bm, g.bn);
     return;
   }

@@ -1,5 +1,4 @@
-//===- GemvForm.h - the GEMM decode forms' choice of shape ---------*- C++
-//-*-===//
+//===- GemvForm.h - the GEMM decode forms' choice of shape ------*- C++ -*-===//
 //
 // Select, then emit, for the decode forms of the GEMM chains and the
 // grouped experts (as for attention and the delta rule:

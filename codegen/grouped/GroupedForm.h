@@ -1,5 +1,4 @@
-//===- GroupedForm.h - the grouped expert GEMMs' choice of form --*- C++
-//-*-===//
+//===- GroupedForm.h - the grouped expert GEMMs' choice of form -*- C++ -*-===//
 //
 // Select, then emit, for the grouped expert GEMMs (moe_grouped_swiglu,
 // moe_grouped_down; as for attention, the delta rule, the GEMM decode

@@ -180,7 +180,8 @@ void emitQsaSelectCached(Emitter &e, const BodyOp &op) {
   e.line("  const long chosen = nc < {}L ? nc : {}L;", top, top);
   e.line("  int32_t *row = out0 + r * {}L;", top + 1);
   e.line("  if (bid_y() == 0)");
-  e.line("    for (long k = chosen + tid; k <= {}L; k += {})", top, kCachedThreads);
+  e.line("    for (long k = chosen + tid; k <= {}L; k += {})", top,
+         kCachedThreads);
   e.line("      row[k] = k == chosen ? (int32_t)nc : -1;");
   e.line("  if ((long)bid_y() * {}L >= nc) return;", kRanksPerBlock);
   e.line("  const long b = (long)bid_y() * {}L + (tid >> 2);", kRanksPerBlock);

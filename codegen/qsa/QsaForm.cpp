@@ -33,8 +33,8 @@ QsaSelectForm selectQsaSelect(const QsaSelectProblem &p) {
 
 int64_t QsaSelectForm::longestFitting(int64_t other, int64_t budget) const {
   int64_t p = blocks;
-  while (p > 1 && other + 4 * query + select + 4 * p + 4 * std::min(p, ids) >
-                      budget)
+  while (p > 1 &&
+         other + 4 * query + select + 4 * p + 4 * std::min(p, ids) > budget)
     p /= 2;
   return p * block;
 }

@@ -51,7 +51,8 @@ void emitConv1dCached(Emitter &e, const BodyOp &op) {
   e.line("    ring[(p % {}L) * {}L + c] = xv;", win, c);
   e.line("  }}");
   e.line("}}");
-  e.out.grid = {{0, (c + kCachedThreads - 1) / kCachedThreads, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.grid = {
+      {0, (c + kCachedThreads - 1) / kCachedThreads, 1}, {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kCachedThreads, 1, 1};
 }
 

@@ -645,8 +645,7 @@ void RowEmitter::op(const BodyOp &op) {
       e.line("  row_qsa_select<{}, {}, {}, {}, {}, {}, {}>({}, {}, {}, row, T, "
              "{}, qsa_score, qsa_id, qsa_q);",
              hi, di, block, top, kThreads, qsa.blocks, qsa.ids, rowPtr(q),
-             kb.ptr,
-             rowPtr(y), floatLit(inv));
+             kb.ptr, rowPtr(y), floatLit(inv));
     break;
   }
   case Recipe::NgramHash: {

@@ -194,8 +194,8 @@ void emitRouteKernel(Emitter &e) {
   e.line("  const long row = (long)bid_x() * {} + (tid_x() >> 5);", kRows);
   e.line("  if (row >= {}) return;", dimExpr(rowPtr.rows));
   e.line("  wave_moe_route<{}, {}, {}, {}>({}, {}, {});", rp.experts, rp.k,
-         e.strAttr(op, "func") == "softmax", e.boolAttr(op, "norm"),
-         rowPtr(x), rowPtr(y), rowPtr(ids));
+         e.strAttr(op, "func") == "softmax", e.boolAttr(op, "norm"), rowPtr(x),
+         rowPtr(y), rowPtr(ids));
   e.line("}}");
   e.out.grid = {rowGroups(rowPtr.rows, kRows), {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kRouteThreads, 1, 1};

@@ -1,5 +1,4 @@
-//===- RouteForm.h - moe_route's choice of form -------------------*- C++
-//-*-===//
+//===- RouteForm.h - moe_route's choice of form -----------------*- C++ -*-===//
 //
 // Select, then emit, for moe_route (as for attention, the delta rule and
 // the GEMM decode forms). The forms (codegen/device/sort/MoeRoute.h and

@@ -1,5 +1,4 @@
-//===- CheckedMath.h - overflow-checked size arithmetic ----------*- C++
-//-*-===//
+//===- CheckedMath.h - overflow-checked size arithmetic ---------*- C++ -*-===//
 //
 // Sizes, offsets, counts and indices read from files are untrusted: every sum
 // or product of them goes through these helpers, which report overflow

@@ -1,5 +1,4 @@
-//===- FileUtil.h - whole-file reads and atomic writes ------------*- C++
-//-*-===//
+//===- FileUtil.h - whole-file reads and atomic writes ----------*- C++ -*-===//
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,4 @@
-//===- GgmlType.h - ggml tensor element types --------------------*- C++
-//-*-===//
+//===- GgmlType.h - ggml tensor element types -------------------*- C++ -*-===//
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,4 @@
-//===- KeyValueFile.h - model metadata as text --------------------*- C++
-//-*-===//
+//===- KeyValueFile.h - model metadata as text ------------------*- C++ -*-===//
 //
 // A text stand-in for a GGUF header, used by tests and examples:
 //

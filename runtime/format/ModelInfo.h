@@ -1,5 +1,4 @@
-//===- ModelInfo.h - metadata and tensor infos of a model --------*- C++
-//-*-===//
+//===- ModelInfo.h - metadata and tensor infos of a model -------*- C++ -*-===//
 //
 // What the compiler needs to know about a weight file without its tensor
 // data: GGUF metadata key/values and tensor infos. Produced by the GGUF reader

@@ -1,5 +1,4 @@
-//===- Plan.h - the compiled plan: the compiler/runtime contract -*- C++
-//-*-===//
+//===- Plan.h - the compiled plan: compiler/runtime contract ----*- C++ -*-===//
 //
 // A plan directory holds `plan.json` (this structure, versioned) and, for
 // GPU targets, kernel files. The runtime reads it, maps the GGUF, allocates

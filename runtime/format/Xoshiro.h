@@ -1,5 +1,4 @@
-//===- Xoshiro.h - the project's one pseudo-random generator -----*- C++
-//-*-===//
+//===- Xoshiro.h - the project's one pseudo-random generator ----*- C++ -*-===//
 //
 // xoshiro256** (Blackman and Vigna, 2018) seeded with four SplitMix64
 // outputs: the synthetic weights (strata-gguf synth) and the sampler draw

@@ -1,5 +1,4 @@
-//===- CudaApi.h - the CUDA driver as GpuDevice uses it -----------*- C++
-//-*-===//
+//===- CudaApi.h - the CUDA driver as GpuDevice uses it ---------*- C++ -*-===//
 //
 // The traits of GpuDevice<CudaApi>: the library, the symbol table from
 // CudaSymbols.def and one small function per device operation. Only what

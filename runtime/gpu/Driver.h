@@ -1,5 +1,4 @@
-//===- Driver.h - what the vendor driver tables share -------------*- C++
-//-*-===//
+//===- Driver.h - what the vendor driver tables share -----------*- C++ -*-===//
 //
 // The GPU backends call the CUDA driver (libcuda.so.1) and HIP
 // (libamdhip64.so) through function pointers loaded with dlopen, so the

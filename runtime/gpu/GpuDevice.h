@@ -1,5 +1,4 @@
-//===- GpuDevice.h - the cuda and hip backends --------------------*- C++
-//-*-===//
+//===- GpuDevice.h - the cuda and hip backends ------------------*- C++ -*-===//
 //
 // Both GPU backends are one class template, GpuDevice<Api>, over a traits
 // struct per vendor (CudaApi.h, HipApi.h) that names the driver library,

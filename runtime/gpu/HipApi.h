@@ -1,5 +1,4 @@
-//===- HipApi.h - HIP as GpuDevice uses it ------------------------*- C++
-//-*-===//
+//===- HipApi.h - HIP as GpuDevice uses it ----------------------*- C++ -*-===//
 //
 // The traits of GpuDevice<HipApi>: the library, the symbol table from
 // HipSymbols.def and one small function per device operation. HIP has no

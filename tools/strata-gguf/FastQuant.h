@@ -1,5 +1,4 @@
-//===- FastQuant.h - one-pass quantisers for real-size synth ------*- C++
-//-*-===//
+//===- FastQuant.h - one-pass quantisers for real-size synth ----*- C++ -*-===//
 //
 // `strata-gguf synth --quant fast`: the block types of real-size benchmark
 // files coded in one pass per block (scales from each sub-block's range, the

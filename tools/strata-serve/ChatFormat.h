@@ -1,5 +1,4 @@
-//===- ChatFormat.h - chat messages to a prompt text -------------*- C++
-//-*-===//
+//===- ChatFormat.h - chat messages to a prompt text ------------*- C++ -*-===//
 //
 // /v1/chat/completions turns its messages into one prompt text that the
 // GGUF's tokenizer then reads (special tokens recognised). strata renders

@@ -2,9 +2,9 @@
 //
 // The generation state ops become kernels of the families whose math they
 // step (kv_store and attention_cached: attention; qsa_select_cached: qsa)
-// on both GPU targets: states are `state:N` arguments (written in place: no const), the
-// grids follow the rows (and heads), the decode step's attention and QSA
-// selection are split over the GPU by a pre-launch, and what the family
+// on both GPU targets: states are `state:N` arguments (written in place: no
+// const), the grids follow the rows (and heads), the decode step's attention
+// and QSA selection are split over the GPU by a pre-launch, and what the family
 // cannot express is refused with a reason. (Their numbers are checked on
 // the H200 by test/device/state_run.sh against the cpu backend.)
 //

@@ -102,9 +102,8 @@ tilesOf(const format::Plan &p, const std::string &target) {
 /// widest.
 void expectFormTile(const std::vector<codegen::EmittedKernel::GemmTile> &got,
                     const ir::KernelForm &f, int cols) {
-  auto it = std::find_if(got.begin(), got.end(), [&](const auto &t) {
-    return t.variant == f.name;
-  });
+  auto it = std::find_if(got.begin(), got.end(),
+                         [&](const auto &t) { return t.variant == f.name; });
   ASSERT_NE(it, got.end()) << "no tile of form " << f.name;
   EXPECT_EQ(it->rows, f.tileM);
   EXPECT_LE(it->cols, f.tileN);
@@ -127,8 +126,7 @@ format::Plan groupedPlan(format::GgmlType type, int64_t maxTokens) {
   p.buffers.push_back({"a", D::BF16, {t, {0, 256, 1}}, 0, aB});
   p.buffers.push_back({"perm", D::I32, {t4}, aB, permB});
   p.buffers.push_back({"off", D::I32, {{0, 17, 1}}, aB + permB, offB});
-  p.buffers.push_back(
-      {"y", D::BF16, {t4, {0, 512, 1}}, aB + permB + 256, yB});
+  p.buffers.push_back({"y", D::BF16, {t4, {0, 512, 1}}, aB + permB + 256, yB});
   p.arenaBytes = aB + permB + 256 + yB;
   p.weights.push_back({"gate", type, {256, 512, 16}});
   p.weights.push_back({"up", type, {256, 512, 16}});
@@ -152,10 +150,10 @@ TEST(VariantTiles, EveryFormRowIsWhatTheEmitterTakes) {
   for (const ir::Target *t : {&gfx, &sm90}) {
     SCOPED_TRACE(t->name);
     const std::string f32 = t == &gfx ? "valu_f32" : "ffma_f32";
-    expectFormTile(tilesOf(matmulPlan(t->name, format::GgmlType::F32, f32,
-                                      false, 4),
-                           t->name),
-                   ir::formRow(*t, f32 + "_skinny"), 4);
+    expectFormTile(
+        tilesOf(matmulPlan(t->name, format::GgmlType::F32, f32, false, 4),
+                t->name),
+        ir::formRow(*t, f32 + "_skinny"), 4);
   }
   // sm_90, f32 weights under bf16 activations: the split-bf16 tile (64
   // columns at N <= 64, the row's 128 past it).
@@ -201,8 +199,8 @@ TEST(VariantTiles, EveryRecordedTileNamesARow) {
               format::GgmlType::Q4_K}) {
           SCOPED_TRACE(fmt::format("{} N {} T {} {}", name, n, tokens,
                                    format::ggmlTypeInfo(w).irName));
-          const std::string v = std::string(name) == "sm_90" ? "mma_bf16_m64"
-                                                             : "wmma_f16_m64";
+          const std::string v =
+              std::string(name) == "sm_90" ? "mma_bf16_m64" : "wmma_f16_m64";
           for (const auto &tile :
                tilesOf(matmulPlan(name, w, v, false, n, tokens), name)) {
             bool known = ir::lookupVariant(t, tile.variant) != nullptr;

@@ -1,5 +1,4 @@
-//===- FakeGpuDriver.h - what a test sees of the fake GPU driver -*- C++
-//-*-===//
+//===- FakeGpuDriver.h - the fake driver a test sees ------------*- C++ -*-===//
 //
 // FakeGpuDriver.cpp is a shared library exporting every entry point of
 // runtime/gpu/CudaSymbols.def and HipSymbols.def, implemented on host memory
