@@ -18,47 +18,38 @@
 
 namespace strata::codegen::detail::gemm {
 
-bool GemmEmitter::gemvFits(const std::vector<Chain> &chains,
-                           const std::vector<Gemm> &gemms, int64_t rows) {
+GemmProblem GemmEmitter::gemmProblem(const std::vector<Chain> &chains,
+                                     const std::vector<Gemm> &gemms,
+                                     const std::vector<Tensor> &ys,
+                                     bool probeTma) {
+  GemmProblem p;
+  p.target = e.target;
+  p.state = !e.plan.states.empty();
+  p.maxTokens = e.plan.maxTokens;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
-    if (g.w.size() != 1 || g.k % 8 != 0 || rows * g.mPer > 32 ||
-        (g.w[0].quant() && g.w[0].blockSize % 8 != 0))
-      return false;
-    // The stream mean: a warp per hidden column takes every stream's gate
-    // column over the whole K (its sum needs no second warp).
-    if (chains[ci].streamMean &&
-        (g.mPer != 1 || g.k >= kGemvStreamK || g.w[0].quant()))
-      return false;
+    GemmChainShape c;
+    c.n = g.n;
+    c.k = g.k;
+    c.mPer = g.mPer;
+    c.weights = static_cast<int>(g.w.size());
+    c.quant = g.w[0].quant();
+    c.blockSize = g.w[0].blockSize;
+    c.f32Weights = g.w[0].ctype == "float";
+    c.streamMean = chains[ci].streamMean != nullptr;
+    c.skinny = g.skinny;
+    c.bm = g.bm;
+    c.bn = g.bn;
+    if (probeTma) {
+      Gemm probe = g;
+      const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0
+                             ? TmaUse::Float16
+                             : TmaUse::Quantised;
+      c.tma = pickTma(probe, chains[ci], ys[ci], use);
+    }
+    p.chains.push_back(c);
   }
-  return true;
-}
-
-int64_t GemmEmitter::f32TileRows(const std::vector<Chain> &chains,
-                                 const std::vector<Gemm> &gemms) const {
-  if (option(e.plan, Opt::GemmF32Rows) != 0 ||
-      !gemvFits(chains, gemms, kF32RowPass))
-    return 0;
-  const ir::Target *t = ir::lookupTarget(e.target);
-  if (!t)
-    return 0;
-  int64_t bm = INT64_MAX, colTiles = 0, work = 0;
-  for (size_t ci = 0; ci < gemms.size(); ++ci) {
-    const Gemm &g = gemms[ci];
-    // A few columns (kSkinnyN) already take warp dot products (and merge
-    // into a neighbour's tile, K2's injection logits).
-    if (chains[ci].streamMean || g.mPer != 1 || g.w[0].ctype != "float" ||
-        g.skinny || g.n <= kSkinnyN || g.bm <= 0 || g.bn <= 0)
-      return 0;
-    bm = std::min<int64_t>(bm, g.bm);
-    colTiles += (g.n + g.bn - 1) / g.bn;
-    work += g.n * g.k;
-  }
-  if (gemms.empty())
-    return 0;
-  // Or earlier, where the row-block form's work passes one wave of tiles.
-  return std::min(bm * ((t->units + colTiles - 1) / colTiles),
-                  std::max<int64_t>(1, kF32RowBlockWork / work));
+  return p;
 }
 
 int64_t GemmEmitter::gemvCost(const Gemm &g) {

@@ -169,24 +169,14 @@ void GemmEmitter::runChains() {
     ys.push_back(y);
     gemms.push_back(std::move(g));
   }
-  // The TMA tile runs from kTmaMinTokens on, as an alternate code: its
-  // pre-launch converts 16-bit (and, opted in, quantised) weights into the
-  // workspace, a cost per call that pays off over enough rows, and its
-  // 128 x 256 tiles leave short prompts few blocks. The kernel's own code
-  // keeps the cp.async tiles (decode and short prompts as before).
+  // The forms by rows (selectGemm, GemmForm.h): the decode forms, the
+  // row-block form, the tiles and the TMA tile, each as the own code or an
+  // alternate from its first row. The TMA tile keeps copies of the chains
+  // as they are now (emitting the others widens tiles in place).
   std::vector<Gemm> alt = gemms;
-  // Plans with state decode: runs of a few rows take the decode form (the
-  // kernel's own code) and the tiles become an alternate from the row after
-  // it. Prefill-only plans keep the tiles as their own code.
-  const int64_t decodeRows = option(e.plan, Opt::GemmDecodeRows);
-  const bool decode = !e.plan.states.empty() && decodeRows > 0 &&
-                      gemvFits(chains, gemms, decodeRows);
-  // Chains of f32 weights: the row-block form until the tiles fill the
-  // target (f32TileRows), from the decode forms' last row on.
-  const int64_t f32From = f32TileRows(chains, gemms);
-  const int64_t blockFrom = decode ? decodeRows + 1 : 1;
-  const int64_t tileFrom = std::max(blockFrom, f32From);
-  const bool rowBlock = f32From > blockFrom && e.plan.maxTokens >= blockFrom;
+  const GemmForm form =
+      selectGemm(gemmProblem(chains, gemms, ys, true), e.plan);
+  const bool decode = form.decodeRows > 0, rowBlock = form.rowBlockFrom > 0;
   auto alternate = [&](EmittedKernel &to, int64_t from, const char *suffix,
                        const std::function<void(const std::string &)> &emit) {
     e.out = EmittedKernel{};
@@ -205,11 +195,12 @@ void GemmEmitter::runChains() {
   };
   EmittedKernel forms;
   if (decode) {
-    forms = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
-      emitGemv(chains, gemms, rows, sym);
-    });
+    forms =
+        gemvForms(form.decodeRows, [&](int64_t rows, const std::string &sym) {
+          emitGemv(chains, gemms, rows, sym);
+        });
     if (rowBlock)
-      alternate(forms, blockFrom, "_rowblk", blocks);
+      alternate(forms, form.rowBlockFrom, "_rowblk", blocks);
   } else if (rowBlock) {
     blocks("@SYMBOL@");
     forms = std::move(e.out);
@@ -217,32 +208,25 @@ void GemmEmitter::runChains() {
     tiles("@SYMBOL@");
     forms = std::move(e.out);
   }
-  if ((decode || rowBlock) && e.plan.maxTokens >= tileFrom)
-    alternate(forms, tileFrom, "_tile", tiles);
+  if ((decode || rowBlock) && e.plan.maxTokens >= form.tileFrom)
+    alternate(forms, form.tileFrom, "_tile", tiles);
   e.out = std::move(forms);
   // Quantised weights too (their pre-launch dequantises W): measured on the
   // H200 at T = 16,384, the dense GEMMs 381 -> 213 ms, all kernels 1,174 ->
   // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
   // Option gemm-tma-quant=0 keeps them on the cp.async tiles (for A/B
   // runs).
+  if (form.tmaFrom == 0)
+    return;
   const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0 ? TmaUse::Float16
                                                             : TmaUse::Quantised;
-  if (e.plan.maxTokens < kTmaMinTokens)
-    return;
-  bool any = false;
-  for (size_t ci = 0; ci < alt.size(); ++ci) {
-    Gemm probe = alt[ci];
-    any |= pickTma(probe, chains[ci], ys[ci], use);
-  }
-  if (!any)
-    return;
   EmittedKernel own = std::move(e.out);
   const bool ownWs = e.workspace;
   e.out = EmittedKernel{};
   e.workspace = false;
   emitVariant(chains, alt, ys, use, "@SYMBOL@_big");
   EmittedKernel big = std::move(e.out);
-  big.minTokens = kTmaMinTokens;
+  big.minTokens = form.tmaFrom;
   big.suffix = "_big";
   e.out = std::move(own);
   e.workspace = ownWs;

@@ -26,6 +26,7 @@
 
 #include "codegen/EmitterImpl.h"
 #include "codegen/Options.h"
+#include "codegen/gemm/GemmForm.h"
 #include "codegen/gemm/GemvForm.h"
 #include "codegen/grouped/GroupedForm.h"
 
@@ -236,11 +237,11 @@ public:
 
 private:
   Emitter &e;
-  /// Whether every chain can take the decode form at \p rows rows of T
-  /// (one weight, K of whole 8-element pieces, no stream mean, at most 32
-  /// accumulator rows: one per lane for the epilogue).
-  static bool gemvFits(const std::vector<Chain> &chains,
-                       const std::vector<Gemm> &gemms, int64_t rows);
+  /// The chains as selectGemm sees them (GemmForm.h); \p probeTma asks
+  /// pickTma of a copy of each (the TMA tile from kTmaMinTokens rows).
+  GemmProblem gemmProblem(const std::vector<Chain> &chains,
+                          const std::vector<Gemm> &gemms,
+                          const std::vector<Tensor> &ys, bool probeTma);
   /// Emits the chains' decode form as the kernel's own code, for runs of at
   /// most \p rows rows of T: a warp per output column (a row of W) walks K
   /// 8 elements a lane, decoding each weight piece once and multiplying it
@@ -256,20 +257,6 @@ private:
                 const std::vector<Gemm> &gemms, int64_t rows,
                 const std::string &sym, int64_t rowBlock = 0,
                 const format::PlanDim &rowDim = {});
-  /// The row from which chains of f32 weights take the tiles, below which
-  /// they take the row-block form (the decode form over grid y's blocks of
-  /// kF32RowBlock rows): where the tiles fill the target (a tile's rows x
-  /// units / column tiles), or earlier where the row-block form's work
-  /// passes a wave of tiles' time (kF32RowBlockWork). The f32 tiles' blocks
-  /// each walk all of K (the MoE router of K 2048, N 128 at T = 512: 4 tiles of
-  /// 128 rows, 183 us on the H200; the delta rule's gates, N 48: 154 us), while
-  /// warp dot products split K over warps and spread the columns over the whole
-  /// GPU. 0: no row-block form (weights not all f32, a stream mean, option
-  /// gemm-f32-rows=off).
-  int64_t f32TileRows(const std::vector<Chain> &chains,
-                      const std::vector<Gemm> &gemms) const;
-  /// The stream-mean decode form takes a chain's K in one warp: below it.
-  static constexpr int64_t kGemvStreamK = 1024;
   /// The decode form's shape (selectGemv) for \p columns columns in all
   /// (every routed expert's, for the grouped form) of \p g's K, \p rows
   /// accumulator rows a column, under the plan's options (\p rowBlocks:

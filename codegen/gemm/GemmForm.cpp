@@ -1,0 +1,87 @@
+//===- GemmForm.cpp - the GEMM chains' forms by rows ----------------------===//
+#include "codegen/gemm/GemmForm.h"
+#include "codegen/Options.h"
+#include "codegen/gemm/GemmEmitter.h"
+#include "ir/Target.h"
+
+#include <algorithm>
+
+namespace strata::codegen {
+
+using detail::gemm::kF32RowBlockWork;
+using detail::gemm::kF32RowPass;
+using detail::gemm::kSkinnyN;
+using detail::gemm::kTmaMinTokens;
+
+GemmForm::Kind GemmForm::at(int64_t tokens) const {
+  if (tmaFrom > 0 && tokens >= tmaFrom)
+    return Kind::Tma;
+  if (tokens <= decodeRows)
+    return Kind::Decode;
+  if (rowBlockFrom > 0 && tokens >= rowBlockFrom && tokens < tileFrom)
+    return Kind::RowBlock;
+  return Kind::Tile;
+}
+
+bool gemvFits(const std::vector<GemmChainShape> &chains, int64_t rows) {
+  for (const GemmChainShape &c : chains) {
+    if (c.weights != 1 || c.k % 8 != 0 || rows * c.mPer > 32 ||
+        (c.quant && c.blockSize % 8 != 0))
+      return false;
+    // The stream mean: a warp per hidden column takes every stream's gate
+    // column over the whole K (its sum needs no second warp).
+    if (c.streamMean && (c.mPer != 1 || c.k >= kGemvStreamK || c.quant))
+      return false;
+  }
+  return true;
+}
+
+int64_t f32TileRows(const GemmProblem &p, const format::Plan &plan) {
+  if (option(plan, Opt::GemmF32Rows) != 0 || !gemvFits(p.chains, kF32RowPass))
+    return 0;
+  const ir::Target *t = ir::lookupTarget(p.target);
+  if (!t || p.chains.empty())
+    return 0;
+  int64_t bm = INT64_MAX, colTiles = 0, work = 0;
+  for (const GemmChainShape &c : p.chains) {
+    // A few columns (kSkinnyN) already take warp dot products (and merge
+    // into a neighbour's tile, K2's injection logits).
+    if (c.streamMean || c.mPer != 1 || !c.f32Weights || c.skinny ||
+        c.n <= kSkinnyN || c.bm <= 0 || c.bn <= 0)
+      return 0;
+    bm = std::min<int64_t>(bm, c.bm);
+    colTiles += (c.n + c.bn - 1) / c.bn;
+    work += c.n * c.k;
+  }
+  // Or earlier, where the row-block form's work passes one wave of tiles.
+  return std::min(bm * ((t->units + colTiles - 1) / colTiles),
+                  std::max<int64_t>(1, kF32RowBlockWork / work));
+}
+
+GemmForm selectGemm(const GemmProblem &p, const format::Plan &plan) {
+  GemmForm f;
+  // Plans with state decode: runs of a few rows take the decode form (the
+  // kernel's own code) and the tiles become an alternate from the row
+  // after it. Prefill-only plans keep the tiles as their own code.
+  const int64_t decodeRows = option(plan, Opt::GemmDecodeRows);
+  if (p.state && decodeRows > 0 && gemvFits(p.chains, decodeRows))
+    f.decodeRows = decodeRows;
+  // Chains of f32 weights: the row-block form until the tiles fill the
+  // target, from the decode forms' last row on.
+  const int64_t f32From = f32TileRows(p, plan);
+  const int64_t blockFrom = f.decodeRows + 1;
+  if (f32From > blockFrom && p.maxTokens >= blockFrom)
+    f.rowBlockFrom = blockFrom;
+  f.tileFrom = std::max(blockFrom, f32From);
+  // The TMA tile from kTmaMinTokens, where a chain takes it: its
+  // pre-launch converts 16-bit (and quantised) weights into the workspace,
+  // a cost per call that pays off over enough rows, and its 128-row tiles
+  // leave short prompts few blocks.
+  if (p.maxTokens >= kTmaMinTokens &&
+      std::any_of(p.chains.begin(), p.chains.end(),
+                  [](const GemmChainShape &c) { return c.tma; }))
+    f.tmaFrom = kTmaMinTokens;
+  return f;
+}
+
+} // namespace strata::codegen

@@ -1,0 +1,199 @@
+//===- GemmFormTest.cpp - the GEMM chains' forms by rows ------------------===//
+//
+// selectGemm alone (which form runs at T = 1, 64, 600 and 16,384: decode,
+// row block, tile, TMA), then the emitted kernels of plans against the
+// selection on both GPU targets: the own code and each alternate's first
+// row are the form's. The forms' numbers are checked on the H200 by
+// --check (test/device/diffsuite.py, test/device/state_run.sh).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/gemm/GemmForm.h"
+#include "codegen/KernelEmitter.h"
+#include "codegen/Options.h"
+#include "runtime/format/Plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata;
+using codegen::GemmForm;
+using Kind = GemmForm::Kind;
+
+namespace {
+
+/// x [T, K] -> matmul(x, w [N, K] of \p type) -> y [T, N] in bf16, a plan
+/// of \p maxTokens rows; with \p state one cache state (a generation plan:
+/// the decode forms).
+format::Plan matmulPlan(const std::string &target, format::GgmlType type,
+                        int64_t n, int64_t k, int64_t maxTokens, bool state) {
+  format::Plan p;
+  p.model = p.arch = "m";
+  p.target = target;
+  p.maxTokens = maxTokens;
+  const format::PlanDim t{1, 0, 1};
+  using D = format::PlanDType;
+  const uint64_t r = static_cast<uint64_t>(maxTokens), xB = r * k * 2,
+                 yB = r * n * 2;
+  p.buffers.push_back({"x", D::BF16, {t, {0, k, 1}}, 0, xB});
+  p.buffers.push_back({"y", D::BF16, {t, {0, n, 1}}, xB, yB});
+  p.arenaBytes = xB + yB;
+  p.weights.push_back(
+      {"w", type, {static_cast<uint64_t>(k), static_cast<uint64_t>(n)}});
+  if (state) {
+    p.version = 3;
+    p.states.push_back({"blk.0.k_cache", D::F32, {1, 32, 2, 16}, 4096});
+  }
+  format::PlanKernel kn;
+  kn.recipe = format::Recipe::Matmul;
+  kn.inputs = {{false, 0}, {true, 0}};
+  kn.outputs = {1};
+  kn.variant = target == "sm_90" ? "mma_bf16_m64" : "wmma_f16_m64";
+  p.kernels.push_back(kn);
+  p.inputs = {0};
+  p.outputs = {1};
+  return p;
+}
+
+/// The form each alternate of \p k runs, by its suffix; the own code is
+/// \p own.
+Kind formOfSuffix(const std::string &suffix) {
+  if (suffix == "_big")
+    return Kind::Tma;
+  if (suffix == "_tile")
+    return Kind::Tile;
+  if (suffix == "_rowblk")
+    return Kind::RowBlock;
+  return Kind::Decode; // the decode forms' own alternates (rows from 2)
+}
+
+/// The form a launch of \p tokens rows of \p k runs: the alternate with the
+/// largest first row <= tokens, else the own code \p own.
+Kind emittedAt(const codegen::EmittedKernel &k, Kind own, int64_t tokens) {
+  int64_t best = 0;
+  Kind at = own;
+  for (const codegen::EmittedKernel &a : k.alternates)
+    if (a.minTokens <= tokens && a.minTokens > best)
+      best = a.minTokens, at = formOfSuffix(a.suffix);
+  return at;
+}
+
+codegen::GemmProblem quantTrunk(const std::string &target, bool state,
+                                bool tma) {
+  codegen::GemmProblem p;
+  p.target = target;
+  p.state = state;
+  p.maxTokens = 16384;
+  codegen::GemmChainShape c;
+  c.n = 4096;
+  c.k = 2560;
+  c.quant = true;
+  c.blockSize = 256;
+  c.bm = 64;
+  c.bn = 64;
+  c.tma = tma;
+  p.chains.push_back(c);
+  return p;
+}
+
+} // namespace
+
+TEST(GemmForm, QuantisedTrunkByTokens) {
+  format::Plan plan; // defaults: gemm-decode-rows 8
+  // Prefill plan on gfx1151: the tiles at every T.
+  GemmForm g = codegen::selectGemm(quantTrunk("gfx1151", false, false), plan);
+  for (int64_t t : {1, 64, 600, 16384})
+    EXPECT_EQ(g.at(t), Kind::Tile) << t;
+  // A generation plan: the decode forms up to 8 rows, then the tiles.
+  g = codegen::selectGemm(quantTrunk("gfx1151", true, false), plan);
+  EXPECT_EQ(g.decodeRows, 8);
+  EXPECT_EQ(g.at(1), Kind::Decode);
+  EXPECT_EQ(g.at(64), Kind::Tile);
+  EXPECT_EQ(g.at(600), Kind::Tile);
+  EXPECT_EQ(g.at(16384), Kind::Tile);
+  // sm_90 where the TMA tile takes the chain: from 512 rows.
+  g = codegen::selectGemm(quantTrunk("sm_90", true, true), plan);
+  EXPECT_EQ(g.at(1), Kind::Decode);
+  EXPECT_EQ(g.at(64), Kind::Tile);
+  EXPECT_EQ(g.at(600), Kind::Tma);
+  EXPECT_EQ(g.at(16384), Kind::Tma);
+  // A plan of 256 rows never reaches the TMA tile.
+  codegen::GemmProblem shortPlan = quantTrunk("sm_90", true, true);
+  shortPlan.maxTokens = 256;
+  EXPECT_EQ(codegen::selectGemm(shortPlan, plan).tmaFrom, 0);
+}
+
+TEST(GemmForm, F32WeightsTakeRowBlocksUntilTheTilesFill) {
+  // An f32-weight GEMM (K 2560, N 256, 128 x 128 tiles) on the H200: the
+  // row blocks until the tiles fill the target (128 rows x ceil(132 units
+  // / 2 column tiles) = 8,448) or, first here, until the row blocks' work
+  // passes a wave of tiles (850M / (256 x 2560), floored: 1,296 rows).
+  format::Plan plan;
+  codegen::GemmProblem p;
+  p.target = "sm_90";
+  p.maxTokens = 16384;
+  codegen::GemmChainShape c;
+  c.n = 256;
+  c.k = 2560;
+  c.f32Weights = true;
+  c.bm = 128;
+  c.bn = 128;
+  p.chains.push_back(c);
+  GemmForm g = codegen::selectGemm(p, plan);
+  EXPECT_EQ(g.decodeRows, 0);
+  EXPECT_EQ(g.rowBlockFrom, 1);
+  EXPECT_EQ(codegen::f32TileRows(p, plan), 1296);
+  EXPECT_EQ(g.tileFrom, 1296);
+  EXPECT_EQ(g.at(1), Kind::RowBlock);
+  EXPECT_EQ(g.at(64), Kind::RowBlock);
+  EXPECT_EQ(g.at(16384), Kind::Tile);
+  // With state: decode to 8 rows, the row blocks from 9.
+  p.state = true;
+  g = codegen::selectGemm(p, plan);
+  EXPECT_EQ(g.at(1), Kind::Decode);
+  EXPECT_EQ(g.rowBlockFrom, 9);
+  EXPECT_EQ(g.at(9), Kind::RowBlock);
+  // gemm-f32-rows=off: the tiles at once.
+  plan.options[codegen::optionKey(codegen::Opt::GemmF32Rows)] = 1;
+  EXPECT_EQ(codegen::selectGemm(p, plan).rowBlockFrom, 0);
+}
+
+TEST(GemmForm, DecodeNeedsOneWeightAndWholePieces) {
+  format::Plan plan;
+  codegen::GemmProblem p = quantTrunk("gfx1151", true, false);
+  p.chains[0].weights = 2; // gate and up side by side
+  EXPECT_EQ(codegen::selectGemm(p, plan).decodeRows, 0);
+  p = quantTrunk("gfx1151", true, false);
+  p.chains[0].k = 2564; // K not of whole 8-element pieces
+  EXPECT_EQ(codegen::selectGemm(p, plan).decodeRows, 0);
+  p = quantTrunk("gfx1151", true, false);
+  p.chains[0].mPer = 8; // 8 rows x 8 accumulator rows > 32 lanes
+  EXPECT_EQ(codegen::selectGemm(p, plan).decodeRows, 0);
+  plan.options[codegen::optionKey(codegen::Opt::GemmDecodeRows)] = 4;
+  EXPECT_EQ(codegen::selectGemm(p, plan).decodeRows, 4);
+}
+
+TEST(GemmForm, EmittedKernelsRunTheSelectedForms) {
+  // A Q8_0 trunk GEMM (N 512, K 512) in a generation plan of 1,024 rows:
+  // decode to 8 rows, then the tiles, and on sm_90 the TMA tile from 512.
+  for (const char *target : {"gfx1151", "sm_90"}) {
+    SCOPED_TRACE(target);
+    format::Plan p =
+        matmulPlan(target, format::GgmlType::Q8_0, 512, 512, 1024, true);
+    codegen::EmittedKernel k;
+    std::string error;
+    ASSERT_TRUE(codegen::emitKernel(p, 0, target, k, error)) << error;
+    const bool sm90 = std::string(target) == "sm_90";
+    for (int64_t t : {1, 64, 600, 1024}) {
+      Kind want = t <= 8 ? Kind::Decode : Kind::Tile;
+      if (sm90 && t >= 512)
+        want = Kind::Tma;
+      EXPECT_EQ(emittedAt(k, Kind::Decode, t), want) << t;
+    }
+  }
+  // A prefill plan of 64 rows: the tiles as the own code, no alternate.
+  format::Plan p =
+      matmulPlan("sm_90", format::GgmlType::Q8_0, 512, 512, 64, false);
+  codegen::EmittedKernel k;
+  std::string error;
+  ASSERT_TRUE(codegen::emitKernel(p, 0, "sm_90", k, error)) << error;
+  EXPECT_TRUE(k.alternates.empty());
+}
