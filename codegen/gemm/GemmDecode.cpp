@@ -40,6 +40,13 @@ GemmProblem GemmEmitter::gemmProblem(const std::vector<Chain> &chains,
     c.skinny = g.skinny;
     c.bm = g.bm;
     c.bn = g.bn;
+    // The dequantise-once form: as pickTma's quantised case, without the
+    // tensor maps' conditions (the plain tile reads A and the workspace).
+    const format::PlanDim &yd = ys[ci].shape[0];
+    c.dequant = g.mma && !g.skinny && g.split == 1 && g.w.size() == 1 &&
+                g.w[0].quant() && g.a.ctype == "bf16" && g.k % 8 == 0 &&
+                !c.streamMean && yd.coef != 0 &&
+                yd.at(kTmaMinTokens) * g.mPer >= kTmaMinTokens;
     if (probeTma) {
       Gemm probe = g;
       const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0

@@ -174,8 +174,8 @@ void GemmEmitter::runChains() {
   // alternate from its first row. The TMA tile keeps copies of the chains
   // as they are now (emitting the others widens tiles in place).
   std::vector<Gemm> alt = gemms;
-  const GemmForm form =
-      selectGemm(gemmProblem(chains, gemms, ys, true), e.plan);
+  const GemmProblem shapes = gemmProblem(chains, gemms, ys, true);
+  const GemmForm form = selectGemm(shapes, e.plan);
   const bool decode = form.decodeRows > 0, rowBlock = form.rowBlockFrom > 0;
   auto alternate = [&](EmittedKernel &to, int64_t from, const char *suffix,
                        const std::function<void(const std::string &)> &emit) {
@@ -216,6 +216,19 @@ void GemmEmitter::runChains() {
   // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
   // Option gemm-tma-quant=0 keeps them on the cp.async tiles (for A/B
   // runs).
+  if (form.dequantFrom > 0) {
+    EmittedKernel own = std::move(e.out);
+    const bool ownWs = e.workspace;
+    e.out = EmittedKernel{};
+    e.workspace = false;
+    emitDequantOnce(chains, alt, shapes, "@SYMBOL@_dq");
+    EmittedKernel dq = std::move(e.out);
+    dq.minTokens = form.dequantFrom;
+    dq.suffix = "_dq";
+    e.out = std::move(own);
+    e.workspace = ownWs;
+    e.out.alternates.push_back(std::move(dq));
+  }
   if (form.tmaFrom == 0)
     return;
   const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0 ? TmaUse::Float16

@@ -237,6 +237,15 @@ public:
 
 private:
   Emitter &e;
+  /// The dequantise-once form of the chains (GemmForm.h, Kind::Dequant)
+  /// as \p sym: a pre-launch (\p sym _prep) decodes the weights of the
+  /// chains whose shape says `dequant` once into the workspace as the
+  /// matrix units' 16-bit type (the TMA tile's conversion), then the
+  /// variant's tiles read them there as 16-bit weights; the other chains
+  /// keep their tiles.
+  void emitDequantOnce(const std::vector<Chain> &chains,
+                       std::vector<Gemm> gemms, const GemmProblem &shapes,
+                       const std::string &sym);
   /// The chains as selectGemm sees them (GemmForm.h); \p probeTma asks
   /// pickTma of a copy of each (the TMA tile from kTmaMinTokens rows).
   GemmProblem gemmProblem(const std::vector<Chain> &chains,

@@ -16,6 +16,8 @@ using detail::gemm::kTmaMinTokens;
 GemmForm::Kind GemmForm::at(int64_t tokens) const {
   if (tmaFrom > 0 && tokens >= tmaFrom)
     return Kind::Tma;
+  if (dequantFrom > 0 && tokens >= dequantFrom)
+    return Kind::Dequant;
   if (tokens <= decodeRows)
     return Kind::Decode;
   if (rowBlockFrom > 0 && tokens >= rowBlockFrom && tokens < tileFrom)
@@ -77,10 +79,20 @@ GemmForm selectGemm(const GemmProblem &p, const format::Plan &plan) {
   // pre-launch converts 16-bit (and quantised) weights into the workspace,
   // a cost per call that pays off over enough rows, and its 128-row tiles
   // leave short prompts few blocks.
-  if (p.maxTokens >= kTmaMinTokens &&
+  const bool portable =
+      p.target == "gfx1151" || option(plan, Opt::PortableForms) != 0;
+  if (!portable && p.maxTokens >= kTmaMinTokens &&
       std::any_of(p.chains.begin(), p.chains.end(),
                   [](const GemmChainShape &c) { return c.tma; }))
     f.tmaFrom = kTmaMinTokens;
+  // The portable counterpart (gfx1151, and sm_90 under portable-forms):
+  // the weights decoded once by a pre-launch, as the TMA tile's are, then
+  // the variant's tile over 16-bit weights, from as many rows.
+  if (portable && option(plan, Opt::GemmDequantOnce) == 0 &&
+      p.maxTokens >= kTmaMinTokens &&
+      std::any_of(p.chains.begin(), p.chains.end(),
+                  [](const GemmChainShape &c) { return c.dequant; }))
+    f.dequantFrom = kTmaMinTokens;
   return f;
 }
 

@@ -13,6 +13,10 @@
 //   Tile     - the variant's tile (KernelVariants.def), through LDS
 //   Tma      - sm_90 from kTmaMinTokens rows: the TMA/wgmma tile (FORM
 //              row tma_wgmma) where a chain takes it
+//   Dequant  - gfx1151 (sm_90 under portable-forms) from as many rows: the
+//              quantised weights decoded once into the workspace by a
+//              pre-launch (the matrix units' 16-bit type), then the plain
+//              tile over them (gemm-dequant-once)
 // selectGemm decides which runs from which row; GemmEmitter prints them.
 //
 //===----------------------------------------------------------------------===//
@@ -40,6 +44,10 @@ struct GemmChainShape {
   bool skinny = false;     ///< the skinny form's warp dot products (N <= 8)
   int bm = 0, bn = 0;      ///< its tile (pickTile)
   bool tma = false;        ///< the TMA tile takes it (pickTma)
+  /// The dequantise-once form can take it: one quantised weight on the
+  /// matrix units (not split, not skinny), bf16 rows of A, K of whole
+  /// 8-element pieces, no stream mean, rows that grow with T.
+  bool dequant = false;
 };
 
 /// What selection needs of a GEMM kernel.
@@ -52,7 +60,7 @@ struct GemmProblem {
 
 /// The forms of a GEMM kernel and the rows each runs.
 struct GemmForm {
-  enum class Kind { Decode, RowBlock, Tile, Tma };
+  enum class Kind { Decode, RowBlock, Tile, Tma, Dequant };
   /// Decode forms (the own code) up to this many rows; 0: none.
   int64_t decodeRows = 0;
   /// The row-block form from this row (to tileFrom); 0: none.
@@ -61,6 +69,8 @@ struct GemmForm {
   int64_t tileFrom = 1;
   /// The TMA tile from this row; 0: none.
   int64_t tmaFrom = 0;
+  /// The dequantise-once form from this row; 0: none.
+  int64_t dequantFrom = 0;
   /// The form a launch of \p tokens rows runs.
   Kind at(int64_t tokens) const;
 };
@@ -85,7 +95,8 @@ bool gemvFits(const std::vector<GemmChainShape> &chains, int64_t rows);
 int64_t f32TileRows(const GemmProblem &p, const format::Plan &plan);
 
 /// The forms of \p p under \p plan's options (gemm-decode-rows,
-/// gemm-f32-rows; the TMA options are in each chain's tma flag).
+/// gemm-f32-rows, gemm-dequant-once, portable-forms; the TMA options are
+/// in each chain's tma flag).
 GemmForm selectGemm(const GemmProblem &p, const format::Plan &plan);
 
 } // namespace strata::codegen

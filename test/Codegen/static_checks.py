@@ -96,6 +96,30 @@ def check_plan(tag, target, plan_dir, report, failures):
             if res["occupancy"] <= 0:
                 failures.append(f"{tag}/{target}: kernel {r['index']} ({r['label']}) "
                                 f"cannot be resident (occupancy {res['occupancy']})")
+    # gfx1151: every entry point of every code object (the kernels' own
+    # code, their alternates and pre-launches: the report's rows show the
+    # own code only) with zero scratch and zero spills.
+    if target == "gfx1151":
+        readelf = shutil.which("llvm-readelf-19") or shutil.which("llvm-readelf")
+        if readelf is None:
+            failures.append("llvm-readelf-19 not found")
+        else:
+            for mod in sorted(os.listdir(os.path.join(plan_dir, "kernels"))):
+                if not mod.endswith(".co"):
+                    continue
+                notes = run([readelf, "--notes",
+                             os.path.join(plan_dir, "kernels", mod)])
+                name = None
+                for line in notes.splitlines():
+                    key, _, value = line.strip().partition(":")
+                    value = value.strip()
+                    if key == ".name":
+                        name = value
+                    elif key in (".private_segment_fixed_size",
+                                 ".vgpr_spill_count", ".sgpr_spill_count") \
+                            and value not in ("0", ""):
+                        failures.append(f"{tag}/{target}: {mod}: {name}: "
+                                        f"{key[1:]} {value}")
     # Matrix-unit GEMMs: v_wmma in the code object; mma.sync or (tiles of
     # one warpgroup per 64 rows) wgmma in the PTX.
     od = objdump()
@@ -173,6 +197,13 @@ def main():
         cases.append((f"qwen4exp-state-kv{kv}",
                       os.path.join(a.workdir, "qwen4exp.gguf"), 64,
                       ["--max-context", "128", "--max-batch", "4", "--kv", kv]))
+    # Runs of 1,024 rows: the long-run alternates (sm_90's TMA tiles;
+    # gfx1151's dequantise-once tiles, and sm_90 running them under
+    # portable-forms).
+    cases.append(("qwen4exp-long", os.path.join(a.workdir, "qwen4exp.gguf"),
+                  1024, []))
+    cases.append(("qwen4exp-portable", os.path.join(a.workdir, "qwen4exp.gguf"),
+                  1024, ["--codegen-opt", "portable-forms=on"]))
     if not a.skip_full:
         full = os.path.join(a.workdir, "qwen4exp-full.gguf")
         run([tool("strata-gguf"), "synth", "--arch", "qwen4exp", "--preset", "full",

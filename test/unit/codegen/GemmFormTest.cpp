@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace strata;
 using codegen::GemmForm;
 using Kind = GemmForm::Kind;
@@ -58,6 +60,8 @@ format::Plan matmulPlan(const std::string &target, format::GgmlType type,
 Kind formOfSuffix(const std::string &suffix) {
   if (suffix == "_big")
     return Kind::Tma;
+  if (suffix == "_dq")
+    return Kind::Dequant;
   if (suffix == "_tile")
     return Kind::Tile;
   if (suffix == "_rowblk")
@@ -90,6 +94,7 @@ codegen::GemmProblem quantTrunk(const std::string &target, bool state,
   c.bm = 64;
   c.bn = 64;
   c.tma = tma;
+  c.dequant = true;
   p.chains.push_back(c);
   return p;
 }
@@ -98,23 +103,39 @@ codegen::GemmProblem quantTrunk(const std::string &target, bool state,
 
 TEST(GemmForm, QuantisedTrunkByTokens) {
   format::Plan plan; // defaults: gemm-decode-rows 8
-  // Prefill plan on gfx1151: the tiles at every T.
+  // Prefill plan on gfx1151: the tiles, from 512 rows dequantised once.
   GemmForm g = codegen::selectGemm(quantTrunk("gfx1151", false, false), plan);
+  EXPECT_EQ(g.at(1), Kind::Tile);
+  EXPECT_EQ(g.at(64), Kind::Tile);
+  EXPECT_EQ(g.at(600), Kind::Dequant);
+  EXPECT_EQ(g.at(16384), Kind::Dequant);
+  // gemm-dequant-once=off: the tiles at every T.
+  format::Plan off;
+  off.options[codegen::optionKey(codegen::Opt::GemmDequantOnce)] = 1;
+  g = codegen::selectGemm(quantTrunk("gfx1151", false, false), off);
   for (int64_t t : {1, 64, 600, 16384})
     EXPECT_EQ(g.at(t), Kind::Tile) << t;
-  // A generation plan: the decode forms up to 8 rows, then the tiles.
+  // A generation plan: the decode forms up to 8 rows, then the tiles, and
+  // from 512 rows the dequantise-once tiles.
   g = codegen::selectGemm(quantTrunk("gfx1151", true, false), plan);
   EXPECT_EQ(g.decodeRows, 8);
   EXPECT_EQ(g.at(1), Kind::Decode);
   EXPECT_EQ(g.at(64), Kind::Tile);
-  EXPECT_EQ(g.at(600), Kind::Tile);
-  EXPECT_EQ(g.at(16384), Kind::Tile);
+  EXPECT_EQ(g.at(600), Kind::Dequant);
+  EXPECT_EQ(g.at(16384), Kind::Dequant);
   // sm_90 where the TMA tile takes the chain: from 512 rows.
   g = codegen::selectGemm(quantTrunk("sm_90", true, true), plan);
   EXPECT_EQ(g.at(1), Kind::Decode);
   EXPECT_EQ(g.at(64), Kind::Tile);
   EXPECT_EQ(g.at(600), Kind::Tma);
   EXPECT_EQ(g.at(16384), Kind::Tma);
+  // portable-forms: sm_90 runs gfx1151's form instead of the TMA tile.
+  format::Plan portable;
+  portable.options[codegen::optionKey(codegen::Opt::PortableForms)] = 1;
+  g = codegen::selectGemm(quantTrunk("sm_90", true, true), portable);
+  EXPECT_EQ(g.tmaFrom, 0);
+  EXPECT_EQ(g.at(600), Kind::Dequant);
+  EXPECT_EQ(g.at(16384), Kind::Dequant);
   // A plan of 256 rows never reaches the TMA tile.
   codegen::GemmProblem shortPlan = quantTrunk("sm_90", true, true);
   shortPlan.maxTokens = 256;
@@ -173,21 +194,40 @@ TEST(GemmForm, DecodeNeedsOneWeightAndWholePieces) {
 
 TEST(GemmForm, EmittedKernelsRunTheSelectedForms) {
   // A Q8_0 trunk GEMM (N 512, K 512) in a generation plan of 1,024 rows:
-  // decode to 8 rows, then the tiles, and on sm_90 the TMA tile from 512.
-  for (const char *target : {"gfx1151", "sm_90"}) {
+  // decode to 8 rows, then the tiles, and from 512 rows sm_90's TMA tile,
+  // gfx1151's dequantise-once tiles (sm_90's too under portable-forms).
+  for (const char *target : {"gfx1151", "sm_90", "sm_90 portable"}) {
     SCOPED_TRACE(target);
+    const bool portable = std::string(target) == "sm_90 portable";
+    const std::string t = portable ? "sm_90" : target;
     format::Plan p =
-        matmulPlan(target, format::GgmlType::Q8_0, 512, 512, 1024, true);
+        matmulPlan(t, format::GgmlType::Q8_0, 512, 512, 1024, true);
+    if (portable)
+      p.options[codegen::optionKey(codegen::Opt::PortableForms)] = 1;
     codegen::EmittedKernel k;
     std::string error;
-    ASSERT_TRUE(codegen::emitKernel(p, 0, target, k, error)) << error;
-    const bool sm90 = std::string(target) == "sm_90";
-    for (int64_t t : {1, 64, 600, 1024}) {
-      Kind want = t <= 8 ? Kind::Decode : Kind::Tile;
-      if (sm90 && t >= 512)
-        want = Kind::Tma;
-      EXPECT_EQ(emittedAt(k, Kind::Decode, t), want) << t;
+    ASSERT_TRUE(codegen::emitKernel(p, 0, t, k, error)) << error;
+    const Kind longRuns = t == "sm_90" && !portable ? Kind::Tma : Kind::Dequant;
+    for (int64_t rows : {1, 64, 600, 1024}) {
+      Kind want = rows <= 8 ? Kind::Decode : Kind::Tile;
+      if (rows >= 512)
+        want = longRuns;
+      EXPECT_EQ(emittedAt(k, Kind::Decode, rows), want) << rows;
     }
+    if (longRuns != Kind::Dequant)
+      continue;
+    // The dequantise-once alternate: a pre-launch of conversion blocks,
+    // the workspace of W as 16-bit values (512 x 512 x 2 bytes), the tile
+    // reading W from it.
+    auto dq = std::find_if(k.alternates.begin(), k.alternates.end(),
+                           [](const auto &a) { return a.suffix == "_dq"; });
+    ASSERT_NE(dq, k.alternates.end());
+    EXPECT_EQ(dq->minTokens, 512);
+    ASSERT_TRUE(dq->pre.has_value());
+    EXPECT_EQ(dq->workspace.constant, 512 * 512 * 2);
+    EXPECT_NE(k.body.find(t == "gfx1151" ? "((const f16 *)(ws + 0L))"
+                                         : "((const bf16 *)(ws + 0L))"),
+              std::string::npos);
   }
   // A prefill plan of 64 rows: the tiles as the own code, no alternate.
   format::Plan p =
