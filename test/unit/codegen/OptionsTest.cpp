@@ -24,7 +24,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-trace",       "attn-rolled",
                                       "attn-smx",         "gemm-f32-rows",
                                       "gemm-decode-int8", "gemm-decode-blocks",
-                                      "moe-route-block"};
+                                      "moe-route-block",  "gemm-dequant-once",
+                                      "portable-forms"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
