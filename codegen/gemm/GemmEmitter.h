@@ -229,6 +229,16 @@ public:
   explicit GemmEmitter(Emitter &e) : e(e) {}
   void runChains();
   void runGrouped();
+  /// The grouped GEMM's tile kernel \p sym over expert-sorted rows (a
+  /// block scan of the offsets finds each block's expert and row tile).
+  void groupedTile(const Gemm &g, const Tensor &y, const Tensor &off,
+                   int64_t experts, const std::string &sym);
+  /// The grouped GEMM's dequantise-once alternate (GroupedForm
+  /// Kind::Dequant): a pre-launch decodes every expert of each quantised
+  /// matrix of \p g once into the workspace as the matrix units' 16-bit
+  /// type, then groupedTile reads them there.
+  void groupedDequantOnce(Gemm g, const Tensor &y, const Tensor &off,
+                          int64_t experts);
   /// The grouped GEMM's TMA alternate (sm_90a) in the tile \p f chose
   /// (selectGrouped: from f.tmaFrom rows, where f.tmaFrom > 0).
   void groupedTma(Gemm g, bool swiglu, const Tensor &y, const Tensor &off,

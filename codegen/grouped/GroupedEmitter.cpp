@@ -53,70 +53,8 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   e.out.sharedBytes = 0;
 }
 
-void GemmEmitter::runGrouped() {
-  if (e.body.size() != 1)
-    throw Unsupported("a grouped GEMM with a fused body");
-  const BodyOp &op = e.body[0];
-  bool swiglu = op.recipe == Recipe::MoeGroupedSwiglu;
-  Gemm g;
-  Tensor y = e.tensor(op.outputs[0]);
-  Tensor off = e.tensor(op.inputs[swiglu ? 2 : 1]);
-  g.a = e.tensor(op.inputs[0]);
-  Tensor perm;
-  if (swiglu) {
-    perm = e.tensor(op.inputs[1]);
-    g.w = {e.tensor(op.inputs[3]), e.tensor(op.inputs[4])};
-  } else {
-    g.w = {e.tensor(op.inputs[2])};
-  }
-  int64_t experts = g.w[0].shape[0].constant;
-  g.n = g.w[0].shape[1].constant;
-  g.k = g.w[0].shape[2].constant;
-  pickTile(g, e.kernel.variant);
-  g.colOf = [](const std::string &c) { return "n0 + " + c; };
-  int64_t slotsPerToken = y.shape[0].coef;
-  if (y.shape[0].div != 1 || y.shape[0].constant != 0 ||
-      (swiglu && g.a.shape[0].coef != 1))
-    throw Unsupported("grouped rows are not T * k");
-  g.epilogue.push_back(fmt::format("st({}, m * {}L + n, {});", y.ptr, g.n,
-                                   swiglu ? "sm_silu(v) * v2" : "v"));
-  if (swiglu)
-    g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
-  // The forms by rows (selectGrouped): in plans with state runs of a few
-  // rows take the decode form (the kernel's own code), the tiles are an
-  // alternate from the row after it; the TMA form an alternate from many.
-  GroupedProblem gp;
-  gp.target = e.target;
-  gp.experts = experts;
-  gp.n = g.n;
-  gp.k = g.k;
-  gp.slotsPerToken = slotsPerToken;
-  gp.swiglu = swiglu;
-  gp.mma = g.mma;
-  gp.aBf16 = g.a.ctype == "bf16";
-  gp.w16 = g.w[0].ctype == "bf16" || g.w[0].ctype == "f16";
-  gp.wQuant = g.w[0].quant();
-  gp.blockSize = g.w[0].quant() ? g.w[0].blockSize : 1;
-  for (const Tensor &w : g.w)
-    gp.sameTypes =
-        gp.sameTypes && w.ctype == g.w[0].ctype && w.ggml == g.w[0].ggml;
-  gp.state = !e.plan.states.empty();
-  gp.maxTokens = e.plan.maxTokens;
-  const GroupedForm form = selectGrouped(gp, e.plan);
-  const int64_t decodeRows = form.decodeRows;
-  const bool gemv = decodeRows > 0;
-  EmittedKernel gemvOwn;
-  std::string sym = "@SYMBOL@";
-  if (gemv) {
-    e.out = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
-      emitGroupedGemv(g, off, experts, slotsPerToken, rows, sym);
-    });
-    if (e.plan.maxTokens < form.tileFrom)
-      return;
-    gemvOwn = std::move(e.out);
-    e.out = EmittedKernel{};
-    sym = "@SYMBOL@_tile";
-  }
+void GemmEmitter::groupedTile(const Gemm &g, const Tensor &y, const Tensor &off,
+                              int64_t experts, const std::string &sym) {
   std::string params = e.params();
   const int nt = g.nt;
   planBuffers({&g}, int64_t(nt) * 4 + 8); // + the tile scan
@@ -184,6 +122,73 @@ void GemmEmitter::runGrouped() {
   e.out.grid = {
       colsFast ? colTiles : tiles, colsFast ? tiles : colTiles, {0, 1, 1}};
   e.out.block = {nt, 1, 1};
+}
+
+void GemmEmitter::runGrouped() {
+  if (e.body.size() != 1)
+    throw Unsupported("a grouped GEMM with a fused body");
+  const BodyOp &op = e.body[0];
+  bool swiglu = op.recipe == Recipe::MoeGroupedSwiglu;
+  Gemm g;
+  Tensor y = e.tensor(op.outputs[0]);
+  Tensor off = e.tensor(op.inputs[swiglu ? 2 : 1]);
+  g.a = e.tensor(op.inputs[0]);
+  Tensor perm;
+  if (swiglu) {
+    perm = e.tensor(op.inputs[1]);
+    g.w = {e.tensor(op.inputs[3]), e.tensor(op.inputs[4])};
+  } else {
+    g.w = {e.tensor(op.inputs[2])};
+  }
+  int64_t experts = g.w[0].shape[0].constant;
+  g.n = g.w[0].shape[1].constant;
+  g.k = g.w[0].shape[2].constant;
+  pickTile(g, e.kernel.variant);
+  g.colOf = [](const std::string &c) { return "n0 + " + c; };
+  int64_t slotsPerToken = y.shape[0].coef;
+  if (y.shape[0].div != 1 || y.shape[0].constant != 0 ||
+      (swiglu && g.a.shape[0].coef != 1))
+    throw Unsupported("grouped rows are not T * k");
+  g.epilogue.push_back(fmt::format("st({}, m * {}L + n, {});", y.ptr, g.n,
+                                   swiglu ? "sm_silu(v) * v2" : "v"));
+  if (swiglu)
+    g.aIndex = fmt::format("{}[m] / {}", perm.ptr, slotsPerToken);
+  // The forms by rows (selectGrouped): in plans with state runs of a few
+  // rows take the decode form (the kernel's own code), the tiles are an
+  // alternate from the row after it; the TMA form an alternate from many.
+  GroupedProblem gp;
+  gp.target = e.target;
+  gp.experts = experts;
+  gp.n = g.n;
+  gp.k = g.k;
+  gp.slotsPerToken = slotsPerToken;
+  gp.swiglu = swiglu;
+  gp.mma = g.mma;
+  gp.aBf16 = g.a.ctype == "bf16";
+  gp.w16 = g.w[0].ctype == "bf16" || g.w[0].ctype == "f16";
+  gp.wQuant = g.w[0].quant();
+  gp.blockSize = g.w[0].quant() ? g.w[0].blockSize : 1;
+  for (const Tensor &w : g.w)
+    gp.sameTypes =
+        gp.sameTypes && w.ctype == g.w[0].ctype && w.ggml == g.w[0].ggml;
+  gp.state = !e.plan.states.empty();
+  gp.maxTokens = e.plan.maxTokens;
+  const GroupedForm form = selectGrouped(gp, e.plan);
+  const int64_t decodeRows = form.decodeRows;
+  const bool gemv = decodeRows > 0;
+  EmittedKernel gemvOwn;
+  std::string sym = "@SYMBOL@";
+  if (gemv) {
+    e.out = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
+      emitGroupedGemv(g, off, experts, slotsPerToken, rows, sym);
+    });
+    if (e.plan.maxTokens < form.tileFrom)
+      return;
+    gemvOwn = std::move(e.out);
+    e.out = EmittedKernel{};
+    sym = "@SYMBOL@_tile";
+  }
+  groupedTile(g, y, off, experts, sym);
   if (gemv) {
     EmittedKernel tile = std::move(e.out);
     tile.minTokens = decodeRows + 1;
@@ -193,6 +198,19 @@ void GemmEmitter::runGrouped() {
   }
   // The TMA form (its pre-launch dequantises every expert's weights
   // whatever T is, so it starts where that pays: selectGrouped).
+  if (form.dequantFrom > 0) {
+    EmittedKernel own = std::move(e.out);
+    const bool ownWs = e.workspace;
+    e.out = EmittedKernel{};
+    e.workspace = false;
+    groupedDequantOnce(g, y, off, experts);
+    EmittedKernel dq = std::move(e.out);
+    e.out = std::move(own);
+    e.workspace = ownWs;
+    dq.minTokens = form.dequantFrom;
+    dq.suffix = "_dq";
+    e.out.alternates.push_back(std::move(dq));
+  }
   if (form.tmaFrom == 0)
     return;
   EmittedKernel own = std::move(e.out);
@@ -206,6 +224,60 @@ void GemmEmitter::runGrouped() {
   alt.minTokens = form.tmaFrom;
   alt.suffix = "_big";
   e.out.alternates.push_back(std::move(alt));
+}
+
+void GemmEmitter::groupedDequantOnce(Gemm g, const Tensor &y, const Tensor &off,
+                                     int64_t experts) {
+  // The workspace: each matrix's experts x N rows of K 16-bit values (the
+  // matrix units' type: f16 on gfx1151, bf16 on sm_90), 256-byte aligned.
+  const int64_t rows = experts * g.n, elems = rows * g.k;
+  std::vector<int64_t> offs;
+  int64_t ws = 0;
+  for (size_t j = 0; j < g.w.size(); ++j) {
+    offs.push_back(ws);
+    ws += (elems * 2 + 255) / 256 * 256;
+  }
+  e.workspace = true;
+  e.out.workspace = {0, ws, 1};
+  const std::string params = e.params();
+  // The pre-launch: 8 values a thread a round over every matrix, decoded
+  // as the tile's K loop decodes them (strata_dq8_<type>), then rounded to
+  // the 16-bit type (pack8_mma) as the tile rounds them into LDS.
+  const int64_t threads = 256;
+  const int64_t blocks =
+      std::min<int64_t>(1024, (elems * int64_t(g.w.size()) + 2047) / 2048);
+  e.line("STRATA_KERNEL({}) void @SYMBOL@_dq_prep({}) {{", threads, params);
+  e.prologue();
+  for (size_t j = 0; j < g.w.size(); ++j) {
+    const Tensor &w = g.w[j];
+    const int64_t rowBytes = g.k / w.blockSize * w.blockBytes;
+    e.line("  for (long i = ((long)bid_x() * {} + tid_x()) * 8; i < {}L; i += "
+           "{}L) {{",
+           threads, elems, blocks * threads * 8);
+    e.line("    const long r = i / {}L, k = i % {}L;", g.k, g.k);
+    e.line("    float v[8];");
+    e.line("    strata_dq8_{}({} + r * {}L + k / {} * {}, (int)(k % {}), v);",
+           format::ggmlTypeInfo(w.ggml).irName, w.ptr, rowBytes, w.blockSize,
+           w.blockBytes, w.blockSize);
+    e.line("    *(strata_u4 *)(ws + {}L + i * 2) = pack8_mma(v);", offs[j]);
+    e.line("  }}");
+  }
+  e.line("}}");
+  format::PlanPreLaunch pre;
+  pre.grid = {{0, blocks, 1}, {0, 1, 1}, {0, 1, 1}};
+  pre.block = {static_cast<uint32_t>(threads), 1, 1};
+  // The tile over the workspace's rows as 16-bit weights.
+  const bool f16 = e.target == "gfx1151";
+  for (size_t j = 0; j < g.w.size(); ++j) {
+    Tensor &w = g.w[j];
+    w.ctype = f16 ? "f16" : "bf16";
+    w.ggml = f16 ? format::GgmlType::F16 : format::GgmlType::BF16;
+    w.ptr = fmt::format("((const {} *)(ws + {}L))", w.ctype, offs[j]);
+    w.blockSize = 1;
+    w.blockBytes = 2;
+  }
+  groupedTile(g, y, off, experts, "@SYMBOL@_dq");
+  e.out.pre = std::move(pre);
 }
 
 } // namespace strata::codegen::detail::gemm

@@ -26,6 +26,17 @@ GroupedForm selectGrouped(const GroupedProblem &p, const format::Plan &plan) {
   const int64_t from = std::max<int64_t>(
       kTmaMinTokens,
       (p.experts * kGroupedTmaRows + p.slotsPerToken - 1) / p.slotsPerToken);
+  // gfx1151 (sm_90 under portable-forms): the same conversion of every
+  // expert's quantised weights, once, then the plain tile over them.
+  const bool portable =
+      p.target == "gfx1151" || option(plan, Opt::PortableForms) != 0;
+  if (portable) {
+    if (p.maxTokens >= from && p.mma && p.aBf16 && p.wQuant && p.sameTypes &&
+        p.k % 8 == 0 && p.blockSize % 8 == 0 &&
+        option(plan, Opt::GemmDequantOnce) == 0)
+      f.dequantFrom = from;
+    return f;
+  }
   if (p.maxTokens < from || p.target != "sm_90" || !p.mma || !p.aBf16 ||
       p.k % 8 != 0 || !(p.w16 || p.wQuant) || !p.sameTypes ||
       option(plan, Opt::GemmTma) == 0 ||

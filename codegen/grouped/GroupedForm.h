@@ -42,13 +42,17 @@ struct GroupedProblem {
 
 /// The forms a grouped GEMM kernel has and the rows each takes.
 struct GroupedForm {
-  enum class Kind { Decode, Tile, Tma };
+  enum class Kind { Decode, Tile, Tma, Dequant };
   /// Decode forms up to this many rows (0: none).
   int64_t decodeRows = 0;
   /// The tiles from this many rows (past maxTokens: none).
   int64_t tileFrom = 1;
   /// The TMA form from this many rows (0: none).
   int64_t tmaFrom = 0;
+  /// The dequantise-once form from this many rows (gfx1151, and sm_90
+  /// under portable-forms: every expert's quantised weights decoded once
+  /// into the workspace, then the plain tile over 16-bit weights); 0: none.
+  int64_t dequantFrom = 0;
   /// The TMA tile: gate/up halves' columns (bh, swiglu), tile columns,
   /// workspace rows an expert, ring stages, blocks an SM.
   int64_t bh = 0, bn = 0, nw = 0;
@@ -59,12 +63,15 @@ struct GroupedForm {
   Kind at(int64_t tokens) const {
     if (tmaFrom > 0 && tokens >= tmaFrom)
       return Kind::Tma;
+    if (dequantFrom > 0 && tokens >= dequantFrom)
+      return Kind::Dequant;
     return tokens <= decodeRows ? Kind::Decode : Kind::Tile;
   }
 };
 
 /// The forms of \p p under \p plan's options (gemm-decode-rows, gemm-tma,
-/// gemm-tma-grouped, gemm-tma-quant, gemm-tma-pair).
+/// gemm-tma-grouped, gemm-tma-quant, gemm-tma-pair, gemm-dequant-once,
+/// portable-forms).
 GroupedForm selectGrouped(const GroupedProblem &p, const format::Plan &plan);
 
 } // namespace strata::codegen

@@ -68,13 +68,30 @@ TEST(GroupedForm, FormsByTokensOnEachTarget) {
     EXPECT_EQ(pre.decodeRows, 0);
     EXPECT_EQ(pre.at(1), Kind::Tile);
     EXPECT_EQ(pre.at(16384), Kind::Tma);
-    // gfx1151: no TMA form; the decode forms and tiles as on sm_90.
+    // gfx1151: no TMA form; the decode forms and tiles as on sm_90, and
+    // from the same row the dequantise-once tiles (every expert decoded
+    // once by a pre-launch, the plain tile over 16-bit weights).
     GroupedForm amd =
         codegen::selectGrouped(experts("gfx1151", swiglu, true), plan);
     EXPECT_EQ(amd.tmaFrom, 0);
+    EXPECT_EQ(amd.dequantFrom, 9831);
     EXPECT_EQ(amd.at(1), Kind::Decode);
-    for (int64_t t : {64, 600, 16384})
-      EXPECT_EQ(amd.at(t), Kind::Tile) << t;
+    EXPECT_EQ(amd.at(64), Kind::Tile);
+    EXPECT_EQ(amd.at(600), Kind::Tile);
+    EXPECT_EQ(amd.at(16384), Kind::Dequant);
+    // sm_90 under portable-forms: gfx1151's forms.
+    format::Plan portable;
+    portable.options[codegen::optionKey(codegen::Opt::PortableForms)] = 1;
+    GroupedForm port =
+        codegen::selectGrouped(experts("sm_90", swiglu, true), portable);
+    EXPECT_EQ(port.tmaFrom, 0);
+    EXPECT_EQ(port.at(16384), Kind::Dequant);
+    // gemm-dequant-once=off: the tiles.
+    format::Plan off;
+    off.options[codegen::optionKey(codegen::Opt::GemmDequantOnce)] = 1;
+    EXPECT_EQ(
+        codegen::selectGrouped(experts("gfx1151", swiglu, true), off).at(16384),
+        Kind::Tile);
   }
 }
 
