@@ -5,8 +5,11 @@
 #include "codegen/Options.h"
 #include "ir/Target.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cassert>
+#include <stdexcept>
 
 namespace strata::codegen {
 
@@ -164,6 +167,44 @@ AttentionForm selectAttention(const AttentionShape &s,
   }
   f.kind = AttentionForm::Kind::Tile;
   f.keyChunk = kc;
+  return f;
+}
+
+CachedAttentionForm selectCachedAttention(const CachedAttentionShape &s,
+                                          const std::string &target) {
+  CachedAttentionForm f;
+  if (s.kvHeads <= 0 || s.heads % s.kvHeads != 0)
+    throw std::runtime_error(
+        fmt::format("query heads {} are not a multiple of kv heads {}", s.heads,
+                    s.kvHeads));
+  f.group = s.heads / s.kvHeads;
+  f.cols = (s.valueDim + s.threads - 1) / s.threads;
+  f.pieces = s.headDim % 4 == 0 ? 4 : 1;
+  // A lane holds an eighth of a key in registers.
+  if (s.headDim > 256)
+    throw std::runtime_error("a head dim above 256");
+  // The group's queries and a tile of its scores sit in shared memory; its
+  // accumulators (group x cols a thread) in registers.
+  if (f.group * (s.headDim + kCachedKeyTile) * 4 > staticSharedBudget())
+    throw std::runtime_error(
+        fmt::format("a GQA group of {} heads of dim {} does not fit shared "
+                    "memory",
+                    f.group, s.headDim));
+  if (f.group * f.cols > 64)
+    throw std::runtime_error(
+        fmt::format("a GQA group of {} heads of value dim {} does not fit "
+                    "registers",
+                    f.group, s.valueDim));
+  const ir::Target *t = ir::lookupTarget(target);
+  const int64_t units = t ? t->units : 1;
+  const int64_t rows = std::max<int64_t>(1, s.maxTokens);
+  const int64_t record = s.heads * (s.valueDim + 2) * 4;
+  f.chunks = (2 * units + s.kvHeads - 1) / s.kvHeads;
+  f.chunks =
+      std::min(f.chunks, (s.maxSlots + kCachedMinChunk - 1) / kCachedMinChunk);
+  f.chunks = std::min(f.chunks, kCachedAttentionWorkspace / (rows * record));
+  f.chunks = std::max<int64_t>(f.chunks, 1);
+  f.rowFloats = (s.heads * f.chunks * (s.valueDim + 2) + 3) / 4 * 4;
   return f;
 }
 

@@ -18,6 +18,8 @@
 //          the warpgroup tiles do not fit)
 //   Tile - f32 arithmetic (the f32 policy) or unaligned operands:
 //          attention_tile, FMA over staged chunks of keys
+// and, for the decode step's attention over the KV cache, the split of
+// attention_cached (selectCachedAttention: its chunks a row and workspace).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -65,6 +67,52 @@ struct AttentionForm {
   int64_t rowGroups = 0, splits = 0; ///< NRG, NSP
   int64_t keyChunk = 0;              ///< KC (Gqa and Tile)
 };
+
+/// What selection needs of attention_cached (the decode step's attention
+/// over the KV cache, codegen/attention/CachedAttention.cpp).
+struct CachedAttentionShape {
+  int64_t heads = 0, headDim = 0, kvHeads = 0, valueDim = 0;
+  /// The most slots a row reads: the context (dense), or the block index's
+  /// entries x block (QSA).
+  int64_t maxSlots = 0;
+  int64_t maxTokens = 1; ///< the plan's largest run (rows of partials)
+  int64_t threads = 128; ///< the kernel's block
+};
+
+/// attention_cached's split over key slots (flash-decoding): the pre-launch
+/// scores chunks of a row's slots for every query head of a GQA group
+/// (each K/V row read once) into partials in the workspace, the kernel
+/// merges them. A row's slots are its keys 0 .. p (dense) or, with a block
+/// index, `block` slots per index entry up to its last listed block.
+struct CachedAttentionForm {
+  int64_t group = 1;  ///< query heads per kv head (one block serves them)
+  int64_t chunks = 1; ///< pre-launch blocks per (row, kv head)
+  int64_t cols = 1;   ///< value columns a thread accumulates (dv / threads)
+  int64_t pieces = 1; ///< key elements a lane loads at once (4: ld4)
+  /// Workspace floats per row: acc [hkv][chunks][group][dv], then (m, l)
+  /// [hkv][chunks][group][2].
+  int64_t rowFloats = 0;
+};
+
+/// Slots a cached-attention block scores at once (shared memory; a
+/// multiple of 32).
+constexpr int64_t kCachedKeyTile = 64;
+/// Slots a chunk takes at least: below it the q staging and the partials
+/// (group x (dv + 2) floats) outweigh the keys read.
+constexpr int64_t kCachedMinChunk = 32;
+/// The partials at max_tokens rows stay below this: the chunk count is a
+/// compile-time constant and the workspace grows with it and T.
+constexpr int64_t kCachedAttentionWorkspace = int64_t(64) << 20;
+
+/// The split of attention_cached on \p target: two blocks a unit at one
+/// row and a full context (one block's loads leave the memory idle while
+/// it computes), no chunk shorter than kCachedMinChunk there, and the
+/// partials of max_tokens rows within kCachedAttentionWorkspace. At run
+/// time a row's n slots go to the chunks in equal runs of at least
+/// kCachedMinChunk, so a short row takes fewer blocks. Throws
+/// std::runtime_error for a shape the form cannot hold (the diagnostic).
+CachedAttentionForm selectCachedAttention(const CachedAttentionShape &s,
+                                          const std::string &target);
 
 /// "ws", "wg", "gqa" or "tile".
 const char *attentionFormName(AttentionForm::Kind kind);

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/CachedKernel.h"
 #include "codegen/Limits.h"
+#include "codegen/attention/AttentionForm.h"
 #include "ir/Target.h"
 
 #include <algorithm>
@@ -80,76 +81,6 @@ void emitKvStore(Emitter &e, const BodyOp &op) {
   e.out.block = {kCachedThreads, 1, 1};
 }
 
-namespace {
-
-/// attention_cached's split over key slots (flash-decoding). A row's slots
-/// are its keys 0 .. p (dense) or, with a block index, `block` slots per
-/// index entry up to its last listed block (entry e, slot i: key
-/// index[e] * block + i where index[e] >= 0 and the key <= p).
-struct CachedAttentionForm {
-  int64_t group = 1;  ///< query heads per kv head (one block serves them)
-  int64_t chunks = 1; ///< pre-launch blocks per (row, kv head)
-  int64_t cols = 1;   ///< value columns a thread accumulates (dv / 128)
-  int64_t pieces = 1; ///< key elements a lane loads at once (4: ld4)
-  /// Workspace floats per row: acc [hkv][chunks][group][dv], then (m, l)
-  /// [hkv][chunks][group][2].
-  int64_t rowFloats = 0;
-};
-
-/// Slots a block scores at once (shared memory; a multiple of 32).
-constexpr int64_t kTile = 64;
-/// Slots a chunk takes at least: below it the q staging and the partials
-/// (group * (dv + 2) floats) outweigh the keys read.
-constexpr int64_t kMinChunk = 32;
-/// The partials at max_tokens rows stay below this: the chunk count is a
-/// compile-time constant and the workspace grows with it and T.
-constexpr int64_t kAttentionWorkspace = int64_t(64) << 20;
-
-/// The split of attention_cached for e.target: h query heads over hkv kv
-/// heads, key dim d, value dim dv, at most maxSlots slots a row. The chunk
-/// count is fixed here; at run time a row's n slots go to the chunks in
-/// equal runs of at least kMinChunk, so a short row takes fewer blocks and
-/// a long one stays spread over the units.
-CachedAttentionForm selectCachedAttention(const Emitter &e, int64_t h,
-                                          int64_t hkv, int64_t d, int64_t dv,
-                                          int64_t maxSlots) {
-  CachedAttentionForm f;
-  if (hkv <= 0 || h % hkv != 0)
-    throw Unsupported(fmt::format(
-        "query heads {} are not a multiple of kv heads {}", h, hkv));
-  f.group = h / hkv;
-  f.cols = (dv + kCachedThreads - 1) / kCachedThreads;
-  f.pieces = d % 4 == 0 ? 4 : 1;
-  // A lane holds an eighth of a key in registers.
-  if (d > 256)
-    throw Unsupported("a head dim above 256");
-  // The group's queries and a tile of its scores sit in shared memory; its
-  // accumulators (group x cols a thread) in registers.
-  if (f.group * (d + kTile) * 4 > staticSharedBudget())
-    throw Unsupported(fmt::format(
-        "a GQA group of {} heads of dim {} does not fit shared memory", f.group,
-        d));
-  if (f.group * f.cols > 64)
-    throw Unsupported(fmt::format(
-        "a GQA group of {} heads of value dim {} does not fit registers",
-        f.group, dv));
-  // Two blocks a unit at T = 1 and a full context (one block's loads leave
-  // the memory idle while it computes), no chunk shorter than kMinChunk
-  // there, and the partials of max_tokens rows within the budget.
-  const ir::Target *t = ir::lookupTarget(e.target);
-  const int64_t units = t ? t->units : 1;
-  const int64_t rows = std::max<int64_t>(1, e.plan.maxTokens);
-  const int64_t record = h * (dv + 2) * 4;
-  f.chunks = (2 * units + hkv - 1) / hkv;
-  f.chunks = std::min(f.chunks, (maxSlots + kMinChunk - 1) / kMinChunk);
-  f.chunks = std::min(f.chunks, kAttentionWorkspace / (rows * record));
-  f.chunks = std::max<int64_t>(f.chunks, 1);
-  f.rowFloats = (h * f.chunks * (dv + 2) + 3) / 4 * 4;
-  return f;
-}
-
-} // namespace
-
 void emitAttentionCached(Emitter &e, const BodyOp &op) {
   std::vector<int64_t> ks = stateDims(e, 1), vs = stateDims(e, 2);
   Tensor q = e.tensor(op.inputs[0]);
@@ -164,8 +95,15 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     nb = constDim(e.tensor(op.inputs[indexIn]), 1);
   if (gated)
     expectLoadable(e.tensor(op.inputs[gateIn]), "the gate");
-  const CachedAttentionForm f =
-      selectCachedAttention(e, h, hkv, d, dv, block > 0 ? nb * block : ctx);
+  CachedAttentionShape shape;
+  shape.heads = h;
+  shape.headDim = d;
+  shape.kvHeads = hkv;
+  shape.valueDim = dv;
+  shape.maxSlots = block > 0 ? nb * block : ctx;
+  shape.maxTokens = e.plan.maxTokens;
+  shape.threads = kCachedThreads;
+  const CachedAttentionForm f = selectCachedAttention(shape, e.target);
   // The caches as stored (--kv): f32, bf16 or i8, read natively.
   const CacheStore kcs = cacheStore(e, 1), vcs = cacheStore(e, 2);
   const int64_t g = f.group, nc = f.chunks, vk = f.pieces;
@@ -177,10 +115,10 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   const std::string params = e.params();
 
   // Pre-launch: block (row r, kv head, chunk c) takes the chunk's slots in
-  // tiles of kTile: scores of the group's heads (8 lanes a key, 4 keys a
-  // warp), the tile's max and exp per head (rescaling what the earlier
-  // tiles summed), then p.V with a thread per value column. Each K/V row is
-  // read once for the whole group.
+  // tiles of kCachedKeyTile: scores of the group's heads (8 lanes a key, 4 keys
+  // a warp), the tile's max and exp per head (rescaling what the earlier tiles
+  // summed), then p.V with a thread per value column. Each K/V row is read once
+  // for the whole group.
   e.line("STRATA_KERNEL({}) void @SYMBOL@_prep({}) {{", kCachedThreads, params);
   e.prologue();
   e.line("  const long r = bid_x(), kvh = bid_y(), c = bid_z();");
@@ -212,7 +150,7 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     e.line("  const long n = ok ? p + 1 : 0;");
   }
   e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
-  e.line("  if (len < {}L) len = {}L;", kMinChunk, kMinChunk);
+  e.line("  if (len < {}L) len = {}L;", kCachedMinChunk, kCachedMinChunk);
   e.line("  const long first = c * len, end = n < first + len ? n : first + "
          "len;");
   // No slot: l < 0 tells the kernel that this chunk wrote nothing else.
@@ -224,8 +162,8 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("  }}");
   e.line("  STRATA_SHARED __attribute__((aligned(16))) float qs[{}];", g * d);
   e.line("  STRATA_SHARED __attribute__((aligned(16))) float ps[{}];",
-         g * kTile);
-  e.line("  STRATA_SHARED long key_s[{}];", kTile);
+         g * kCachedKeyTile);
+  e.line("  STRATA_SHARED long key_s[{}];", kCachedKeyTile);
   e.line("  STRATA_SHARED float m_s[{}], l_s[{}], a_s[{}];", g, g, g);
   e.line("  for (long i = tid; i < {}L; i += {}) qs[i] = ld(in0, (r * {}L + "
          "kvh * {}L) * {}L + i);",
@@ -240,10 +178,12 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("  for (int j = 0; j < {}; ++j)", g);
   e.line("#pragma unroll");
   e.line("    for (int u = 0; u < {}; ++u) acc[j][u] = 0.0f;", f.cols);
-  e.line("  for (long t0 = first; t0 < end; t0 += {}L) {{", kTile);
-  e.line("    const long nt = end - t0 < {}L ? end - t0 : {}L;", kTile, kTile);
+  e.line("  for (long t0 = first; t0 < end; t0 += {}L) {{", kCachedKeyTile);
+  e.line("    const long nt = end - t0 < {}L ? end - t0 : {}L;", kCachedKeyTile,
+         kCachedKeyTile);
   e.line("    sync_block();");
-  e.line("    for (long i = tid; i < {}L; i += {}) {{", kTile, kCachedThreads);
+  e.line("    for (long i = tid; i < {}L; i += {}) {{", kCachedKeyTile,
+         kCachedThreads);
   e.line("      long key = -1;");
   if (block > 0) {
     e.line("      if (i < nt) {{");
@@ -308,19 +248,19 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("        x += shfl_xor_f(x, 1);");
   e.line("        if ((j & 7) == sub) ps[j * {}L + k] = key >= 0 ? x * {} : "
          "-__builtin_inff();",
-         kTile, floatLit(scale));
+         kCachedKeyTile, floatLit(scale));
   e.line("      }}");
   e.line("    }}");
   e.line("    sync_block();");
   // Per head: the tile's max joins the running one; earlier sums rescale
   // by a = exp(m_old - m_new) (1 while no key was seen).
   e.line("    for (int j = w; j < {}; j += 4) {{", g);
-  e.line("      float sc[{}], mt = -__builtin_inff();", kTile / 32);
+  e.line("      float sc[{}], mt = -__builtin_inff();", kCachedKeyTile / 32);
   e.line("#pragma unroll");
-  e.line("      for (int i = 0; i < {}; ++i) {{", kTile / 32);
+  e.line("      for (int i = 0; i < {}; ++i) {{", kCachedKeyTile / 32);
   e.line("        const int k = lane + 32 * i;");
   e.line("        sc[i] = k < nt ? ps[j * {}L + k] : -__builtin_inff();",
-         kTile);
+         kCachedKeyTile);
   e.line("        mt = sc[i] > mt ? sc[i] : mt;");
   e.line("      }}");
   e.line("      mt = warp_max(mt);");
@@ -328,9 +268,9 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("      const bool none = mn == -__builtin_inff();");
   e.line("      float sum = 0.0f;");
   e.line("#pragma unroll");
-  e.line("      for (int i = 0; i < {}; ++i) {{", kTile / 32);
+  e.line("      for (int i = 0; i < {}; ++i) {{", kCachedKeyTile / 32);
   e.line("        const float pj = none ? 0.0f : strata_exp(sc[i] - mn);");
-  e.line("        ps[j * {}L + lane + 32 * i] = pj;", kTile);
+  e.line("        ps[j * {}L + lane + 32 * i] = pj;", kCachedKeyTile);
   e.line("        sum += pj;");
   e.line("      }}");
   e.line("      sum = warp_sum(sum);");
@@ -375,7 +315,7 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   e.line("#pragma unroll");
   e.line("      for (int j = 0; j < {}; ++j) {{", g);
   e.line("        float pv[4];");
-  e.line("        ld4(ps + j * {}L, k, pv);", kTile);
+  e.line("        ld4(ps + j * {}L, k, pv);", kCachedKeyTile);
   e.line("#pragma unroll");
   e.line("        for (int u = 0; u < {}; ++u)", f.cols);
   e.line("          acc[j][u] += pv[0] * v[u][0] + pv[1] * v[u][1] + pv[2] * "

@@ -133,3 +133,67 @@ TEST(AttentionForm, F32PolicyTakesTheFmaTile) {
       EXPECT_EQ(pick(dense(t, false), target).keyChunk, 32);
     }
 }
+
+namespace {
+
+/// attention_cached of the full Qwen4-Exp (24 query heads over 2 KV heads
+/// of dim 256) over \p slots slots a row, in a plan of \p rows rows.
+codegen::CachedAttentionShape cachedShape(int64_t slots, int64_t rows) {
+  codegen::CachedAttentionShape s;
+  s.heads = 24;
+  s.headDim = 256;
+  s.kvHeads = 2;
+  s.valueDim = 256;
+  s.maxSlots = slots;
+  s.maxTokens = rows;
+  return s;
+}
+
+} // namespace
+
+TEST(CachedAttentionForm, ChunksByRowsOnEachTarget) {
+  // One row over a 16K context: two blocks a unit over the two KV heads
+  // (the H200's 132 SMs: 132 chunks; gfx1151's 40 CUs: 40); the workspace
+  // record of a row is 24 x 258 floats a chunk.
+  for (const char *target : {"sm_90", "gfx1151"}) {
+    SCOPED_TRACE(target);
+    const int64_t units = std::string(target) == "sm_90" ? 132 : 40;
+    codegen::CachedAttentionForm f =
+        codegen::selectCachedAttention(cachedShape(16640, 1), target);
+    EXPECT_EQ(f.group, 12);
+    EXPECT_EQ(f.cols, 2);
+    EXPECT_EQ(f.pieces, 4);
+    EXPECT_EQ(f.chunks, units);
+    EXPECT_EQ(f.rowFloats, 24 * units * 258);
+    // Plans of more rows keep the partials of every row within 64 MiB:
+    // 64 rows x 24,768 bytes a chunk allow 42 chunks, 600 rows 4, 16,384
+    // rows 1 (a chunk each: the plan's long runs prefill, not decode).
+    const std::pair<int64_t, int64_t> byRows[] = {
+        {64, std::min<int64_t>(units, 42)}, {600, 4}, {16384, 1}};
+    for (auto [rows, chunks] : byRows)
+      EXPECT_EQ(codegen::selectCachedAttention(cachedShape(16640, rows), target)
+                    .chunks,
+                chunks)
+          << rows;
+  }
+  // A short context: no chunk below 32 slots (QSA's 2,052 slots a row:
+  // 65 chunks at most).
+  EXPECT_EQ(
+      codegen::selectCachedAttention(cachedShape(2052, 1), "sm_90").chunks, 65);
+  EXPECT_EQ(codegen::selectCachedAttention(cachedShape(100, 1), "sm_90").chunks,
+            4);
+}
+
+TEST(CachedAttentionForm, ShapesTheFormCannotHoldAreRefused) {
+  codegen::CachedAttentionShape s = cachedShape(4096, 1);
+  s.kvHeads = 5; // 24 heads are no multiple of 5
+  EXPECT_THROW(codegen::selectCachedAttention(s, "sm_90"), std::runtime_error);
+  s = cachedShape(4096, 1);
+  s.headDim = 512;
+  EXPECT_THROW(codegen::selectCachedAttention(s, "sm_90"), std::runtime_error);
+  s = cachedShape(4096, 1);
+  s.heads = 96; // a group of 48 heads of dim 256: 61 KiB of shared memory
+  s.kvHeads = 2;
+  EXPECT_THROW(codegen::selectCachedAttention(s, "gfx1151"),
+               std::runtime_error);
+}
