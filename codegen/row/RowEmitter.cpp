@@ -14,6 +14,7 @@
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
 #include "codegen/qsa/QsaForm.h"
+#include "codegen/row/RowForm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,10 +35,12 @@ class RowEmitter {
 public:
   explicit RowEmitter(Emitter &e) : e(e) {}
   void run();
-  /// conv1d_causal alone or followed by silu over its result, as blocks of
-  /// rows x channels with the weights loaded once (conv1d_rows); false
-  /// where the body is another (then it is a row kernel like any other).
-  bool convRows();
+  /// The channels of a body that is conv1d_causal alone or followed by
+  /// silu over its result, with row-aligned operands (0: another body).
+  int64_t convChannels();
+  /// The ConvRows form (RowForm.h): blocks of rows x channels with the
+  /// weights loaded once (conv1d_rows).
+  void convRows(const RowForm &form);
   /// hc_write followed by the per-stream norm of its result (K1), emitted
   /// as one register-resident pass (row_hc_write_norm); false where the
   /// shapes do not fit it (then each op is emitted on its own).
@@ -704,38 +707,44 @@ bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
   return true;
 }
 
-bool RowEmitter::convRows() {
+int64_t RowEmitter::convChannels() {
   const BodyOp &conv = e.body[0];
   if (conv.recipe != Recipe::Conv1dCausal || e.body.size() > 2)
-    return false;
-  Tensor x = in(conv, 0), w = in(conv, 1), y = res(conv, 0);
-  bool silu = e.body.size() == 2;
-  if (silu) {
+    return 0;
+  Tensor x = in(conv, 0), y = res(conv, 0);
+  if (e.body.size() == 2) {
     const BodyOp &act = e.body[1];
     const BodyRef &a = act.inputs[0], &r = conv.outputs[0];
     if (act.recipe != Recipe::Silu || a.kind != r.kind || a.index != r.index ||
         !a.view.empty() || !y.isTemp)
-      return false;
+      return 0;
     y = res(act, 0);
   }
   int64_t c = x.shape.size() == 2 ? x.shape[1].constant : 0;
   if (x.isTemp || y.isTemp || c % 4 != 0 || c == 0 ||
       constProduct(y.shape, 1) != c || !(x.shape[0] == rowShape[0]))
-    return false;
+    return 0;
+  return c;
+}
+
+void RowEmitter::convRows(const RowForm &form) {
+  const BodyOp &conv = e.body[0];
+  Tensor x = in(conv, 0), w = in(conv, 1),
+         y = res(e.body.size() == 2 ? e.body[1] : conv, 0);
+  const bool silu = e.body.size() == 2;
+  const int64_t c = x.shape[1].constant;
   checkReadable(w);
-  constexpr int kRowsPerBlock = 32;
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
   e.prologue();
   e.line("  conv1d_rows<{}, {}, {}, {}, {}, {}>({}, {}, {}, {});", c,
-         w.shape[1].constant, e.intAttr(conv, "dilation"), kRowsPerBlock,
+         w.shape[1].constant, e.intAttr(conv, "dilation"), form.rowsPerBlock,
          kThreads, silu, x.ptr, w.ptr, y.ptr, dimExpr(rowShape[0]));
   e.line("}}");
-  e.out.grid = {{0, (c / 4 + kThreads - 1) / kThreads, 1},
-                rowGroups(rowShape[0], kRowsPerBlock),
+  e.out.grid = {{0, (c + form.channelsPerBlock - 1) / form.channelsPerBlock, 1},
+                rowGroups(rowShape[0], form.rowsPerBlock),
                 {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
-  return true;
 }
 
 void RowEmitter::run() {
@@ -743,10 +752,13 @@ void RowEmitter::run() {
   rowShape = y0.shape;
   if (rowShape.empty())
     rowShape.push_back({0, 1, 1});
-  // conv1d_causal alone or with silu: blocks of 32 rows x 1,024 channels.
-  if (convRows())
-    return;
-  for (const BodyOp &op : e.body)
+  // The form (RowForm.h): conv1d_causal (+ silu) as blocks of rows x
+  // channels, else a block a row.
+  RowProblem rp;
+  rp.threads = kThreads;
+  rp.channels = convChannels();
+  rp.convBody = rp.channels > 0;
+  for (const BodyOp &op : e.body) {
     if (op.recipe == Recipe::QsaSelect) {
       Tensor q = e.tensor(op.inputs[0]);
       QsaSelectProblem p;
@@ -756,30 +768,34 @@ void RowEmitter::run() {
       p.dims = q.shape[2].constant;
       p.top = e.intAttr(op, "top");
       p.threads = kThreads;
-      qsa = selectQsaSelect(p);
+      rp.qsa = p;
     }
-  // LDS/shared: reductions, routing, the QSA sort, then the temporaries'
-  // rows if they fit the static limit (48 KiB on sm_90, with headroom);
-  // else the temporaries live in the kernel's workspace, one row per block.
-  uint64_t fixed = 256 + qsa.sharedBytes(), temps = 0;
-  for (const BodyOp &op : e.body)
     if (op.recipe == Recipe::MoeRoute)
-      fixed += 4 * constProduct(e.tensor(op.inputs[0]).shape, 1);
-  findInlined();
-  for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
-    const format::BodyTemp &t = e.kernel.temps[j];
-    if (inlined.count(j))
-      continue; // never stored
-    if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
-      throw Unsupported("a temporary is not aligned with the row");
-    if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32 &&
-        t.dtype != format::DType::BF16 && t.dtype != format::DType::F16)
-      throw Unsupported(fmt::format("a {} temporary (f32, bf16, f16 and "
-                                    "i32 are generated)",
-                                    format::planDTypeName(t.dtype)));
-    temps += format::planDTypeSize(t.dtype) * constProduct(t.shape, 1);
+      rp.routeExperts.push_back(constProduct(e.tensor(op.inputs[0]).shape, 1));
   }
-  if (fixed > staticSharedBudget()) {
+  if (!rp.convBody) {
+    findInlined();
+    for (uint32_t j = 0; j < e.kernel.temps.size(); ++j) {
+      const format::BodyTemp &t = e.kernel.temps[j];
+      if (inlined.count(j))
+        continue; // never stored
+      if (t.shape.empty() || !(t.shape[0] == rowShape[0]))
+        throw Unsupported("a temporary is not aligned with the row");
+      if (t.dtype != format::DType::F32 && t.dtype != format::DType::I32 &&
+          t.dtype != format::DType::BF16 && t.dtype != format::DType::F16)
+        throw Unsupported(fmt::format("a {} temporary (f32, bf16, f16 and "
+                                      "i32 are generated)",
+                                      format::planDTypeName(t.dtype)));
+      rp.tempBytes += static_cast<int64_t>(format::planDTypeSize(t.dtype)) *
+                      constProduct(t.shape, 1);
+    }
+  }
+  const RowForm form = selectRow(rp);
+  if (form.kind == RowForm::Kind::ConvRows)
+    return convRows(form);
+  qsa = form.qsa;
+  const uint64_t fixed = static_cast<uint64_t>(form.fixedBytes);
+  if (!form.fits) {
     std::string hint;
     if (qsa.blocks > 0)
       hint = fmt::format(
@@ -791,7 +807,7 @@ void RowEmitter::run() {
     throw Unsupported(
         fmt::format("the row needs {} bytes of LDS{}", fixed, hint));
   }
-  e.workspace = fixed + temps > staticSharedBudget();
+  e.workspace = form.tempsInWorkspace;
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kThreads, params);
   e.prologue();
