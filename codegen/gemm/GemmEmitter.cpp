@@ -216,34 +216,31 @@ void GemmEmitter::runChains() {
   // 1,008 ms (test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
   // Option gemm-tma-quant=0 keeps them on the cp.async tiles (for A/B
   // runs).
-  if (form.dequantFrom > 0) {
-    EmittedKernel own = std::move(e.out);
-    const bool ownWs = e.workspace;
-    e.out = EmittedKernel{};
-    e.workspace = false;
-    emitDequantOnce(chains, alt, shapes, "@SYMBOL@_dq");
-    EmittedKernel dq = std::move(e.out);
-    dq.minTokens = form.dequantFrom;
-    dq.suffix = "_dq";
-    e.out = std::move(own);
-    e.workspace = ownWs;
-    e.out.alternates.push_back(std::move(dq));
+  if (form.dequantFrom > 0)
+    addAlternate(form.dequantFrom, "_dq",
+                 [&] { emitDequantOnce(chains, alt, shapes, "@SYMBOL@_dq"); });
+  if (form.tmaFrom > 0) {
+    const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0
+                           ? TmaUse::Float16
+                           : TmaUse::Quantised;
+    addAlternate(form.tmaFrom, "_big",
+                 [&] { emitVariant(chains, alt, ys, use, "@SYMBOL@_big"); });
   }
-  if (form.tmaFrom == 0)
-    return;
-  const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0 ? TmaUse::Float16
-                                                            : TmaUse::Quantised;
+}
+
+void GemmEmitter::addAlternate(int64_t from, const char *suffix,
+                               const std::function<void()> &emit) {
   EmittedKernel own = std::move(e.out);
   const bool ownWs = e.workspace;
   e.out = EmittedKernel{};
   e.workspace = false;
-  emitVariant(chains, alt, ys, use, "@SYMBOL@_big");
-  EmittedKernel big = std::move(e.out);
-  big.minTokens = form.tmaFrom;
-  big.suffix = "_big";
+  emit();
+  EmittedKernel alt = std::move(e.out);
+  alt.minTokens = from;
+  alt.suffix = suffix;
   e.out = std::move(own);
   e.workspace = ownWs;
-  e.out.alternates.push_back(std::move(big));
+  e.out.alternates.push_back(std::move(alt));
 }
 
 void GemmEmitter::emitVariant(const std::vector<Chain> &chains,

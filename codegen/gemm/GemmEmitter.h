@@ -247,6 +247,11 @@ public:
 
 private:
   Emitter &e;
+  /// Emits an alternate of the kernel (from \p from rows, symbol suffix
+  /// \p suffix) by \p emit into a fresh EmittedKernel and appends it to the
+  /// own code's alternates; the own code and its workspace flag are kept.
+  void addAlternate(int64_t from, const char *suffix,
+                    const std::function<void()> &emit);
   /// The dequantise-once form of the chains (GemmForm.h, Kind::Dequant)
   /// as \p sym: a pre-launch (\p sym _prep) decodes the weights of the
   /// chains whose shape says `dequant` once into the workspace as the

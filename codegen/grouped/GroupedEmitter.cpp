@@ -198,32 +198,13 @@ void GemmEmitter::runGrouped() {
   }
   // The TMA form (its pre-launch dequantises every expert's weights
   // whatever T is, so it starts where that pays: selectGrouped).
-  if (form.dequantFrom > 0) {
-    EmittedKernel own = std::move(e.out);
-    const bool ownWs = e.workspace;
-    e.out = EmittedKernel{};
-    e.workspace = false;
-    groupedDequantOnce(g, y, off, experts);
-    EmittedKernel dq = std::move(e.out);
-    e.out = std::move(own);
-    e.workspace = ownWs;
-    dq.minTokens = form.dequantFrom;
-    dq.suffix = "_dq";
-    e.out.alternates.push_back(std::move(dq));
-  }
-  if (form.tmaFrom == 0)
-    return;
-  EmittedKernel own = std::move(e.out);
-  const bool ownWs = e.workspace;
-  e.out = EmittedKernel{};
-  e.workspace = false;
-  groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts, form);
-  EmittedKernel alt = std::move(e.out);
-  e.out = std::move(own);
-  e.workspace = ownWs;
-  alt.minTokens = form.tmaFrom;
-  alt.suffix = "_big";
-  e.out.alternates.push_back(std::move(alt));
+  if (form.dequantFrom > 0)
+    addAlternate(form.dequantFrom, "_dq",
+                 [&] { groupedDequantOnce(g, y, off, experts); });
+  if (form.tmaFrom > 0)
+    addAlternate(form.tmaFrom, "_big", [&] {
+      groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts, form);
+    });
 }
 
 void GemmEmitter::groupedDequantOnce(Gemm g, const Tensor &y, const Tensor &off,
