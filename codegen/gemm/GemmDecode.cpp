@@ -213,6 +213,23 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
              w.quant() ? "uint8_t" : w.ctype, b, c, w.ptr, rowBase_, c, g.n, c,
              rowBytes);
   }
+  // gemm-decode-prefetch (sm_90): the warps of a column group ask L2 for
+  // its rows' lines (128 bytes a thread) before A's quantisation and its
+  // barriers, so that the first pieces' loads find them on chip.
+  if (e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0) {
+    e.line("  if (live) {{");
+    for (size_t b = 0; b < nb; ++b) {
+      const Tensor &w = g.w[b];
+      const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes
+                                         : g.k * (w.ctype == "float" ? 4 : 2);
+      for (int c = 0; c < cols; ++c)
+        e.line("    for (long o = (slice * 32L + lane) * 128L; o < {}L; o += "
+               "{}L) asm volatile(\"prefetch.global.L2 [%0];\" :: "
+               "\"l\"((const uint8_t *)wrow{}_{} + o));",
+               rowBytes, int64_t(slices) * 32 * 128, b, c);
+    }
+    e.line("  }}");
+  }
   e.line("  const long M = {};", end);
   // Rows in passes of `rows` (one pass for a decode run); the block agrees
   // on every bound, so its barriers are uniform.

@@ -237,3 +237,22 @@ TEST(GemmForm, EmittedKernelsRunTheSelectedForms) {
   ASSERT_TRUE(codegen::emitKernel(p, 0, "sm_90", k, error)) << error;
   EXPECT_TRUE(k.alternates.empty());
 }
+
+TEST(GemmForm, DecodePrefetchOptionOnlyOnSm90) {
+  // gemm-decode-prefetch: the decode forms ask L2 for their weight rows
+  // before A's quantisation (sm_90's prefetch.global.L2); gfx1151 has no
+  // such hint and prints none; off (the default) prints none anywhere.
+  for (const char *target : {"sm_90", "gfx1151"})
+    for (int on : {0, 1}) {
+      SCOPED_TRACE(std::string(target) + (on ? " on" : " off"));
+      format::Plan p =
+          matmulPlan(target, format::GgmlType::Q8_0, 512, 512, 64, true);
+      if (on)
+        p.options[codegen::optionKey(codegen::Opt::GemmDecodePrefetch)] = 1;
+      codegen::EmittedKernel k;
+      std::string error;
+      ASSERT_TRUE(codegen::emitKernel(p, 0, target, k, error)) << error;
+      const bool want = on && std::string(target) == "sm_90";
+      EXPECT_EQ(k.body.find("prefetch.global.L2") != std::string::npos, want);
+    }
+}
