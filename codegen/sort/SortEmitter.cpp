@@ -2,12 +2,12 @@
 //
 // moe_sort over slices of slots: a pre-launch counts each slice's experts
 // into the workspace, the kernel scans the counts and ranks its slice
-// stably (codegen/device/sort/MoeSort.h). moe_route's top-k is a row
-// family special (codegen/row/RowEmitter.cpp, device/sort/MoeRoute.h).
+// stably (codegen/device/sort/MoeSort.h), in the form selectSort chose
+// (SortForm.h). moe_route alone is sort/RouteEmitter.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitterImpl.h"
-#include "codegen/Limits.h"
+#include "codegen/sort/SortForm.h"
 
 #include <string>
 #include <utility>
@@ -25,18 +25,13 @@ void emitSortKernel(Emitter &e) {
   const BodyOp &op = e.body[0];
   Tensor ids = e.tensor(op.inputs[0]);
   int64_t experts = e.intAttr(op, "experts");
-  // 512 threads (half the rounds of 256) where the per-wave counts fit.
-  auto fits = [&](int threads) {
-    return experts * (threads / 32 + 2) * 4 <= staticSharedBudget();
-  };
-  const int kThreads = fits(512) ? 512 : 256;
-  if (!fits(kThreads))
+  // The block and slice (SortForm.h): two launches over slices of slots
+  // (S / slice + 1 blocks).
+  const SortForm form = selectSort(experts);
+  if (!form.fits)
     throw Unsupported("too many experts for one block's counts");
-  // Two launches over slices of kSlice slots (S / kSlice + 1 blocks): the
-  // pre-launch counts each slice's experts into the workspace, the kernel
-  // scans them and scatters its slice; one block took 0.64 ms a layer at
-  // T = 16,384 (163,840 slots).
-  constexpr int64_t kSlice = 2048;
+  const int kThreads = form.threads;
+  const int64_t kSlice = form.slice;
   int64_t k = constProduct(ids.shape, 1);
   e.workspace = true;
   std::string params = e.params();
