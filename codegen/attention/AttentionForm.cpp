@@ -3,6 +3,7 @@
 
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
+#include "codegen/device/attention/GqaLayout.h"
 #include "ir/Target.h"
 
 #include <fmt/format.h>
@@ -141,10 +142,10 @@ AttentionForm selectAttention(const AttentionShape &s,
       for (int64_t c : {64, 32, 16}) {
         if (c % (16 * nsp) || dv % (16 * nsp))
           continue;
-        int64_t rows = 16 * g;
-        int64_t need =
-            2 * (rows * (d + 8) + c * (d + 8) + dv * (c + 8) + rows * (c + 8)) +
-            8 * nsp * rows + (block > 0 ? 16 * nbw * 4 : 0);
+        // The kernel's own layout (GqaLayout.h): Q, K, V^T, P, the
+        // partial maxima and sums, the QSA bitmap.
+        const int64_t need =
+            gqa_layout_of(g, nsp, c, d, dv, block > 0 ? nbw : 0).bytes;
         if (need <= limit) {
           f.kind = AttentionForm::Kind::Gqa;
           f.rowGroups = g, f.splits = nsp, f.keyChunk = c;

@@ -42,6 +42,8 @@
 
 #include "codegen/device/common/Mma.h"
 
+#include "codegen/device/attention/GqaLayout.h"
+
 #include "codegen/device/attention/AttentionGqa.h"
 
 #ifdef STRATA_TARGET_SM90

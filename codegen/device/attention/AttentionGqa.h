@@ -37,14 +37,19 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
   constexpr int KCP = KC / NSP, DVW = DV / NSP;
   constexpr int LQ = D + 8, LK = D + 8, LV = KC + 8, LP = KC + 8;
   static_assert(KCP % 16 == 0 && DVW % 16 == 0 && D % 16 == 0, "tiles");
+  // The buffers at GqaLayout.h's offsets (the host sized the launch's
+  // dynamic shared memory by the same function).
+  static_assert(sizeof(mma_t) == 2, "gqa_layout: a 2-byte matrix type");
+  constexpr gqa_layout L =
+      gqa_layout_of(NRG, NSP, KC, D, DV, BLOCK > 0 ? NBW : 0);
   extern STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_dyn[];
-  mma_t *Qs = (mma_t *)strata_dyn;
-  mma_t *Ks = Qs + R * LQ;
-  mma_t *Vt = Ks + KC * LK;
-  mma_t *Ps = Vt + DV * LV;
-  float *Mx = (float *)(Ps + R * LP);
-  float *Sm = Mx + NSP * R;
-  uint32_t *sel = (uint32_t *)(Sm + NSP * R);
+  mma_t *Qs = (mma_t *)(strata_dyn + L.q);
+  mma_t *Ks = (mma_t *)(strata_dyn + L.k);
+  mma_t *Vt = (mma_t *)(strata_dyn + L.vt);
+  mma_t *Ps = (mma_t *)(strata_dyn + L.p);
+  float *Mx = (float *)(strata_dyn + L.mx);
+  float *Sm = (float *)(strata_dyn + L.sm);
+  uint32_t *sel = (uint32_t *)(strata_dyn + L.sel);
   STRATA_SHARED int any[1];
   const long t0 = (long)bid_x() * 16;
   const int h0 = bid_y() * NRG, kh = h0 / HG;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/attention/AttentionForm.h"
 #include "codegen/Options.h"
+#include "codegen/device/attention/GqaLayout.h"
 #include "runtime/format/Plan.h"
 
 #include <gtest/gtest.h>
@@ -196,4 +197,33 @@ TEST(CachedAttentionForm, ShapesTheFormCannotHoldAreRefused) {
   s.kvHeads = 2;
   EXPECT_THROW(codegen::selectCachedAttention(s, "gfx1151"),
                std::runtime_error);
+}
+
+TEST(AttentionForm, GqaSharedMemoryIsTheKernelsLayout) {
+  // The Gqa form's size is GqaLayout.h's, the layout the kernel carves:
+  // Q [16][136], K [64][136], V^T [128][72], P [16][72] (2 bytes each),
+  // two waves' maxima and sums [2][16] f32, no QSA bitmap.
+  constexpr gqa_layout l = gqa_layout_of(1, 2, 64, 128, 128, 0);
+  static_assert(l.bytes ==
+                    2 * (16 * 136 + 64 * 136 + 128 * 72 + 16 * 72) + 8 * 2 * 16,
+                "gqa_layout");
+  EXPECT_EQ(l.k, 2 * 16 * 136);
+  EXPECT_EQ(l.sel, l.bytes);
+  // With QSA: the bitmap's 16 rows of NBW words after the rest.
+  EXPECT_EQ(gqa_layout_of(1, 2, 64, 128, 128, 3).bytes, l.bytes + 16 * 3 * 4);
+  // A form the select chose is sized by it.
+  codegen::AttentionShape s;
+  s.heads = 8;
+  s.headDim = 128;
+  s.kvHeads = 2;
+  s.valueDim = 128;
+  s.matrixUnits = true;
+  s.maxTokens = 64;
+  format::Plan plan;
+  const AttentionForm f = codegen::selectAttention(s, "gfx1151", plan);
+  ASSERT_EQ(f.kind, Kind::Gqa);
+  EXPECT_EQ(
+      f.sharedBytes,
+      static_cast<uint64_t>(
+          gqa_layout_of(f.rowGroups, f.splits, f.keyChunk, 128, 128, 0).bytes));
 }

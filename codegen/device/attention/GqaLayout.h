@@ -1,0 +1,35 @@
+//===- GqaLayout.h - attention_gqa's shared memory --------------*- C++ -*-===//
+//
+// One source for the layout of attention_gqa's dynamic shared memory: the
+// host sizes the form with it (codegen/attention/AttentionForm.cpp,
+// selectAttention) and the kernel carves its buffers with it
+// (AttentionGqa.h), so the two cannot disagree. Plain constexpr C++: it
+// compiles in the host library and, embedded as text, in every device
+// translation unit (a constexpr function is callable from device code).
+//
+//===----------------------------------------------------------------------===//
+/// attention_gqa's dynamic shared memory, byte offsets from its base: Q
+/// [16 NRG][D + 8], K [KC][D + 8], V^T [DV][KC + 8], P [16 NRG][KC + 8]
+/// (the 2-byte matrix type), the NSP waves' partial maxima and sums
+/// [NSP][16 NRG] each (f32), the QSA bitmap [16][NBW] (words; NBW 0 without
+/// QSA); `bytes` in all.
+struct gqa_layout {
+  long q, k, vt, p, mx, sm, sel, bytes;
+};
+
+/// The layout of NRG row groups of 16 query rows, NSP waves a group, KC
+/// keys a chunk, key dim D, value dim DV and NBW words a bitmap row.
+constexpr gqa_layout gqa_layout_of(long nrg, long nsp, long kc, long d, long dv,
+                                   long nbw) {
+  const long r = 16 * nrg;
+  gqa_layout l{};
+  l.q = 0;
+  l.k = l.q + 2 * r * (d + 8);
+  l.vt = l.k + 2 * kc * (d + 8);
+  l.p = l.vt + 2 * dv * (kc + 8);
+  l.mx = l.p + 2 * r * (kc + 8);
+  l.sm = l.mx + 4 * nsp * r;
+  l.sel = l.sm + 4 * nsp * r;
+  l.bytes = l.sel + 4 * 16 * nbw;
+  return l;
+}
