@@ -3,7 +3,7 @@
 
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
-#include "codegen/device/attention/GqaLayout.h"
+#include "codegen/device/attention/AttentionLayouts.h"
 #include "ir/Target.h"
 
 #include <fmt/format.h>
@@ -142,7 +142,7 @@ AttentionForm selectAttention(const AttentionShape &s,
       for (int64_t c : {64, 32, 16}) {
         if (c % (16 * nsp) || dv % (16 * nsp))
           continue;
-        // The kernel's own layout (GqaLayout.h): Q, K, V^T, P, the
+        // The kernel's own layout (AttentionLayouts.h): Q, K, V^T, P, the
         // partial maxima and sums, the QSA bitmap.
         const int64_t need =
             gqa_layout_of(g, nsp, c, d, dv, block > 0 ? nbw : 0).bytes;
@@ -161,8 +161,10 @@ AttentionForm selectAttention(const AttentionShape &s,
   // static shared budget.
   int64_t kc = 32;
   for (; kc > 8; kc /= 2) {
-    int64_t need = kBQ * d * s.qBytes + kc * (d + 1) * s.kBytes +
-                   kc * dv * s.vBytes + kBQ * kc * 4 + kBQ * nbw * 4;
+    // The kernel's static arrays (AttentionLayouts.h; AttentionTile.h
+    // checks its arrays against the same function).
+    const int64_t need = attention_tile_shared(
+        kBQ, kc, d, dv, block > 0 ? nbw : 0, s.qBytes, s.kBytes, s.vBytes);
     if (need <= staticSharedBudget())
       break;
   }

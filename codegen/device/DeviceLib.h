@@ -36,13 +36,13 @@
 
 #include "codegen/device/qsa/Bitmap.h"
 
+#include "codegen/device/attention/AttentionLayouts.h"
+
 #include "codegen/device/attention/AttentionTile.h"
 
 #include "codegen/device/sort/MoeSort.h"
 
 #include "codegen/device/common/Mma.h"
-
-#include "codegen/device/attention/GqaLayout.h"
 
 #include "codegen/device/attention/AttentionGqa.h"
 

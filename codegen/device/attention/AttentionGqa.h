@@ -37,7 +37,7 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
   constexpr int KCP = KC / NSP, DVW = DV / NSP;
   constexpr int LQ = D + 8, LK = D + 8, LV = KC + 8, LP = KC + 8;
   static_assert(KCP % 16 == 0 && DVW % 16 == 0 && D % 16 == 0, "tiles");
-  // The buffers at GqaLayout.h's offsets (the host sized the launch's
+  // The buffers at AttentionLayouts.h's offsets (the host sized the launch's
   // dynamic shared memory by the same function).
   static_assert(sizeof(mma_t) == 2, "gqa_layout: a 2-byte matrix type");
   constexpr gqa_layout L =

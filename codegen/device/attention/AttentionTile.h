@@ -32,6 +32,12 @@ STRATA_FN void attention_tile(const Q *q, const K *k, const V *v, const G *gate,
   STRATA_SHARED float Ps[BQ * KC];
   STRATA_SHARED uint32_t sel[BLOCK > 0 ? BQ * NBW : 1];
   STRATA_SHARED int any[1];
+  // The host sized the form by AttentionLayouts.h: the same bytes.
+  static_assert(sizeof(Qs) + sizeof(Ks) + sizeof(Vs) + sizeof(Ps) +
+                        sizeof(sel) + sizeof(any) ==
+                    attention_tile_shared(BQ, KC, D, DV, BLOCK > 0 ? NBW : 0,
+                                          sizeof(Q), sizeof(K), sizeof(V)),
+                "attention_tile_shared");
   const long t0 = (long)bid_x() * BQ;
   const int h = bid_y(), kh = h / HG;
   const int r = tid_x() / TPR, x = tid_x() % TPR;

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/attention/AttentionForm.h"
 #include "codegen/Options.h"
-#include "codegen/device/attention/GqaLayout.h"
+#include "codegen/device/attention/AttentionLayouts.h"
 #include "runtime/format/Plan.h"
 
 #include <gtest/gtest.h>
@@ -200,7 +200,7 @@ TEST(CachedAttentionForm, ShapesTheFormCannotHoldAreRefused) {
 }
 
 TEST(AttentionForm, GqaSharedMemoryIsTheKernelsLayout) {
-  // The Gqa form's size is GqaLayout.h's, the layout the kernel carves:
+  // The Gqa form's size is AttentionLayouts.h's, the layout the kernel carves:
   // Q [16][136], K [64][136], V^T [128][72], P [16][72] (2 bytes each),
   // two waves' maxima and sums [2][16] f32, no QSA bitmap.
   constexpr gqa_layout l = gqa_layout_of(1, 2, 64, 128, 128, 0);

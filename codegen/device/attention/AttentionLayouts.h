@@ -1,9 +1,10 @@
-//===- GqaLayout.h - attention_gqa's shared memory --------------*- C++ -*-===//
+//===- AttentionLayouts.h - the attention forms' shared memory --*- C++ -*-===//
 //
-// One source for the layout of attention_gqa's dynamic shared memory: the
-// host sizes the form with it (codegen/attention/AttentionForm.cpp,
+// One source for the shared memory of the portable attention forms: the
+// host sizes each form with it (codegen/attention/AttentionForm.cpp,
 // selectAttention) and the kernel carves its buffers with it
-// (AttentionGqa.h), so the two cannot disagree. Plain constexpr C++: it
+// (AttentionGqa.h) or checks its own arrays against it at compile time
+// (AttentionTile.h), so the two cannot disagree. Plain constexpr C++: it
 // compiles in the host library and, embedded as text, in every device
 // translation unit (a constexpr function is callable from device code).
 //
@@ -32,4 +33,14 @@ constexpr gqa_layout gqa_layout_of(long nrg, long nsp, long kc, long d, long dv,
   l.sel = l.sm + 4 * nsp * r;
   l.bytes = l.sel + 4 * 16 * nbw;
   return l;
+}
+
+/// attention_tile's static shared memory in bytes: Q [BQ][D], K [KC][D +
+/// 1], V [KC][DV] in the inputs' element sizes (QB, KB, VB bytes), the
+/// scores [BQ][KC] (f32), the QSA bitmap [BQ][NBW] (words; one word
+/// without QSA, NBW 0) and the chunk flag (a word).
+constexpr long attention_tile_shared(long bq, long kc, long d, long dv,
+                                     long nbw, long qb, long kb, long vb) {
+  return qb * bq * d + kb * kc * (d + 1) + vb * kc * dv + 4 * bq * kc +
+         4 * (nbw > 0 ? bq * nbw : 1) + 4;
 }
