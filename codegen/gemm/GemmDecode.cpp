@@ -49,10 +49,7 @@ GemmProblem GemmEmitter::gemmProblem(const std::vector<Chain> &chains,
                 yd.at(kTmaMinTokens) * g.mPer >= kTmaMinTokens;
     if (probeTma) {
       Gemm probe = g;
-      const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0
-                             ? TmaUse::Float16
-                             : TmaUse::Quantised;
-      c.tma = pickTma(probe, chains[ci], ys[ci], use);
+      c.tma = pickTma(probe, chains[ci], ys[ci], tmaUse());
     }
     p.chains.push_back(c);
   }

@@ -220,9 +220,7 @@ void GemmEmitter::runChains() {
     addAlternate(form.dequantFrom, "_dq",
                  [&] { emitDequantOnce(chains, alt, shapes, "@SYMBOL@_dq"); });
   if (form.tmaFrom > 0) {
-    const TmaUse use = option(e.plan, Opt::GemmTmaQuant) == 0
-                           ? TmaUse::Float16
-                           : TmaUse::Quantised;
+    const TmaUse use = tmaUse();
     addAlternate(form.tmaFrom, "_big",
                  [&] { emitVariant(chains, alt, ys, use, "@SYMBOL@_big"); });
   }

@@ -247,6 +247,13 @@ public:
 
 private:
   Emitter &e;
+  /// What the TMA tile takes under the plan's options: 16-bit weights, and
+  /// quantised ones unless gemm-tma-quant=0 (the probe that selects the
+  /// form and the emission read the same rule).
+  TmaUse tmaUse() const {
+    return option(e.plan, Opt::GemmTmaQuant) == 0 ? TmaUse::Float16
+                                                  : TmaUse::Quantised;
+  }
   /// Emits an alternate of the kernel (from \p from rows, symbol suffix
   /// \p suffix) by \p emit into a fresh EmittedKernel and appends it to the
   /// own code's alternates; the own code and its workspace flag are kept.
