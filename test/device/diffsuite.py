@@ -1313,7 +1313,7 @@ def compile_plan(bindir: str, case_dir: str, plan_dir: str, target: str,
                  precision: str, case: Case, cache: str | None,
                  options: tuple[str, ...] = ()):
     """Runs strata-compile; returns (ok, message, report json or None).
-    GPU plans get the case's code generation options and \p options (the
+    GPU plans get the case's code generation options and `options` (the
     run's --codegen-opt)."""
     cmd = [os.path.join(bindir, "strata-compile"),
            os.path.join(case_dir, "model.strata"),
@@ -1650,31 +1650,43 @@ def cmd_run(args) -> int:
     jobs = [(c, p, t) for c in cases for p in policies if p in c["plans"]
             for t in c["prompts"]]
     t0 = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
-        results = list(ex.map(lambda j: run_one(args, args.dir, *j), jobs))
-    lines = []
-    failed = 0
-    for (c, p, t), (ok, summary) in zip(jobs, results):
-        failed += not ok
-        lines.append(f"diffsuite {c['name']} {p} T={t}: "
-                     f"{'PASS' if ok else 'FAIL'} {summary}")
     mode = f"--backend {args.backend}" + (" --no-check" if args.no_check
                                           else " --check")
     head = (f"# test/device/diffsuite.py run: {len(cases)} cases of "
             f"{os.path.join(args.dir, 'cases.json')} x policies x T, "
             f"strata-run {mode}, "
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
-    total = (f"diffsuite total: {len(jobs)} runs, {len(jobs) - failed} "
-             f"passed, {failed} failed ({len(cases)} cases, "
-             f"{time.monotonic() - t0:.0f} s)")
-    for line in lines:
-        print(line)
-    print(total)
+    # Each result is printed and appended as it completes (flushed), so a run
+    # cut short by a time limit still leaves every finished line behind; the
+    # total line is written last, so its absence marks an unfinished run.
+    res = None
     if args.results:
         os.makedirs(os.path.dirname(os.path.abspath(args.results)),
                     exist_ok=True)
-        with open(args.results, "a") as f:
-            f.write("\n".join([head] + lines + [total]) + "\n")
+        res = open(args.results, "a")
+        res.write(head + "\n")
+        res.flush()
+    failed = 0
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        if res:
+            res.write(line + "\n")
+            res.flush()
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+        futures = {ex.submit(run_one, args, args.dir, *j): j for j in jobs}
+        for fut in concurrent.futures.as_completed(futures):
+            c, p, t = futures[fut]
+            ok, summary = fut.result()
+            failed += not ok
+            emit(f"diffsuite {c['name']} {p} T={t}: "
+                 f"{'PASS' if ok else 'FAIL'} {summary}")
+    emit(f"diffsuite total: {len(jobs)} runs, {len(jobs) - failed} "
+         f"passed, {failed} failed ({len(cases)} cases, "
+         f"{time.monotonic() - t0:.0f} s)")
+    if res:
+        res.close()
     return 1 if failed else 0
 
 
