@@ -5,6 +5,7 @@
 #include "ir/Target.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace strata::codegen {
 
@@ -12,6 +13,21 @@ using detail::gemm::kF32RowBlockWork;
 using detail::gemm::kF32RowPass;
 using detail::gemm::kSkinnyN;
 using detail::gemm::kTmaMinTokens;
+
+int64_t dequantOnceTiles(const ir::Target &t) {
+  const double ratio =
+      4.0 * t.vecF32Tflops * 1e3 / (kDecodeOpsPerWeight * t.memGBs);
+  return 1 + static_cast<int64_t>(std::ceil(ratio));
+}
+
+int64_t dequantOnceFrom(const std::string &target, int64_t h200Rows) {
+  const ir::Target *t = ir::lookupTarget(target);
+  const ir::Target *h200 = ir::lookupTarget("sm_90");
+  if (!t || !h200)
+    return h200Rows;
+  const int64_t tiles = dequantOnceTiles(*t), base = dequantOnceTiles(*h200);
+  return (h200Rows * tiles + base - 1) / base;
+}
 
 GemmForm::Kind GemmForm::at(int64_t tokens) const {
   if (tmaFrom > 0 && tokens >= tmaFrom)
@@ -87,12 +103,14 @@ GemmForm selectGemm(const GemmProblem &p, const format::Plan &plan) {
     f.tmaFrom = kTmaMinTokens;
   // The portable counterpart (gfx1151, and sm_90 under portable-forms):
   // the weights decoded once by a pre-launch, as the TMA tile's are, then
-  // the variant's tile over 16-bit weights, from as many rows.
+  // the variant's tile over 16-bit weights, from the rows where that pays
+  // on the target (dequantOnceFrom: 512 on sm_90, 2,112 on gfx1151).
+  const int64_t dequantFrom = dequantOnceFrom(p.target, kTmaMinTokens);
   if (portable && option(plan, Opt::GemmDequantOnce) == 0 &&
-      p.maxTokens >= kTmaMinTokens &&
+      p.maxTokens >= dequantFrom &&
       std::any_of(p.chains.begin(), p.chains.end(),
                   [](const GemmChainShape &c) { return c.dequant; }))
-    f.dequantFrom = kTmaMinTokens;
+    f.dequantFrom = dequantFrom;
   return f;
 }
 

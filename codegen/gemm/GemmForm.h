@@ -29,6 +29,9 @@
 namespace strata::format {
 struct Plan;
 }
+namespace strata::ir {
+struct Target;
+}
 
 namespace strata::codegen {
 
@@ -93,6 +96,26 @@ bool gemvFits(const std::vector<GemmChainShape> &chains, int64_t rows);
 /// columns over the whole GPU. 0: no row-block form (weights not all f32,
 /// a stream mean, option gemm-f32-rows=off).
 int64_t f32TileRows(const GemmProblem &p, const format::Plan &plan);
+
+/// Vector operations one quantised weight element's decode costs in a
+/// tile's K loop, as the dequantise-once rule below plans with: the value
+/// with which the rule reproduces the H200's measured break-even of its
+/// decode-once pre-launch (kTmaMinTokens, 512 rows of 64-row tiles;
+/// test/device/results/experiments/ab-tmaq-20261201T231133Z.txt).
+constexpr double kDecodeOpsPerWeight = 9.0;
+
+/// Tiles of rows a GEMM must span before decoding its weights once pays on
+/// \p t: a tile that decodes in its K loop decodes every weight element once
+/// per tile of rows (kDecodeOpsPerWeight vector operations), decoding once
+/// costs one decode plus writing and reading back 2 bytes an element, so
+/// once wins from 1 + 4 B x VecF32 / (ops x MemGBs) tiles (Targets.def:
+/// 8 on sm_90, 33 on gfx1151, whose 212 GB/s make the round trip dear).
+int64_t dequantOnceTiles(const ir::Target &t);
+
+/// The first row at which the dequantise-once form takes a GEMM on
+/// \p target, given \p h200Rows, the row at which the H200 measured it
+/// paying: scaled by the target's dequantOnceTiles against sm_90's.
+int64_t dequantOnceFrom(const std::string &target, int64_t h200Rows);
 
 /// The forms of \p p under \p plan's options (gemm-decode-rows,
 /// gemm-f32-rows, gemm-dequant-once, portable-forms; the TMA options are

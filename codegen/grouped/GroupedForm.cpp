@@ -4,6 +4,7 @@
 #include "codegen/Limits.h"
 #include "codegen/Options.h"
 #include "codegen/gemm/GemmEmitter.h"
+#include "codegen/gemm/GemmForm.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -27,14 +28,20 @@ GroupedForm selectGrouped(const GroupedProblem &p, const format::Plan &plan) {
       kTmaMinTokens,
       (p.experts * kGroupedTmaRows + p.slotsPerToken - 1) / p.slotsPerToken);
   // gfx1151 (sm_90 under portable-forms): the same conversion of every
-  // expert's quantised weights, once, then the plain tile over them.
+  // expert's quantised weights, once, then the plain tile over them, from
+  // the rows an expert where that pays on the target (dequantOnceFrom:
+  // sm_90's 192, gfx1151's 792).
   const bool portable =
       p.target == "gfx1151" || option(plan, Opt::PortableForms) != 0;
   if (portable) {
-    if (p.maxTokens >= from && p.mma && p.aBf16 && p.wQuant && p.sameTypes &&
+    const int64_t perExpert = dequantOnceFrom(p.target, kGroupedTmaRows);
+    const int64_t dqFrom = std::max<int64_t>(
+        dequantOnceFrom(p.target, kTmaMinTokens),
+        (p.experts * perExpert + p.slotsPerToken - 1) / p.slotsPerToken);
+    if (p.maxTokens >= dqFrom && p.mma && p.aBf16 && p.wQuant && p.sameTypes &&
         p.k % 8 == 0 && p.blockSize % 8 == 0 &&
         option(plan, Opt::GemmDequantOnce) == 0)
-      f.dequantFrom = from;
+      f.dequantFrom = dqFrom;
     return f;
   }
   if (p.maxTokens < from || p.target != "sm_90" || !p.mma || !p.aBf16 ||

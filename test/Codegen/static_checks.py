@@ -197,11 +197,12 @@ def main():
         cases.append((f"qwen4exp-state-kv{kv}",
                       os.path.join(a.workdir, "qwen4exp.gguf"), 64,
                       ["--max-context", "128", "--max-batch", "4", "--kv", kv]))
-    # Runs of 1,024 rows: the long-run alternates (sm_90's TMA tiles;
-    # gfx1151's dequantise-once tiles, and sm_90 running them under
-    # portable-forms).
+    # Runs of 4,096 rows: the long-run alternates (sm_90's TMA tiles from
+    # 512 rows; gfx1151's dequantise-once tiles from 2,112), and of 1,024
+    # under portable-forms (sm_90 running the dequantise-once tiles from
+    # 512).
     cases.append(("qwen4exp-long", os.path.join(a.workdir, "qwen4exp.gguf"),
-                  1024, []))
+                  4096, []))
     cases.append(("qwen4exp-portable", os.path.join(a.workdir, "qwen4exp.gguf"),
                   1024, ["--codegen-opt", "portable-forms=on"]))
     if not a.skip_full:

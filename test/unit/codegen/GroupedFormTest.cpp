@@ -68,30 +68,34 @@ TEST(GroupedForm, FormsByTokensOnEachTarget) {
     EXPECT_EQ(pre.decodeRows, 0);
     EXPECT_EQ(pre.at(1), Kind::Tile);
     EXPECT_EQ(pre.at(16384), Kind::Tma);
-    // gfx1151: no TMA form; the decode forms and tiles as on sm_90, and
-    // from the same row the dequantise-once tiles (every expert decoded
-    // once by a pre-launch, the plain tile over 16-bit weights).
+    // gfx1151: no TMA form; the decode forms and tiles as on sm_90. The
+    // dequantise-once tiles (every expert decoded once by a pre-launch,
+    // the plain tile over 16-bit weights) pay from 792 rows an expert
+    // there (dequantOnceFrom), 40,551 rows of T: past this plan.
     GroupedForm amd =
         codegen::selectGrouped(experts("gfx1151", swiglu, true), plan);
     EXPECT_EQ(amd.tmaFrom, 0);
-    EXPECT_EQ(amd.dequantFrom, 9831);
+    EXPECT_EQ(amd.dequantFrom, 0);
     EXPECT_EQ(amd.at(1), Kind::Decode);
     EXPECT_EQ(amd.at(64), Kind::Tile);
     EXPECT_EQ(amd.at(600), Kind::Tile);
-    EXPECT_EQ(amd.at(16384), Kind::Dequant);
-    // sm_90 under portable-forms: gfx1151's forms.
+    EXPECT_EQ(amd.at(16384), Kind::Tile);
+    codegen::GroupedProblem longer = experts("gfx1151", swiglu, true);
+    longer.maxTokens = 65536;
+    EXPECT_EQ(codegen::selectGrouped(longer, plan).dequantFrom, 40551);
+    // sm_90 under portable-forms: gfx1151's forms, from the H200's rows
+    // (192 an expert, as the TMA form's).
     format::Plan portable;
     portable.options[codegen::optionKey(codegen::Opt::PortableForms)] = 1;
     GroupedForm port =
         codegen::selectGrouped(experts("sm_90", swiglu, true), portable);
     EXPECT_EQ(port.tmaFrom, 0);
+    EXPECT_EQ(port.dequantFrom, 9831);
     EXPECT_EQ(port.at(16384), Kind::Dequant);
     // gemm-dequant-once=off: the tiles.
     format::Plan off;
     off.options[codegen::optionKey(codegen::Opt::GemmDequantOnce)] = 1;
-    EXPECT_EQ(
-        codegen::selectGrouped(experts("gfx1151", swiglu, true), off).at(16384),
-        Kind::Tile);
+    EXPECT_EQ(codegen::selectGrouped(longer, off).at(65536), Kind::Tile);
   }
 }
 
