@@ -15,6 +15,13 @@
 
 namespace strata::tools::serve {
 
+namespace {
+/// \p d in seconds, for the metrics' histograms.
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+} // namespace
+
 bool Job::take(JobOutput &out, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!ready_.wait_for(lock, timeout, [&] { return changed_; }))
@@ -278,6 +285,7 @@ void Scheduler::mixedStep() {
     return;
   std::string error;
   size_t runsBefore = session_.runs();
+  Clock::time_point t0 = Clock::now();
   if (!session_.step(steps, chunks, logits_, error)) {
     // Which row caused it is unknown, so every job in the run ends.
     const char *what = steps.empty()    ? "prefill: "
@@ -290,6 +298,8 @@ void Scheduler::mixedStep() {
     return;
   }
   countRuns(runsBefore);
+  Clock::time_point t1 = Clock::now();
+  metrics_.modelRunTime.observe(seconds(t1 - t0));
   const int64_t vocab = session_.vocabSize();
   auto row = [&](size_t i) {
     return std::span<const float>(logits_).subspan(i * vocab, vocab);
@@ -307,6 +317,7 @@ void Scheduler::mixedStep() {
   // Each chunk's last row follows the decode rows' (Session::step).
   for (size_t c = 0; c < chunks.size(); ++c)
     prefilled(prefilling[c], chunks[c].ids.size(), row(steps.size() + c));
+  metrics_.sampleTime.observe(seconds(Clock::now() - t1));
 }
 
 void Scheduler::prefillStep() {
@@ -320,6 +331,7 @@ void Scheduler::prefillStep() {
                               static_cast<size_t>(session_.chunk()));
   std::string error;
   size_t runsBefore = session_.runs();
+  Clock::time_point t0 = Clock::now();
   if (!session_.append(static_cast<int32_t>(s),
                        std::span<const int32_t>(prompt).subspan(done, n),
                        logits_, error)) {
@@ -327,8 +339,11 @@ void Scheduler::prefillStep() {
     return;
   }
   countRuns(runsBefore);
+  Clock::time_point t1 = Clock::now();
+  metrics_.modelRunTime.observe(seconds(t1 - t0));
   metrics_.prefillRuns += session_.runs() - runsBefore;
   prefilled(s, n, logits_);
+  metrics_.sampleTime.observe(seconds(Clock::now() - t1));
 }
 
 void Scheduler::decodeStep() {
@@ -339,6 +354,7 @@ void Scheduler::decodeStep() {
     return;
   std::string error;
   size_t runsBefore = session_.runs();
+  Clock::time_point t0 = Clock::now();
   if (!session_.decode(steps, logits_, error)) {
     // A run failed: which row caused it is unknown, so every job in it ends.
     for (size_t s : of)
@@ -346,11 +362,14 @@ void Scheduler::decodeStep() {
     return;
   }
   countRuns(runsBefore);
+  Clock::time_point t1 = Clock::now();
+  metrics_.modelRunTime.observe(seconds(t1 - t0));
   ++metrics_.decodeSteps;
   metrics_.decodeBatch.observe(static_cast<double>(steps.size()));
   const int64_t vocab = session_.vocabSize();
   for (size_t i = 0; i < of.size(); ++i)
     next(of[i], std::span<const float>(logits_).subspan(i * vocab, vocab));
+  metrics_.sampleTime.observe(seconds(Clock::now() - t1));
 }
 
 namespace {
