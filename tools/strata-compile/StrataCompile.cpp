@@ -307,16 +307,24 @@ struct KernelUse {
   /// occupancy.
   std::optional<codegen::KernelResources> preRes;
   int preOccupancy = -1;
+  /// The alternate a run of the report's T launches instead of the code
+  /// (PlanCode::at), if one does: its symbol's suffix ("_dq", "_big", ...),
+  /// and its resources and occupancy, which the report shows.
+  std::string form;
+  std::optional<codegen::KernelResources> formRes;
+  int formOccupancy = -1;
 };
 
 /// The fraction of the roofline a kernel can reach with its occupancy and
 /// grid: latency hiding wants about 4 waves per SIMD (gfx1151) or 16 warps
 /// per SM (sm_90), and a grid smaller than the machine leaves units idle.
 double achievable(const KernelUse &u, const ir::Target &t) {
-  if (u.occupancy <= 0)
-    return u.occupancy == 0 ? 0.0 : 1.0;
+  // The code that runs at the report's T: an alternate's where one does.
+  const int occupancy = u.formRes ? u.formOccupancy : u.occupancy;
+  if (occupancy <= 0)
+    return occupancy == 0 ? 0.0 : 1.0;
   bool gfx = std::string(t.name) == "gfx1151";
-  double occ = std::min(1.0, u.occupancy / (gfx ? 4.0 : 16.0));
+  double occ = std::min(1.0, occupancy / (gfx ? 4.0 : 16.0));
   double fill = std::min(1.0, u.blocks / t.units);
   return occ * fill;
 }
@@ -413,14 +421,15 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
     if (!u)
       return fmt::format("{:>5} {:>5} {:>7} {:>7} {:>6} {:>4}", "-", "-", "-",
                          "-", "-", "-");
-    const codegen::KernelResources &r = u->res;
+    const codegen::KernelResources &r = u->formRes ? *u->formRes : u->res;
+    const int occ = u->formRes ? u->formOccupancy : u->occupancy;
     if (gfx)
       return fmt::format("{:>5} {:>5} {:>7} {:>7} {:>6} {:>4}", r.vgprs,
                          r.sgprs, r.sharedBytes, r.scratchBytes,
-                         r.vgprSpills + r.sgprSpills, u->occupancy);
+                         r.vgprSpills + r.sgprSpills, occ);
     return fmt::format("{:>5} {:>5} {:>7} {:>7} {:>6} {:>4}", r.registers, "-",
                        r.sharedBytes, r.scratchBytes,
-                       r.spillStoreBytes + r.spillLoadBytes, u->occupancy);
+                       r.spillStoreBytes + r.spillLoadBytes, occ);
   };
   std::vector<Row> rows;
   double totalB = 0, totalF = 0, totalS = 0;
@@ -429,6 +438,9 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
           k.bytes.at(t), k.flops.at(t),  {}};
     r.pred = predict(k, target, r.bytes, r.flops);
     if (const KernelUse *u = useOf(rows.size())) {
+      // The form a run of T takes, where an alternate replaces the code.
+      if (!u->form.empty())
+        r.variant += (r.variant.empty() ? "" : " ") + u->form;
       double a = achievable(*u, target);
       r.pred.seconds = a > 0 ? r.pred.seconds / a : INFINITY;
     }
@@ -448,7 +460,7 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
       const Row &r = rows[i];
       std::string res = "null";
       if (const KernelUse *u = useOf(i)) {
-        const codegen::KernelResources &x = u->res;
+        const codegen::KernelResources &x = u->formRes ? *u->formRes : u->res;
         res = fmt::format(
             "{{\"symbol\": {}, \"vgprs\": {}, \"sgprs\": {}, "
             "\"registers\": {}, \"shared_bytes\": {}, \"scratch_bytes\": {}, "
@@ -646,8 +658,20 @@ bool loadKernelUses(const format::Plan &plan, const std::string &dir,
                *u.preRes, u.preOccupancy))
         return false;
     }
+    const format::PlanCode &run = code->at(plan.maxTokens);
+    if (&run != &*code) {
+      u.form =
+          run.symbol.size() > code->symbol.size() &&
+                  run.symbol.compare(0, code->symbol.size(), code->symbol) == 0
+              ? run.symbol.substr(code->symbol.size())
+              : run.symbol;
+      u.formRes.emplace();
+      if (!use(run.symbol, run.sharedBytes, run.block, *u.formRes,
+               u.formOccupancy))
+        return false;
+    }
     u.blocks = 1;
-    for (const format::PlanDim &g : code->grid)
+    for (const format::PlanDim &g : run.grid)
       u.blocks *= static_cast<double>(g.at(plan.maxTokens));
     uses[k] = u;
   }
@@ -677,6 +701,9 @@ bool checkLaunchable(const format::Plan &plan, const ir::Target &target,
       return false;
     };
     if (!check(uses[k]->res, code.symbol, code.block))
+      return false;
+    if (const format::PlanCode &run = code.at(plan.maxTokens);
+        uses[k]->formRes && !check(*uses[k]->formRes, run.symbol, run.block))
       return false;
     if (uses[k]->preRes &&
         !check(*uses[k]->preRes, code.pre->symbol, code.pre->block))
