@@ -94,6 +94,11 @@ struct Gemm {
   /// `split` bf16 terms, K walked once per term (step k0: term k0 / K at
   /// k0 % K), so each product is exact and the sum keeps ~24 bits of W.
   int split = 1;
+  /// The portable split (gfx1151's f16 terms; sm_90 under portable-forms):
+  /// term t scaled by STRATA_MMA_TERM_SCALE^t (strata_split_terms), the
+  /// accumulators multiplied by the scale where each later term starts and
+  /// by its inverse power after the last (mma.sync / WMMA, not wgmma).
+  bool splitScaled = false;
   /// The TMA tile (sm_90a, GemmEmitter::pickTma): A and W copied by the
   /// TMA into a ring of `stages` stages, wgmma by two consumer
   /// warpgroups, a producer warp.

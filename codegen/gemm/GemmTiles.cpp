@@ -156,16 +156,27 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   g.mma = g.w[0].ctype != "float" &&
           variant.find("valu_f32") == std::string::npos &&
           variant.find("ffma_f32") == std::string::npos;
-  // Except f32 weights under bf16 activations on sm_90 (the MoE router,
-  // K 2560 x N 512: 123 ms of the prefill on the FMA tile at T = 16,384;
-  // the delta rule's gate projections, N 48: 22 ms): the matrix units over
-  // three bf16 terms of W (split). A few columns keep the warp dot products.
-  if (e.target == "sm_90" && g.w.size() == 1 && g.w[0].ctype == "float" &&
-      g.a.ctype == "bf16" && g.n > kSkinnyN && g.k % kBK == 0) {
-    const ir::KernelForm &f = ir::formRow(*target, "mma_bf16_split3");
+  // Except f32 weights under bf16 activations (the MoE router, K 2560 x
+  // N 512: 123 ms of the H200's prefill on the FMA tile at T = 16,384; the
+  // delta rule's gate projections, N 48: 22 ms): the matrix units over
+  // three terms of W (split). sm_90's own form takes bf16 terms on its
+  // 128-row tile (wgmma); the portable form (gfx1151, sm_90 under
+  // portable-forms) scales the terms into the matrix type's range (f16's
+  // would lose the small ones) on the 64 x 64 tile. A few columns keep the
+  // warp dot products.
+  const bool portable =
+      e.target == "gfx1151" || option(e.plan, Opt::PortableForms) != 0;
+  if (g.w.size() == 1 && g.w[0].ctype == "float" && g.a.ctype == "bf16" &&
+      g.n > kSkinnyN && g.k % kBK == 0) {
+    const char *row = !portable               ? "mma_bf16_split3"
+                      : e.target == "gfx1151" ? "wmma_f16_split3"
+                                              : "mma_bf16_split3p";
+    const ir::KernelForm &f = ir::formRow(*target, row);
     g.mma = true;
     g.split = 3;
-    g.bm = f.tileM, g.bn = g.n <= 64 ? 64 : f.tileN, g.nt = f.threads;
+    g.splitScaled = portable;
+    g.bm = f.tileM, g.nt = f.threads;
+    g.bn = !portable && g.n <= 64 ? 64 : f.tileN;
     e.recordTile(f.name, g.bm, g.bn);
     return;
   }
@@ -220,8 +231,8 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
 
 bool GemmEmitter::useWgmma(const Gemm &g) const {
   // Option gemm-core=mma keeps these tiles on mma.sync (an A/B option).
-  if (e.target != "sm_90" || !g.mma || g.skinny || !doubleBuffer_ ||
-      g.k % kBK != 0 || g.bm % 64 != 0 || g.nt % 128 != 0 ||
+  if (e.target != "sm_90" || !g.mma || g.skinny || g.splitScaled ||
+      !doubleBuffer_ || g.k % kBK != 0 || g.bm % 64 != 0 || g.nt % 128 != 0 ||
       option(e.plan, Opt::GemmCore) == 1)
     return false;
   const int groups = g.nt / 128, wgM = g.bm / 64;
@@ -267,7 +278,8 @@ void GemmEmitter::wPiece(const Gemm &g, const Tensor &w,
            g.k);
   else if (g.split > 1) {
     decodeW(w, "wrow", fmt::format("k0 % {}L + kc", g.k), "v");
-    e.line("        strata_split_bf16(v, (int)(k0 / {}L));", g.k);
+    e.line("        strata_split_{}(v, (int)(k0 / {}L));",
+           g.splitScaled ? "terms" : "bf16", g.k);
   } else
     decodeW(w, "wrow", "k0 + kc", "v");
   e.line("      }} }}");
@@ -594,6 +606,15 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", kTot, kBK);
     stage("buf");
     e.line("    sync_block();");
+    // The portable split's Horner step: a later term's products are S
+    // times their weight's, so what was summed before it is scaled by S.
+    if (g.splitScaled)
+      for (size_t b = 0; b < nb; ++b)
+        e.line("    if (k0 > 0 && k0 % {}L == 0) _Pragma(\"unroll\") for (int "
+               "i = 0; i < {}; ++i) _Pragma(\"unroll\") for (int j = 0; j < "
+               "{}; ++j) _Pragma(\"unroll\") for (int q = 0; q < 8; ++q) "
+               "acc{}[i][j][q] *= STRATA_MMA_TERM_SCALE;",
+               g.k, fm, fn, b);
     // The last step reloads itself (valid addresses, no branch).
     load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, kTot, kBK));
     // Each wave's fragments once per 16 k (one ldmatrix.x4 per 16x16 on
@@ -626,6 +647,17 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     else
       e.line("    sync_block();");
     e.line("  }}");
+    // The portable split: the sum back to W's scale (S^-(terms - 1)).
+    if (g.splitScaled)
+      for (size_t b = 0; b < nb; ++b)
+        e.line("  _Pragma(\"unroll\") for (int i = 0; i < {}; ++i) "
+               "_Pragma(\"unroll\") for (int j = 0; j < {}; ++j) "
+               "_Pragma(\"unroll\") for (int q = 0; q < 8; ++q) acc{}[i][j][q] "
+               "*= {};",
+               fm, fn, b,
+               g.split == 3 ? "1.0f / (STRATA_MMA_TERM_SCALE * "
+                              "STRATA_MMA_TERM_SCALE)"
+                            : "1.0f / STRATA_MMA_TERM_SCALE");
   }
   if (g.csTile && nbuf == 2) // Cs overwrites the tiles other waves read
     e.line("  sync_block();");

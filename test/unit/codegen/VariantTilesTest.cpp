@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/KernelEmitter.h"
+#include "codegen/Options.h"
 #include "ir/Target.h"
 #include "runtime/format/Plan.h"
 
@@ -165,6 +166,35 @@ TEST(VariantTiles, EveryFormRowIsWhatTheEmitterTakes) {
                                     "mma_bf16_m64", false, 512),
                          "sm_90"),
                  ir::formRow(sm90, "mma_bf16_split3"), 128);
+  // The portable split (gfx1151's f16 terms; sm_90's counterpart under
+  // portable-forms): the 64 x 64 tile at every N, scaled terms and the
+  // accumulators rescaled between them, never wgmma.
+  for (const char *name : {"gfx1151", "sm_90"}) {
+    SCOPED_TRACE(name);
+    const bool gfx = std::string(name) == "gfx1151";
+    for (int64_t n : {48, 512}) {
+      format::Plan p =
+          matmulPlan(name, format::GgmlType::F32,
+                     gfx ? "wmma_f16_m64" : "mma_bf16_m64", false, n, 16384);
+      if (!gfx)
+        p.options[codegen::optionKey(codegen::Opt::PortableForms)] = 1;
+      codegen::EmittedKernel out;
+      std::string error;
+      ASSERT_TRUE(codegen::emitKernel(p, 0, name, out, error)) << error;
+      expectFormTile(out.gemmTiles,
+                     ir::formRow(*ir::lookupTarget(name),
+                                 gfx ? "wmma_f16_split3" : "mma_bf16_split3p"),
+                     64);
+      // The tile (the own code, or the alternate after the row-block form).
+      std::string code = out.body;
+      for (const codegen::EmittedKernel &alt : out.alternates)
+        code += alt.body;
+      EXPECT_NE(code.find("strata_split_terms(v, (int)(k0 / 256L))"),
+                std::string::npos);
+      EXPECT_NE(code.find("*= STRATA_MMA_TERM_SCALE"), std::string::npos);
+      EXPECT_EQ(code.find("wgmma_m64n"), std::string::npos);
+    }
+  }
   // sm_90 from 512 rows: the TMA tile as an alternate beside the
   // variant's (bf16 and quantised weights; N 256 takes 256 columns, N 320
   // the widest with the fewest columns past it: 2 x 160).
