@@ -519,11 +519,13 @@ bool Executor::launchKernel(const Bound &bd, size_t kernel, int64_t tokens,
 bool Executor::readBuffer(const Bound &bd, uint32_t index, int64_t tokens,
                           std::vector<float> &out, std::string &error) {
   TensorArg a = bufferArg(bd, index, tokens);
-  std::vector<uint8_t> bytes(a.bytes);
-  if (!bd.device->download(bytes.data(), a.data, a.bytes, error))
-    return false;
   out.resize(a.numElements());
-  convertElements(a.dtype, bytes.data(), PlanDType::F32, out.data(),
+  if (a.dtype == PlanDType::F32)
+    return bd.device->download(out.data(), a.data, a.bytes, error);
+  hostStage_.resize(a.bytes);
+  if (!bd.device->download(hostStage_.data(), a.data, a.bytes, error))
+    return false;
+  convertElements(a.dtype, hostStage_.data(), PlanDType::F32, out.data(),
                   a.numElements());
   return true;
 }
@@ -537,7 +539,15 @@ bool Executor::readRows(const Bound &bd, uint32_t index, int64_t tokens,
   const int64_t rowElems = rows > 0 ? a.numElements() / rows : 0;
   const uint64_t rowBytes =
       static_cast<uint64_t>(rowElems) * format::planDTypeSize(a.dtype);
-  std::vector<uint8_t> bytes(keep.size() * rowBytes);
+  // f32 rows straight into \p out (its capacity reused across steps),
+  // others through the kept stage.
+  const int64_t n = static_cast<int64_t>(keep.size()) * rowElems;
+  out.resize(static_cast<size_t>(n));
+  const bool direct = a.dtype == PlanDType::F32;
+  if (!direct)
+    hostStage_.resize(keep.size() * rowBytes);
+  uint8_t *bytes =
+      direct ? reinterpret_cast<uint8_t *>(out.data()) : hostStage_.data();
   for (size_t i = 0; i < keep.size();) {
     if (keep[i] < 0 || keep[i] >= rows) {
       error = fmt::format("row {} of the output '{}' was asked for, but the "
@@ -549,16 +559,15 @@ bool Executor::readRows(const Bound &bd, uint32_t index, int64_t tokens,
     size_t j = i + 1;
     while (j < keep.size() && keep[j] == keep[j - 1] + 1 && keep[j] < rows)
       ++j;
-    if (!bd.device->download(bytes.data() + i * rowBytes,
+    if (!bd.device->download(bytes + i * rowBytes,
                              static_cast<uint8_t *>(a.data) +
                                  keep[i] * rowBytes,
                              (j - i) * rowBytes, error))
       return false;
     i = j;
   }
-  const int64_t n = static_cast<int64_t>(keep.size()) * rowElems;
-  out.resize(static_cast<size_t>(n));
-  convertElements(a.dtype, bytes.data(), PlanDType::F32, out.data(), n);
+  if (!direct)
+    convertElements(a.dtype, bytes, PlanDType::F32, out.data(), n);
   shape = a.shape;
   if (!shape.empty())
     shape[0] = static_cast<int64_t>(keep.size());
@@ -829,8 +838,15 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
            : !readBuffer(main_, ob, t, out.data, error))
     return false;
   int64_t cols = out.shape.empty() ? 1 : out.shape.back();
-  for (size_t i = 0; i < out.data.size(); ++i)
-    if (std::isnan(out.data[i])) {
+  // Whether any value is NaN, without a branch a value (16 rows of 248K
+  // logits a decode step), then where, for the diagnostic.
+  const float *v = out.data.data();
+  const size_t nv = out.data.size();
+  int nan = 0;
+  for (size_t i = 0; i < nv; ++i)
+    nan |= v[i] != v[i];
+  for (size_t i = 0; nan && i < nv; ++i)
+    if (std::isnan(v[i])) {
       error = fmt::format("the output '{}' holds NaN at [{}, {}]: a kernel "
                           "read memory nobody wrote or computed NaN (the "
                           "per-kernel NaN check names it)",

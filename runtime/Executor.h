@@ -319,6 +319,12 @@ private:
   void releaseGraphs();
   std::string graphFailure_; ///< a capture failed: why (graphs stay off)
   GraphUse graphUse_;
+  /// readBuffer/readRows' host copy of a non-f32 output, kept: a decode
+  /// step's logits are a vocabulary per row (16 MB at 16 rows of 248K), and
+  /// a buffer allocated and freed per step is mapped, faulted in page by
+  /// page and unmapped each time (glibc's mmap threshold; strata-serve
+  /// fixes it low). An f32 output is downloaded into the caller's vector.
+  std::vector<uint8_t> hostStage_;
   /// --check: the CPU backend that reruns every kernel.
   std::unique_ptr<Device> checkDevice_;
   Bound check_;

@@ -233,6 +233,115 @@ bool Sampler::prepare(std::span<const float> logits,
   return true;
 }
 
+bool Sampler::sampleGreedy(std::span<const float> logits,
+                           std::span<const int32_t> history, int32_t &token,
+                           std::string &error) const {
+  // The checks prepare() makes, in its order and words; its candidate list
+  // is what greedy decoding must not pay for. A vocabulary that is empty or
+  // too large for token ids fails prepare() before it writes any.
+  if (logits.empty() || logits.size() > static_cast<size_t>(INT32_MAX)) {
+    Work w;
+    return prepare(logits, history, w, error);
+  }
+  // The highest logit and whether any is NaN or +inf, in one pass the
+  // compiler vectorises; the first token holding it, and the first bad one
+  // for the diagnostic, after. 16 rows of 248,320 logits on the 2-core
+  // development machine: 6.5 ms through prepare()'s candidates, 3.0 with a
+  // branch a token, 1.38 in eight lanes.
+  const float *x = logits.data();
+  const size_t v = logits.size();
+  // Eight lanes of maxima and flags (a NaN compares false both ways, so a
+  // lane's max skips it; its flag catches it).
+  constexpr size_t kLanes = 8;
+  float lane[kLanes];
+  int flag[kLanes] = {};
+  for (size_t j = 0; j < kLanes; ++j)
+    lane[j] = -INFINITY;
+  size_t i = 0;
+  for (; i + kLanes <= v; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float l = x[i + j];
+      flag[j] |= !(l < INFINITY); // NaN or +inf
+      lane[j] = l > lane[j] ? l : lane[j];
+    }
+  float max = -INFINITY;
+  bool bad = false;
+  for (; i < v; ++i) {
+    bad |= !(x[i] < INFINITY);
+    max = x[i] > max ? x[i] : max;
+  }
+  for (size_t j = 0; j < kLanes; ++j) {
+    bad |= flag[j] != 0;
+    max = lane[j] > max ? lane[j] : max;
+  }
+  if (bad)
+    for (size_t i = 0; i < v; ++i)
+      if (!(x[i] < INFINITY)) {
+        error = fmt::format("sampler: the logit of token {} is {}", i,
+                            std::isnan(x[i]) ? "NaN" : "+inf");
+        return false;
+      }
+  if (max == -INFINITY) {
+    error = "sampler: every logit is -inf, no token can be drawn";
+    return false;
+  }
+  const int64_t best = std::find(x, x + v, max) - x;
+  const SamplerOptions &o = options_;
+  const size_t n = std::min(history.size(),
+                            static_cast<size_t>(std::max(o.penaltyLastN, 0)));
+  std::span<const int32_t> window = history.last(n);
+  for (size_t i = 0; i < window.size(); ++i)
+    if (window[i] < 0 || static_cast<size_t>(window[i]) >= logits.size()) {
+      error = fmt::format("sampler: history token {} (position {}) is outside "
+                          "the vocabulary [0, {})",
+                          window[i], history.size() - n + i, logits.size());
+      return false;
+    }
+  // applyPenalties' test for a no-op.
+  if (n == 0 || (o.penaltyRepeat == 1.0f && o.penaltyFreq == 0 &&
+                 o.penaltyPresent == 0)) {
+    token = static_cast<int32_t>(best);
+    return true;
+  }
+  // With penalties: each distinct window id's penalised logit (as
+  // applyPenalties computes it, in double), and the best of the ids outside
+  // the window, found between the window's sorted ids.
+  std::vector<int32_t> ids(window.begin(), window.end());
+  std::sort(ids.begin(), ids.end());
+  int64_t pick = -1;
+  double pickLogit = -INFINITY;
+  // Ids in increasing order reach here: a later id wins only when higher.
+  auto offer = [&](int64_t id, double l) {
+    if (l == -INFINITY)
+      return;
+    if (pick < 0 || l > pickLogit || (l == pickLogit && id < pick)) {
+      pick = id;
+      pickLogit = l;
+    }
+  };
+  int64_t from = 0; // the first id not yet offered
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i])
+      ++j;
+    const int32_t id = ids[i];
+    for (int64_t t = from; t < id; ++t)
+      offer(t, logits[static_cast<size_t>(t)]);
+    double l = logits[static_cast<size_t>(id)];
+    if (l != -INFINITY) {
+      l = l <= 0 ? l * o.penaltyRepeat : l / o.penaltyRepeat;
+      l -= static_cast<double>(j - i) * o.penaltyFreq + o.penaltyPresent;
+    }
+    offer(id, l);
+    from = int64_t(id) + 1;
+    i = j;
+  }
+  for (int64_t t = from; t < static_cast<int64_t>(logits.size()); ++t)
+    offer(t, logits[static_cast<size_t>(t)]);
+  token = static_cast<int32_t>(pick);
+  return true;
+}
+
 void Sampler::runChain(Work &w) const {
 #define SAMPLER_STAGE(Method, Name, Summary) Method(w);
 #include "runtime/SamplerStages.def"
@@ -406,20 +515,11 @@ bool Sampler::distribution(std::span<const float> logits,
 bool Sampler::sample(std::span<const float> logits,
                      std::span<const int32_t> history, int32_t &token,
                      std::string &error) {
+  if (options_.temperature == 0)
+    return sampleGreedy(logits, history, token, error);
   Work &w = work_;
   if (!prepare(logits, history, w, error))
     return false;
-  if (options_.temperature == 0) {
-    // Greedy needs no order: the first highest penalised logit in id order
-    // is the chain's first candidate (every filter keeps that one).
-    applyPenalties(w);
-    const Candidate *best = &w.candidates[0];
-    for (const Candidate &c : w.candidates)
-      if (c.logit > best->logit)
-        best = &c;
-    token = best->id;
-    return true;
-  }
   runChain(w);
   // The first candidate whose running weight passes u * total, u in [0, 1),
   // walking the survivors in the order the stages left them (most likely

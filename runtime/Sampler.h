@@ -180,6 +180,14 @@ private:
   /// the history's window; errors as sample().
   bool prepare(std::span<const float> logits, std::span<const int32_t> history,
                Work &w, std::string &error) const;
+  /// sample() at temperature 0: the first highest penalised logit in id
+  /// order, what the chain's first candidate is, found in one pass over the
+  /// logits (no candidate list: a vocabulary's worth of writes and reads a
+  /// token, 4 MB at 248K, paid by every greedy row of a batch); the
+  /// penalties touch only the window's ids. Errors as prepare().
+  bool sampleGreedy(std::span<const float> logits,
+                    std::span<const int32_t> history, int32_t &token,
+                    std::string &error) const;
   /// Runs every stage of SamplerStages.def in order.
   void runChain(Work &w) const;
   /// Extends the ordered prefix of the candidates to the first \p m.

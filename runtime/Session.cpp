@@ -137,6 +137,7 @@ bool Session::append(int32_t slot, std::span<const int32_t> ids,
 bool Session::runEveryRow(const std::vector<Row> &rows,
                           std::vector<float> &logits, std::string &error) {
   RunOutput out;
+  out.data.swap(logits); // its capacity reused, as in step()
   if (!executor_.runRows(rows, out, error))
     return false;
   ++runs_;
@@ -378,7 +379,11 @@ bool Session::step(std::span<const SessionStep> steps,
     keep.push_back(static_cast<int64_t>(rows.size()) - 1);
     atCheckpoint_[c.slot] = false;
   }
+  // The caller's logits vector carries its capacity into the run and back,
+  // so a decode step reuses one host buffer instead of allocating (and, past
+  // glibc's mmap threshold, faulting in) a vocabulary per row each step.
   RunOutput out;
+  out.data.swap(logits);
   if (!executor_.runRows(rows, out, error, allRows_ ? &keep : nullptr))
     return false;
   ++runs_;

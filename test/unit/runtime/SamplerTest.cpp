@@ -146,6 +146,35 @@ TEST(Sampler, GreedyAgreesWithTheChainOnRandomLogits) {
   }
 }
 
+TEST(Sampler, GreedyAgreesWithTheChainWithMasksAndEveryPenalty) {
+  // sample()'s greedy pass against the chain (distribution(): prepare's
+  // candidates, applyPenalties, the first highest): masked tokens in and out
+  // of the window, repeated window ids, negative logits, every penalty.
+  SamplerRng rng(11);
+  for (int round = 0; round < 200; ++round) {
+    SamplerOptions o;
+    o.temperature = 0;
+    o.penaltyLastN = static_cast<int32_t>(rng.next() % 40);
+    o.penaltyRepeat = round % 3 == 0 ? 1.0f : 0.5f + (rng.next() % 8) * 0.25f;
+    o.penaltyFreq = (rng.next() % 5) * 0.25f - 0.5f;
+    o.penaltyPresent = round % 4 == 0 ? 0.0f : (rng.next() % 5) * 0.5f - 1.0f;
+    const size_t vocab = 1 + rng.next() % 300;
+    std::vector<float> logits(vocab);
+    for (float &l : logits) {
+      const uint64_t r = rng.next() % 10;
+      l = r == 0 ? -INFINITY : static_cast<float>(r) - 4.0f;
+    }
+    logits[rng.next() % vocab] = 2.0f; // at least one finite logit
+    std::vector<int32_t> history;
+    for (int i = 0; i < 50; ++i)
+      history.push_back(static_cast<int32_t>(rng.next() % vocab));
+    Sampler s = make(o);
+    std::vector<SampleCandidate> d = dist(o, logits, history);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(draw(s, logits, history), d[0].id) << "round " << round;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Each stage alone
 // ---------------------------------------------------------------------------
