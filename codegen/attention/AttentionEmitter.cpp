@@ -96,10 +96,10 @@ void emitAttentionKernel(Emitter &e) {
     e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", f.threads, params);
     e.prologue();
     e.line("  attention_gqa<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, "
-           "{}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
+           "{}, {}L, {}L, {}L, {}L, {}L, {}L, {}L, {}L>(",
            f.rowGroups, f.splits, f.keyChunk, h, d, dv, hg, shape.causal, gated,
-           block, nb, nbw, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-           v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
+           block, nb, nbw, f.sparse, q.stride[0], q.stride[1], k.stride[0],
+           k.stride[1], v.stride[0], v.stride[1], g.stride[0], g.stride[1]);
     break;
   case AttentionForm::Kind::Tile:
     e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", f.threads, params);

@@ -49,8 +49,12 @@ AttentionForm selectAttention(const AttentionShape &s,
   // rows (NHB heads of a KV group x 128 / NHB tokens) per staged chunk of
   // 64 keys, wgmma for both products. Its epilogue reads the gate and
   // writes the output by element pairs.
-  if (s.matrixUnits && s.gatePairs && target == "sm_90" && d <= 256 &&
-      dv % 64 == 0 && dv <= 256 &&
+  // Under portable-forms sm_90 takes gfx1151's form (attention_gqa on
+  // mma.sync), so the differential suite checks its algorithm on the H200.
+  const bool portable =
+      target == "gfx1151" || option(plan, Opt::PortableForms) != 0;
+  if (s.matrixUnits && s.gatePairs && !portable && d <= 256 && dv % 64 == 0 &&
+      dv <= 256 &&
       (block == 0 || (block <= 64 && 64 % block == 0 && 64 / block <= 32) ||
        block % 64 == 0)) {
     int64_t nhb = hg % 4 == 0 ? 4 : hg % 2 == 0 ? 2 : 1;
@@ -135,6 +139,9 @@ AttentionForm selectAttention(const AttentionShape &s,
     // spills at DV = 256) and its keys; as many heads of the KV group per
     // block (NRG, up to 12 waves) and keys per chunk (KC) as shared memory
     // allows.
+    // QSA: chunks gather the union of the tile's selected blocks (the
+    // sparse form) where a chunk holds whole blocks; attn-sparse=0 keeps
+    // the chunk walk.
     const int64_t nsp = (dv + 127) / 128;
     for (int64_t g = hg; g >= 1; --g) {
       if (hg % g || g * nsp > 12)
@@ -142,12 +149,18 @@ AttentionForm selectAttention(const AttentionShape &s,
       for (int64_t c : {64, 32, 16}) {
         if (c % (16 * nsp) || dv % (16 * nsp))
           continue;
+        const bool sparse = block > 0 && c % block == 0 && s.causal &&
+                            option(plan, Opt::AttnSparse) != 0;
         // The kernel's own layout (AttentionLayouts.h): Q, K, V^T, P, the
-        // partial maxima and sums, the QSA bitmap.
+        // partial maxima and sums, the QSA bitmap, the union and a
+        // chunk's block ids.
         const int64_t need =
-            gqa_layout_of(g, nsp, c, d, dv, block > 0 ? nbw : 0).bytes;
+            gqa_layout_of(g, nsp, c, d, dv, block > 0 ? nbw : 0,
+                          sparse ? c / block : 0)
+                .bytes;
         if (need <= limit) {
           f.kind = AttentionForm::Kind::Gqa;
+          f.sparse = sparse;
           f.rowGroups = g, f.splits = nsp, f.keyChunk = c;
           f.headsPerBlock = g;
           f.threads = 32 * g * nsp;

@@ -14,8 +14,10 @@
 //          staged chunk of 64 keys, wgmma for both products; dense chunks
 //          or the sparse union)
 //   Gqa  - bf16 on matrix units (attention_gqa, mma.sync / WMMA): the query
-//          heads of one KV head per block (gfx1151's form, and sm_90's where
-//          the warpgroup tiles do not fit)
+//          heads of one KV head per block, QSA's chunks gathered from the
+//          union of its 16 tokens' blocks (sparse); gfx1151's form, and
+//          sm_90's where the warpgroup tiles do not fit or under
+//          portable-forms
 //   Tile - f32 arithmetic (the f32 policy) or unaligned operands:
 //          attention_tile, FMA over staged chunks of keys
 // and, for the decode step's attention over the KV cache, the split of
@@ -58,7 +60,8 @@ struct AttentionForm {
   int64_t groupHeads = 1;  ///< NHB: heads of a KV group per block (Wg)
   int64_t bitmapWords = 1; ///< NBW: words of a row's block bitmap
   int64_t chunkWords = 1;  ///< NCW: words of the chunk tables
-  bool sparse = false;     ///< the union of a row group's selections
+  bool sparse = false;     ///< the union of a row group's selections (Ws,
+                           ///< Wg, Gqa)
   bool compact = false;    ///< compact union tables (no row bitmaps)
   // Ws (code generation options).
   bool pingpong = false, expFirst = false, trace = false, rolled = true;

@@ -23,13 +23,21 @@
 /// goes through LDS as the A operand of O += P V. Q, K and V are staged 16
 /// bytes at a time (inputs bf16, rows and strides multiples of 8 elements).
 /// Masks as in attention_tile (causal, QSA per-row block bitmaps); key
-/// chunks that none of the 16 tokens selects are skipped. Dynamic shared
+/// chunks that none of the 16 tokens selects are skipped. SPARSE (QSA,
+/// KC a multiple of BLOCK): the chunks gather the union of the 16 tokens'
+/// selected blocks instead, EPC = KC / BLOCK blocks a chunk in key order,
+/// so the block walks that union (a few thousand keys at 16K tokens) and
+/// not every chunk up to its last token; each row still masks by its own
+/// bitmap. Thread 0 takes a chunk's block ids from the union's words (a
+/// cursor in its registers) between two barriers. Dynamic shared
 /// memory, in this order: Q [16 NRG][D + 8], K [KC][D + 8], V^T [DV][KC +
 /// 8], P [16 NRG][KC + 8] (matrix type), partial max and sum [NSP][16 NRG]
-/// (f32), the QSA bitmap [16][NBW].
+/// (f32), the QSA bitmap [16][NBW], the union [NBW] and a chunk's block ids
+/// [EPC] (SPARSE).
 template <int NRG, int NSP, int KC, int H, int D, int DV, int HG, bool CAUSAL,
-          bool GATED, int BLOCK, int NB, int NBW, long QT, long QH, long KT,
-          long KH, long VT, long VH, long GT, long GH, class G, class Y>
+          bool GATED, int BLOCK, int NB, int NBW, bool SPARSE, long QT, long QH,
+          long KT, long KH, long VT, long VH, long GT, long GH, class G,
+          class Y>
 STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
                              const G *gate, const int32_t *index, Y *y, long T,
                              long TK, float scale) {
@@ -40,8 +48,10 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
   // The buffers at AttentionLayouts.h's offsets (the host sized the launch's
   // dynamic shared memory by the same function).
   static_assert(sizeof(mma_t) == 2, "gqa_layout: a 2-byte matrix type");
+  static_assert(!SPARSE || (BLOCK > 0 && KC % BLOCK == 0), "sparse chunks");
+  constexpr int EPC = SPARSE ? KC / BLOCK : 0;
   constexpr gqa_layout L =
-      gqa_layout_of(NRG, NSP, KC, D, DV, BLOCK > 0 ? NBW : 0);
+      gqa_layout_of(NRG, NSP, KC, D, DV, BLOCK > 0 ? NBW : 0, EPC);
   extern STRATA_SHARED __attribute__((aligned(16))) uint8_t strata_dyn[];
   mma_t *Qs = (mma_t *)(strata_dyn + L.q);
   mma_t *Ks = (mma_t *)(strata_dyn + L.k);
@@ -50,6 +60,8 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
   float *Mx = (float *)(strata_dyn + L.mx);
   float *Sm = (float *)(strata_dyn + L.sm);
   uint32_t *sel = (uint32_t *)(strata_dyn + L.sel);
+  uint32_t *uni = (uint32_t *)(strata_dyn + L.uni);
+  int *ids = (int *)(strata_dyn + L.ids);
   STRATA_SHARED int any[1];
   const long t0 = (long)bid_x() * 16;
   const int h0 = bid_y() * NRG, kh = h0 / HG;
@@ -78,16 +90,58 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
       o[c][i] = 0;
   }
   const long last = CAUSAL ? (t0 + 15 < T ? t0 + 15 : T - 1) : TK - 1;
-  for (long j0 = 0; j0 <= last; j0 += KC) {
+  // SPARSE: the union of the rows' bitmaps, and thread 0's cursor in it
+  // (the word and its bits not yet taken).
+  int cw = 0;
+  uint32_t cb = 0;
+  if constexpr (SPARSE) {
     sync_block();
-    if constexpr (BLOCK > 0)
+    for (int w = tid_x(); w < NBW; w += NT) {
+      uint32_t u = 0;
+      for (int r = 0; r < 16; ++r)
+        u |= sel[r * NBW + w];
+      uni[w] = u;
+    }
+    sync_block();
+    cb = uni[0];
+  }
+  // SPARSE: key jj of the chunk, its position (-1: none, past the union).
+  constexpr int BK = BLOCK > 0 ? BLOCK : 1;
+  auto key_at = [&](int jj) __attribute__((always_inline)) -> long {
+    const int b = ids[jj / BK];
+    return b < 0 ? -1L : (long)b * BK + jj % BK;
+  };
+  for (long j0 = 0;; j0 += KC) {
+    if constexpr (!SPARSE)
+      if (j0 > last)
+        break;
+    sync_block();
+    if constexpr (SPARSE) {
+      // The chunk's EPC blocks: the union's next ones in key order, none
+      // past the tile's last key.
+      if (tid_x() == 0)
+        for (int e = 0; e < EPC; ++e) {
+          while (cb == 0 && cw + 1 < NBW)
+            cb = uni[++cw];
+          int b = -1;
+          if (cb != 0) {
+            b = cw * 32 + __builtin_ctz(cb);
+            cb &= cb - 1;
+          }
+          ids[e] = b >= 0 && (long)b * BLOCK <= last ? b : -1;
+        }
+      sync_block();
+      if (ids[0] < 0)
+        break;
+    } else if constexpr (BLOCK > 0) {
       if (!qsa_chunk_selected<16, KC, BLOCK, NBW, NT>(sel, j0, any))
         continue;
+    }
     for (int i = tid_x(); i < KC * (D / 8); i += NT) {
       int jj = i / (D / 8), c8 = (i % (D / 8)) * 8;
-      long j = j0 + jj;
+      long j = SPARSE ? key_at(jj) : j0 + jj;
       mma_t *dst = Ks + jj * LK + c8;
-      if (j < TK)
+      if (j >= 0 && j < TK)
         stage8_bf16(dst, kb + j * KT + kh * KH + c8);
       else
         zero8(dst);
@@ -96,9 +150,9 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
     // element store of a wave fills consecutive halves of one V^T row.
     for (int i = tid_x(); i < KC * (DV / 8); i += NT) {
       int jj = i % KC, c8 = (i / KC) * 8;
-      long j = j0 + jj;
+      long j = SPARSE ? key_at(jj) : j0 + jj;
       __attribute__((aligned(16))) mma_t e8[8];
-      if (j < TK)
+      if (j >= 0 && j < TK)
         stage8_bf16(e8, vb + j * VT + kh * VH + c8);
       else
         zero8(e8);
@@ -133,8 +187,9 @@ STRATA_FN void attention_gqa(const bf16 *q, const bf16 *k, const bf16 *v,
       const long t = t0 + r;
 #pragma unroll
       for (int n = 0; n < KCP / 16; ++n) {
-        long j = j0 + cp * KCP + n * 16 + c;
-        bool ok = t < T && j < TK && (!CAUSAL || j <= t);
+        const int jj = cp * KCP + n * 16 + c;
+        long j = SPARSE ? key_at(jj) : j0 + jj;
+        bool ok = t < T && j >= 0 && j < TK && (!CAUSAL || j <= t);
         if (BLOCK > 0 && ok) {
           long b = j / BLOCK;
           ok = b < NBW * 32 && (sel[r * NBW + b / 32] >> (b % 32) & 1u);

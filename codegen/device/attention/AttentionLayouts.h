@@ -13,15 +13,18 @@
 /// [16 NRG][D + 8], K [KC][D + 8], V^T [DV][KC + 8], P [16 NRG][KC + 8]
 /// (the 2-byte matrix type), the NSP waves' partial maxima and sums
 /// [NSP][16 NRG] each (f32), the QSA bitmap [16][NBW] (words; NBW 0 without
-/// QSA); `bytes` in all.
+/// QSA), and for the sparse form the union of the 16 rows' blocks [NBW]
+/// (words) and a chunk's block ids [EPC] (ints; EPC = KC / BLOCK, 0 without
+/// the sparse form); `bytes` in all.
 struct gqa_layout {
-  long q, k, vt, p, mx, sm, sel, bytes;
+  long q, k, vt, p, mx, sm, sel, uni, ids, bytes;
 };
 
 /// The layout of NRG row groups of 16 query rows, NSP waves a group, KC
-/// keys a chunk, key dim D, value dim DV and NBW words a bitmap row.
+/// keys a chunk, key dim D, value dim DV, NBW words a bitmap row and EPC
+/// union blocks a chunk (0: not the sparse form).
 constexpr gqa_layout gqa_layout_of(long nrg, long nsp, long kc, long d, long dv,
-                                   long nbw) {
+                                   long nbw, long epc = 0) {
   const long r = 16 * nrg;
   gqa_layout l{};
   l.q = 0;
@@ -31,7 +34,9 @@ constexpr gqa_layout gqa_layout_of(long nrg, long nsp, long kc, long d, long dv,
   l.mx = l.p + 2 * r * (kc + 8);
   l.sm = l.mx + 4 * nsp * r;
   l.sel = l.sm + 4 * nsp * r;
-  l.bytes = l.sel + 4 * 16 * nbw;
+  l.uni = l.sel + 4 * 16 * nbw;
+  l.ids = l.uni + (epc > 0 ? 4 * nbw : 0);
+  l.bytes = l.ids + 4 * epc;
   return l;
 }
 

@@ -79,11 +79,12 @@ TEST(AttentionForm, OptionsChangeTheForm) {
   EXPECT_FALSE(chunks.sparse);
   EXPECT_NE(chunks.kind, Kind::Ws);
   EXPECT_TRUE(pick(qsa(600), "sm_90", {"attn-compact=on"}).compact);
-  // Compact tables forbidden at 32K: the row bitmaps do not fit, so not
-  // the sparse form.
+  // Compact tables forbidden at 32K: the row bitmaps do not fit the
+  // warpgroup forms, so the matrix-unit form (its union needs no tables).
   AttentionForm noCompact = pick(qsa(32768), "sm_90", {"attn-compact=off"});
   EXPECT_FALSE(noCompact.compact);
-  EXPECT_FALSE(noCompact.sparse);
+  EXPECT_EQ(noCompact.kind, Kind::Gqa);
+  EXPECT_TRUE(noCompact.sparse);
   AttentionForm ab = pick(qsa(600), "sm_90",
                           {"attn-pingpong=1", "attn-smx=3", "attn-rolled=0"});
   EXPECT_TRUE(ab.pingpong);
@@ -99,13 +100,35 @@ TEST(AttentionForm, Gfx1151TakesTheGqaForm) {
     SCOPED_TRACE(t);
     AttentionForm f = pick(qsa(t), "gfx1151");
     EXPECT_EQ(f.kind, Kind::Gqa);
+    EXPECT_TRUE(f.sparse); // chunks of the union of the tile's blocks
+    EXPECT_EQ(f.keyChunk % 4, 0);
+    EXPECT_FALSE(pick(qsa(t), "gfx1151", {"attn-sparse=0"}).sparse);
     EXPECT_EQ(f.rowGroups, t == 16384 ? 1 : 2);
     EXPECT_EQ(f.splits, 2); // value dim 256 in two halves of 128
     EXPECT_EQ(f.headsPerBlock, f.rowGroups);
     EXPECT_LE(f.sharedBytes, 65536u - 1024);
     AttentionForm d = pick(dense(t), "gfx1151");
     EXPECT_EQ(d.kind, Kind::Gqa);
+    EXPECT_FALSE(d.sparse);
     EXPECT_EQ(d.rowGroups, 2); // both query heads of a KV head
+  }
+}
+
+TEST(AttentionForm, PortableFormsPutSm90OnGfx1151sForm) {
+  // portable-forms: sm_90 takes attention_gqa as gfx1151 does (QSA's union
+  // included), the same tiles, for the differential suite.
+  for (int64_t t : {1, 64, 600, 16384}) {
+    SCOPED_TRACE(t);
+    for (bool isQsa : {true, false}) {
+      const codegen::AttentionShape s = isQsa ? qsa(t) : dense(t);
+      AttentionForm f = pick(s, "sm_90", {"portable-forms=1"});
+      AttentionForm g = pick(s, "gfx1151");
+      EXPECT_EQ(f.kind, Kind::Gqa);
+      EXPECT_EQ(f.sparse, isQsa);
+      // sm_90's 227 KiB may take more heads a block; the algorithm is one.
+      EXPECT_EQ(f.keyChunk % 16, 0);
+      EXPECT_EQ(g.sparse, f.sparse);
+    }
   }
 }
 
@@ -209,8 +232,13 @@ TEST(AttentionForm, GqaSharedMemoryIsTheKernelsLayout) {
                 "gqa_layout");
   EXPECT_EQ(l.k, 2 * 16 * 136);
   EXPECT_EQ(l.sel, l.bytes);
-  // With QSA: the bitmap's 16 rows of NBW words after the rest.
+  // With QSA: the bitmap's 16 rows of NBW words after the rest; the sparse
+  // form adds the union's NBW words and a chunk's EPC block ids.
   EXPECT_EQ(gqa_layout_of(1, 2, 64, 128, 128, 3).bytes, l.bytes + 16 * 3 * 4);
+  constexpr gqa_layout u = gqa_layout_of(1, 2, 64, 128, 128, 3, 16);
+  EXPECT_EQ(u.uni, l.bytes + 16 * 3 * 4);
+  EXPECT_EQ(u.ids, u.uni + 3 * 4);
+  EXPECT_EQ(u.bytes, u.ids + 16 * 4);
   // A form the select chose is sized by it.
   codegen::AttentionShape s;
   s.heads = 8;
