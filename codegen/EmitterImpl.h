@@ -91,13 +91,38 @@ public:
   /// Every GEMM tile the kernel's code and its alternates take, once each
   /// (EmittedKernel::gemmTiles).
   std::vector<EmittedKernel::GemmTile> tiles;
+  /// The tiles of the code object being emitted (EmittedKernel::codeTiles):
+  /// an alternate's emitter sets it aside (withOwnTiles).
+  std::vector<EmittedKernel::GemmTile> codeTiles;
   /// Records a tile of \p rows x \p cols taken as \p name (a variant or
-  /// form row of KernelVariants.def).
+  /// form row of KernelVariants.def) where the code being emitted prints
+  /// it: the kernel's list and the code object's.
   void recordTile(const std::string &name, int rows, int cols) {
-    for (const EmittedKernel::GemmTile &t : tiles)
+    pickedTile(name, rows, cols);
+    addTile(codeTiles, name, rows, cols);
+  }
+  /// The same where a tile is chosen before any code object prints it
+  /// (GemmEmitter::pickTile): the kernel's list only.
+  void pickedTile(const std::string &name, int rows, int cols) {
+    addTile(tiles, name, rows, cols);
+  }
+  static void addTile(std::vector<EmittedKernel::GemmTile> &list,
+                      const std::string &name, int rows, int cols) {
+    for (const EmittedKernel::GemmTile &t : list)
       if (t.variant == name && t.rows == rows && t.cols == cols)
         return;
-    tiles.push_back({name, rows, cols});
+    list.push_back({name, rows, cols});
+  }
+  /// Runs \p emit (an alternate's code) and returns the tiles it recorded,
+  /// leaving the enclosing code's list as it was.
+  template <class F>
+  std::vector<EmittedKernel::GemmTile> withOwnTiles(F &&emit) {
+    std::vector<EmittedKernel::GemmTile> outer = std::move(codeTiles);
+    codeTiles.clear();
+    emit();
+    std::vector<EmittedKernel::GemmTile> mine = std::move(codeTiles);
+    codeTiles = std::move(outer);
+    return mine;
   }
 
   template <typename... A> void line(fmt::format_string<A...> f, A &&...a) {

@@ -482,6 +482,7 @@ bool emitKernel(const format::Plan &plan, size_t k, const std::string &target,
     out = std::move(e.out);
     out.int8Decode = e.int8Decode;
     out.gemmTiles = std::move(e.tiles);
+    out.codeTiles = std::move(e.codeTiles);
     std::string text = withGridWait(fmt::to_string(e.code));
     // The symbol: the kernel's label and a hash of its specialised body, so
     // identical specialisations share one symbol and one source.

@@ -78,6 +78,10 @@ struct EmittedKernel {
     int rows = 0, cols = 0;
   };
   std::vector<GemmTile> gemmTiles;
+  /// The tiles this code object itself takes (the own code's, or an
+  /// alternate's): `--report` prices a run by the row of the code it
+  /// launches.
+  std::vector<GemmTile> codeTiles;
 };
 
 /// Emits kernel \p k of \p plan for \p target ("gfx1151" or "sm_90"). The

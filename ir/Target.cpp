@@ -35,13 +35,17 @@ constexpr VariantRow kVariantRows[] = {
 struct FormRow {
   TargetId target;
   const char *name;
-  int tileM, tileN, tileK, threads;
+  MatrixPath path;
+  int tileM, tileN, tileK, threads, passes;
+  double efficiency;
 };
 
 constexpr FormRow kFormRows[] = {
 #define VARIANT(Target, Name, Path, TileM, TileN, TileK, Efficiency, Types)
-#define FORM(Target, Name, TileM, TileN, TileK, Threads)                       \
-  {TargetId::Target, Name, TileM, TileN, TileK, Threads},
+#define FORM(Target, Name, Path, TileM, TileN, TileK, Threads, Passes,         \
+             Efficiency)                                                       \
+  {TargetId::Target, Name,   MatrixPath::Path, TileM, TileN, TileK,            \
+   Threads,          Passes, Efficiency},
 #include "ir/KernelVariants.def"
 };
 
@@ -74,17 +78,22 @@ std::string targetNames() {
   return s;
 }
 
-double KernelVariant::peakTflops() const {
+/// The peak of \p path on \p t, TFLOP/s (TOPS for I8).
+static double pathPeak(const Target &t, MatrixPath path) {
   switch (path) {
   case MatrixPath::F16:
-    return target->matF16Tflops;
+    return t.matF16Tflops;
   case MatrixPath::I8:
-    return target->matI8Tops;
+    return t.matI8Tops;
   case MatrixPath::F32:
-    return target->vecF32Tflops;
+    return t.vecF32Tflops;
   }
   return 0;
 }
+
+double KernelVariant::peakTflops() const { return pathPeak(*target, path); }
+
+double KernelForm::peakTflops() const { return pathPeak(*target, path); }
 
 bool KernelVariant::decodes(format::GgmlType t) const {
   for (format::GgmlType u : types)
@@ -130,7 +139,8 @@ static const std::vector<KernelForm> &allForms() {
     std::vector<KernelForm> all;
     for (const FormRow &r : kFormRows)
       all.push_back({&allTargets()[static_cast<size_t>(r.target)], r.name,
-                     r.tileM, r.tileN, r.tileK, r.threads});
+                     r.path, r.tileM, r.tileN, r.tileK, r.threads, r.passes,
+                     r.efficiency});
     return all;
   }();
   return kForms;

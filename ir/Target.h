@@ -61,8 +61,14 @@ struct KernelVariant {
 struct KernelForm {
   const Target *target;
   const char *name;
+  MatrixPath path;
   int tileM, tileN, tileK; ///< rows exactly; the widest columns
   int threads;
+  int passes;        ///< products run per FLOP counted (split terms: 3)
+  double efficiency; ///< of the path's peak, for full tiles
+
+  /// The path's peak on the target, TFLOP/s (TOPS for I8).
+  double peakTflops() const;
 };
 
 /// The form rows of \p target, in KernelVariants.def order.

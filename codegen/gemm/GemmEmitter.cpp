@@ -180,8 +180,10 @@ void GemmEmitter::runChains() {
   auto alternate = [&](EmittedKernel &to, int64_t from, const char *suffix,
                        const std::function<void(const std::string &)> &emit) {
     e.out = EmittedKernel{};
-    emit(std::string("@SYMBOL@") + suffix);
+    std::vector<EmittedKernel::GemmTile> own =
+        e.withOwnTiles([&] { emit(std::string("@SYMBOL@") + suffix); });
     EmittedKernel alt = std::move(e.out);
+    alt.codeTiles = std::move(own);
     alt.minTokens = from;
     alt.suffix = suffix;
     to.alternates.push_back(std::move(alt));
@@ -232,8 +234,9 @@ void GemmEmitter::addAlternate(int64_t from, const char *suffix,
   const bool ownWs = e.workspace;
   e.out = EmittedKernel{};
   e.workspace = false;
-  emit();
+  std::vector<EmittedKernel::GemmTile> tiles = e.withOwnTiles(emit);
   EmittedKernel alt = std::move(e.out);
+  alt.codeTiles = std::move(tiles);
   alt.minTokens = from;
   alt.suffix = suffix;
   e.out = std::move(own);

@@ -99,6 +99,9 @@ struct Gemm {
   /// accumulators multiplied by the scale where each later term starts and
   /// by its inverse power after the last (mma.sync / WMMA, not wgmma).
   bool splitScaled = false;
+  /// The KernelVariants.def row pickTile took the tile as (a variant or a
+  /// form row), recorded where a code object prints it.
+  std::string tileRow;
   /// The TMA tile (sm_90a, GemmEmitter::pickTma): A and W copied by the
   /// TMA into a ring of `stages` stages, wgmma by two consumer
   /// warpgroups, a producer warp.

@@ -177,7 +177,8 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
     g.splitScaled = portable;
     g.bm = f.tileM, g.nt = f.threads;
     g.bn = !portable && g.n <= 64 ? 64 : f.tileN;
-    e.recordTile(f.name, g.bm, g.bn);
+    g.tileRow = f.name;
+    e.pickedTile(f.name, g.bm, g.bn);
     return;
   }
   if (!g.mma) {
@@ -199,14 +200,16 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
       g.skinny = true;
       g.bm = f.tileM;
       g.bn = static_cast<int>(g.n);
-      e.recordTile(f.name, g.bm, g.bn);
+      g.tileRow = f.name;
+      e.pickedTile(f.name, g.bm, g.bn);
       return;
     }
     // Columns rounded to 16, at most the row's.
     g.bm = fma->tileM;
     g.bn =
         static_cast<int>(std::min<int64_t>(fma->tileN, (g.n + 15) / 16 * 16));
-    e.recordTile(fma->name, g.bm, g.bn);
+    g.tileRow = fma->name;
+    e.pickedTile(fma->name, g.bm, g.bn);
     return;
   }
   // The tile of the variant's row (KernelVariants.def, which
@@ -226,7 +229,8 @@ void GemmEmitter::pickTile(Gemm &g, const std::string &variant) {
   g.bm = tm;
   g.bn = tn;
   g.nt = tm * tn >= 128 * 64 ? 256 : 128;
-  e.recordTile(variant, g.bm, g.bn);
+  g.tileRow = variant;
+  e.pickedTile(variant, g.bm, g.bn);
 }
 
 bool GemmEmitter::useWgmma(const Gemm &g) const {
@@ -304,6 +308,8 @@ void GemmEmitter::tileLoop(const Gemm &g, const std::string &aRow,
            g.nt);
     e.line("  sync_block();");
   }
+  // The tile this code object prints (EmittedKernel::codeTiles).
+  e.recordTile(g.tileRow, g.bm, g.bn);
   if (g.mma)
     matrixTile(g, aRow, wRow);
   else if (g.skinny)

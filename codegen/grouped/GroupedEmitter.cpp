@@ -188,9 +188,13 @@ void GemmEmitter::runGrouped() {
     e.out = EmittedKernel{};
     sym = "@SYMBOL@_tile";
   }
-  groupedTile(g, y, off, experts, sym);
+  std::vector<EmittedKernel::GemmTile> tileRows =
+      e.withOwnTiles([&] { groupedTile(g, y, off, experts, sym); });
+  if (!gemv)
+    e.codeTiles = std::move(tileRows); // the kernel's own code
   if (gemv) {
     EmittedKernel tile = std::move(e.out);
+    tile.codeTiles = std::move(tileRows);
     tile.minTokens = decodeRows + 1;
     tile.suffix = "_tile";
     e.out = std::move(gemvOwn);

@@ -230,6 +230,18 @@ def main():
             lines.append(f"{target} {tag} T={t} kernels={len(report['kernels'])} "
                          f"distinct={distinct} cold_s={cold:.2f} warm_s={warm:.2f} "
                          f"resources={'yes' if res else 'no (no ptxas)'}")
+            # The report names the tile the running code takes where it is
+            # not the plan's variant: f32 weights under bf16 activations on
+            # the matrix units as three terms (gfx1151's scaled f16 terms;
+            # sm_90's bf16 ones, its portable counterpart under
+            # portable-forms), priced by that row.
+            want = {("gfx1151", "qwen4exp-full"): "wmma_f16_split3",
+                    ("gfx1151", "qwen4exp-long"): "wmma_f16_split3",
+                    ("sm_90", "qwen4exp-full"): "mma_bf16_split3",
+                    ("sm_90", "qwen4exp-portable"): "mma_bf16_split3p"}.get((target, tag))
+            if want and not any((r["variant"].split() or [""])[-1].split("=")[-1] == want
+                                for r in report["kernels"]):
+                failures.append(f"{tag}/{target}: no kernel's report row names {want}")
             if tag.endswith("full") and warm > 5:
                 failures.append(f"{tag}/{target}: warm compile {warm:.1f} s > 5 s")
             if tag.endswith("full") and cold > 300:

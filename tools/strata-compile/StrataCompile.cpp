@@ -159,13 +159,31 @@ struct Prediction {
   bool computeBound = false;
 };
 
+/// The rate (TFLOP/s counted) of the tile row \p name of \p t: a variant's
+/// path peak times its efficiency, a form's divided by its passes too; 0
+/// for a name that is no row.
+double rowRate(const ir::Target &t, const std::string &name) {
+  if (const ir::KernelVariant *v = ir::lookupVariant(t, name))
+    return v->peakTflops() * v->efficiency;
+  for (const ir::KernelForm *f : ir::formsOf(t))
+    if (name == f->name)
+      return f->peakTflops() * f->efficiency / f->passes;
+  return 0;
+}
+
 Prediction predict(const format::PlanKernel &k, const ir::Target &t,
-                   double bytes, double flops) {
+                   double bytes, double flops,
+                   const std::vector<codegen::EmittedKernel::GemmTile> &run) {
   double peak = t.vecF32Tflops;
-  if (!k.variant.empty()) {
+  // The tile the running code takes (the form the generator chose for the
+  // report's T), else the plan's variant.
+  if (double rate = run.empty() ? 0.0 : rowRate(t, run.front().variant);
+      rate > 0) {
+    peak = rate;
+  } else if (!k.variant.empty()) {
     std::string first = k.variant.substr(0, k.variant.find(','));
-    if (const ir::KernelVariant *v = ir::lookupVariant(t, first))
-      peak = v->peakTflops() * v->efficiency;
+    if (double r = rowRate(t, first); r > 0)
+      peak = r;
   }
   auto holds = [&](format::Recipe r) {
     if (!k.isFused())
@@ -313,6 +331,9 @@ struct KernelUse {
   std::string form;
   std::optional<codegen::KernelResources> formRes;
   int formOccupancy = -1;
+  /// The GEMM tiles the code that runs at the report's T takes (its
+  /// KernelVariants.def rows), which the prediction prices by.
+  std::vector<codegen::EmittedKernel::GemmTile> runTiles;
 };
 
 /// The fraction of the roofline a kernel can reach with its occupancy and
@@ -436,11 +457,19 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
   for (const format::PlanKernel &k : p.kernels) {
     Row r{k.label(),     bodySummary(k), k.variant, outputText(k),
           k.bytes.at(t), k.flops.at(t),  {}};
-    r.pred = predict(k, target, r.bytes, r.flops);
-    if (const KernelUse *u = useOf(rows.size())) {
-      // The form a run of T takes, where an alternate replaces the code.
+    const KernelUse *use = useOf(rows.size());
+    r.pred = predict(k, target, r.bytes, r.flops,
+                     use ? use->runTiles
+                         : std::vector<codegen::EmittedKernel::GemmTile>{});
+    if (const KernelUse *u = use) {
+      // The form a run of T takes, where an alternate replaces the code,
+      // and the tile row it takes where that is not the plan's variant
+      // (e.g. _tile=wmma_f16_split3: f32 weights on the matrix units).
       if (!u->form.empty())
         r.variant += (r.variant.empty() ? "" : " ") + u->form;
+      if (!u->runTiles.empty() &&
+          k.variant.substr(0, k.variant.find(',')) != u->runTiles[0].variant)
+        r.variant += (u->form.empty() ? " " : "=") + u->runTiles[0].variant;
       double a = achievable(*u, target);
       r.pred.seconds = a > 0 ? r.pred.seconds / a : INFINITY;
     }
@@ -673,6 +702,17 @@ bool loadKernelUses(const format::Plan &plan, const std::string &dir,
     u.blocks = 1;
     for (const format::PlanDim &g : run.grid)
       u.blocks *= static_cast<double>(g.at(plan.maxTokens));
+    // The tiles of the code that runs: emitted again (deterministic, no
+    // compile), the own code's or the alternate's of the same suffix.
+    codegen::EmittedKernel ek;
+    if (!codegen::emitKernel(plan, k, target.name, ek, error))
+      return false;
+    if (u.form.empty())
+      u.runTiles = ek.codeTiles;
+    else
+      for (const codegen::EmittedKernel &alt : ek.alternates)
+        if (alt.suffix == u.form)
+          u.runTiles = alt.codeTiles;
     uses[k] = u;
   }
   return true;

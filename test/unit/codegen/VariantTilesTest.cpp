@@ -185,6 +185,17 @@ TEST(VariantTiles, EveryFormRowIsWhatTheEmitterTakes) {
                      ir::formRow(*ir::lookupTarget(name),
                                  gfx ? "wmma_f16_split3" : "mma_bf16_split3p"),
                      64);
+      // Each code object names the tile it prints (what --report prices):
+      // at 16,384 rows the own code is the row-block form (no tile), the
+      // tile an alternate.
+      EXPECT_TRUE(out.codeTiles.empty());
+      auto tile = std::find_if(
+          out.alternates.begin(), out.alternates.end(),
+          [](const codegen::EmittedKernel &a) { return a.suffix == "_tile"; });
+      ASSERT_NE(tile, out.alternates.end());
+      ASSERT_EQ(tile->codeTiles.size(), 1u);
+      EXPECT_EQ(tile->codeTiles[0].variant,
+                gfx ? "wmma_f16_split3" : "mma_bf16_split3p");
       // The tile (the own code, or the alternate after the row-block form).
       std::string code = out.body;
       for (const codegen::EmittedKernel &alt : out.alternates)
