@@ -609,18 +609,23 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     e.line("    buf ^= 1;");
     e.line("  }}");
   } else {
+    // Every accumulator times \p factor, after \p prefix (a condition).
+    auto scaleAcc = [&](const std::string &prefix, const std::string &factor) {
+      for (size_t b = 0; b < nb; ++b)
+        e.line("{}_Pragma(\"unroll\") for (int i = 0; i < {}; ++i) "
+               "_Pragma(\"unroll\") for (int j = 0; j < {}; ++j) "
+               "_Pragma(\"unroll\") for (int q = 0; q < 8; ++q) acc{}[i][j][q] "
+               "*= {};",
+               prefix, fm, fn, b, factor);
+    };
     e.line("  for (long k0 = 0; k0 < {}L; k0 += {}) {{", kTot, kBK);
     stage("buf");
     e.line("    sync_block();");
     // The portable split's Horner step: a later term's products are S
     // times their weight's, so what was summed before it is scaled by S.
     if (g.splitScaled)
-      for (size_t b = 0; b < nb; ++b)
-        e.line("    if (k0 > 0 && k0 % {}L == 0) _Pragma(\"unroll\") for (int "
-               "i = 0; i < {}; ++i) _Pragma(\"unroll\") for (int j = 0; j < "
-               "{}; ++j) _Pragma(\"unroll\") for (int q = 0; q < 8; ++q) "
-               "acc{}[i][j][q] *= STRATA_MMA_TERM_SCALE;",
-               g.k, fm, fn, b);
+      scaleAcc(fmt::format("    if (k0 > 0 && k0 % {}L == 0) ", g.k),
+               "STRATA_MMA_TERM_SCALE");
     // The last step reloads itself (valid addresses, no branch).
     load(fmt::format("k0 + {} < {}L ? k0 + {} : k0", kBK, kTot, kBK));
     // Each wave's fragments once per 16 k (one ldmatrix.x4 per 16x16 on
@@ -655,15 +660,9 @@ void GemmEmitter::matrixTile(const Gemm &g, const std::string &aRow,
     e.line("  }}");
     // The portable split: the sum back to W's scale (S^-(terms - 1)).
     if (g.splitScaled)
-      for (size_t b = 0; b < nb; ++b)
-        e.line("  _Pragma(\"unroll\") for (int i = 0; i < {}; ++i) "
-               "_Pragma(\"unroll\") for (int j = 0; j < {}; ++j) "
-               "_Pragma(\"unroll\") for (int q = 0; q < 8; ++q) acc{}[i][j][q] "
-               "*= {};",
-               fm, fn, b,
-               g.split == 3 ? "1.0f / (STRATA_MMA_TERM_SCALE * "
-                              "STRATA_MMA_TERM_SCALE)"
-                            : "1.0f / STRATA_MMA_TERM_SCALE");
+      scaleAcc("  ", g.split == 3 ? "1.0f / (STRATA_MMA_TERM_SCALE * "
+                                    "STRATA_MMA_TERM_SCALE)"
+                                  : "1.0f / STRATA_MMA_TERM_SCALE");
   }
   if (g.csTile && nbuf == 2) // Cs overwrites the tiles other waves read
     e.line("  sync_block();");
