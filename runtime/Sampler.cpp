@@ -19,6 +19,13 @@ namespace strata::runtime {
 
 namespace {
 
+/// The diagnostic of logit \p i, \p l, NaN or +inf (no token can be drawn
+/// from such logits).
+std::string badLogitError(size_t i, float l) {
+  return fmt::format("sampler: the logit of token {} is {}", i,
+                     std::isnan(l) ? "NaN" : "+inf");
+}
+
 /// One option's row of SamplerOptions.def, for checks and messages.
 struct OptionRange {
   double lo, hi;
@@ -205,8 +212,7 @@ bool Sampler::prepare(std::span<const float> logits,
   for (size_t i = 0; i < logits.size(); ++i) {
     float l = logits[i];
     if (std::isnan(l) || l == INFINITY) {
-      error = fmt::format("sampler: the logit of token {} is {}", i,
-                          std::isnan(l) ? "NaN" : "+inf");
+      error = badLogitError(i, l);
       return false;
     }
     // -inf masks a token: it can never be drawn, so it is no candidate.
@@ -218,19 +224,40 @@ bool Sampler::prepare(std::span<const float> logits,
     error = "sampler: every logit is -inf, no token can be drawn";
     return false;
   }
+  return windowOf(history, logits.size(), w.window, error);
+}
+
+bool Sampler::windowOf(std::span<const int32_t> history, size_t vocab,
+                       std::span<const int32_t> &window,
+                       std::string &error) const {
   size_t n = std::min(history.size(),
                       static_cast<size_t>(std::max(options_.penaltyLastN, 0)));
-  w.window = history.last(n);
-  for (size_t i = 0; i < w.window.size(); ++i) {
-    int32_t t = w.window[i];
-    if (t < 0 || static_cast<size_t>(t) >= logits.size()) {
+  window = history.last(n);
+  for (size_t i = 0; i < window.size(); ++i) {
+    int32_t t = window[i];
+    if (t < 0 || static_cast<size_t>(t) >= vocab) {
       error = fmt::format("sampler: history token {} (position {}) is outside "
                           "the vocabulary [0, {})",
-                          t, history.size() - n + i, logits.size());
+                          t, history.size() - n + i, vocab);
       return false;
     }
   }
   return true;
+}
+
+bool Sampler::penaltiesOff() const {
+  const SamplerOptions &o = options_;
+  // llama.cpp's test for a no-op (llama_sampler_penalties::is_disabled).
+  return o.penaltyLastN == 0 || (o.penaltyRepeat == 1.0f &&
+                                 o.penaltyFreq == 0 && o.penaltyPresent == 0);
+}
+
+double Sampler::penalised(double l, double count) const {
+  const SamplerOptions &o = options_;
+  // Dividing a negative logit would raise it; llama.cpp multiplies those.
+  // In double, so no penalty within the options' ranges overflows.
+  l = l <= 0 ? l * o.penaltyRepeat : l / o.penaltyRepeat;
+  return l - (count * o.penaltyFreq + o.penaltyPresent);
 }
 
 bool Sampler::sampleGreedy(std::span<const float> logits,
@@ -275,10 +302,9 @@ bool Sampler::sampleGreedy(std::span<const float> logits,
     max = lane[j] > max ? lane[j] : max;
   }
   if (bad)
-    for (size_t i = 0; i < v; ++i)
-      if (!(x[i] < INFINITY)) {
-        error = fmt::format("sampler: the logit of token {} is {}", i,
-                            std::isnan(x[i]) ? "NaN" : "+inf");
+    for (size_t k = 0; k < v; ++k)
+      if (!(x[k] < INFINITY)) {
+        error = badLogitError(k, x[k]);
         return false;
       }
   if (max == -INFINITY) {
@@ -286,26 +312,16 @@ bool Sampler::sampleGreedy(std::span<const float> logits,
     return false;
   }
   const int64_t best = std::find(x, x + v, max) - x;
-  const SamplerOptions &o = options_;
-  const size_t n = std::min(history.size(),
-                            static_cast<size_t>(std::max(o.penaltyLastN, 0)));
-  std::span<const int32_t> window = history.last(n);
-  for (size_t i = 0; i < window.size(); ++i)
-    if (window[i] < 0 || static_cast<size_t>(window[i]) >= logits.size()) {
-      error = fmt::format("sampler: history token {} (position {}) is outside "
-                          "the vocabulary [0, {})",
-                          window[i], history.size() - n + i, logits.size());
-      return false;
-    }
-  // applyPenalties' test for a no-op.
-  if (n == 0 || (o.penaltyRepeat == 1.0f && o.penaltyFreq == 0 &&
-                 o.penaltyPresent == 0)) {
+  std::span<const int32_t> window;
+  if (!windowOf(history, v, window, error))
+    return false;
+  if (window.empty() || penaltiesOff()) {
     token = static_cast<int32_t>(best);
     return true;
   }
   // With penalties: each distinct window id's penalised logit (as
-  // applyPenalties computes it, in double), and the best of the ids outside
-  // the window, found between the window's sorted ids.
+  // applyPenalties computes it), and the best of the ids outside the
+  // window, found between the window's sorted ids.
   std::vector<int32_t> ids(window.begin(), window.end());
   std::sort(ids.begin(), ids.end());
   int64_t pick = -1;
@@ -327,12 +343,8 @@ bool Sampler::sampleGreedy(std::span<const float> logits,
     const int32_t id = ids[i];
     for (int64_t t = from; t < id; ++t)
       offer(t, logits[static_cast<size_t>(t)]);
-    double l = logits[static_cast<size_t>(id)];
-    if (l != -INFINITY) {
-      l = l <= 0 ? l * o.penaltyRepeat : l / o.penaltyRepeat;
-      l -= static_cast<double>(j - i) * o.penaltyFreq + o.penaltyPresent;
-    }
-    offer(id, l);
+    const double l = logits[static_cast<size_t>(id)];
+    offer(id, l == -INFINITY ? l : penalised(l, static_cast<double>(j - i)));
     from = int64_t(id) + 1;
     i = j;
   }
@@ -348,10 +360,7 @@ void Sampler::runChain(Work &w) const {
 }
 
 void Sampler::applyPenalties(Work &w) const {
-  const SamplerOptions &o = options_;
-  // llama.cpp's test for a no-op (llama_sampler_penalties::is_disabled).
-  if (o.penaltyLastN == 0 ||
-      (o.penaltyRepeat == 1.0f && o.penaltyFreq == 0 && o.penaltyPresent == 0))
+  if (penaltiesOff())
     return;
   std::vector<Candidate> &c = w.candidates;
   // The first stage: the candidates are still in id order.
@@ -371,11 +380,7 @@ void Sampler::applyPenalties(Work &w) const {
         [](const Candidate &a, int32_t v) { return a.id < v; });
     if (it == c.end() || it->id != id)
       continue; // masked (-inf): stays out
-    // Dividing a negative logit would raise it; llama.cpp multiplies those.
-    // In double, so no penalty within the options' ranges overflows.
-    double &l = it->logit;
-    l = l <= 0 ? l * o.penaltyRepeat : l / o.penaltyRepeat;
-    l -= count * o.penaltyFreq + o.penaltyPresent;
+    it->logit = penalised(it->logit, count);
   }
 }
 

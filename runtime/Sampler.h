@@ -180,6 +180,15 @@ private:
   /// the history's window; errors as sample().
   bool prepare(std::span<const float> logits, std::span<const int32_t> history,
                Work &w, std::string &error) const;
+  /// The last penalty_last_n tokens of \p history into \p window, each
+  /// checked to be in [0, vocab) (the diagnostic names the first that is
+  /// not).
+  bool windowOf(std::span<const int32_t> history, size_t vocab,
+                std::span<const int32_t> &window, std::string &error) const;
+  /// Whether the penalties change nothing (llama.cpp's test).
+  bool penaltiesOff() const;
+  /// Logit \p l of a token seen \p count times in the window, penalised.
+  double penalised(double l, double count) const;
   /// sample() at temperature 0: the first highest penalised logit in id
   /// order, what the chain's first candidate is, found in one pass over the
   /// logits (no candidate list: a vocabulary's worth of writes and reads a

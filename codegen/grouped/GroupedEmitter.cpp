@@ -188,11 +188,11 @@ void GemmEmitter::runGrouped() {
     e.out = EmittedKernel{};
     sym = "@SYMBOL@_tile";
   }
-  std::vector<EmittedKernel::GemmTile> tileRows =
-      e.withOwnTiles([&] { groupedTile(g, y, off, experts, sym); });
-  if (!gemv)
-    e.codeTiles = std::move(tileRows); // the kernel's own code
-  if (gemv) {
+  if (!gemv) {
+    groupedTile(g, y, off, experts, sym); // the kernel's own code
+  } else {
+    std::vector<EmittedKernel::GemmTile> tileRows =
+        e.withOwnTiles([&] { groupedTile(g, y, off, experts, sym); });
     EmittedKernel tile = std::move(e.out);
     tile.codeTiles = std::move(tileRows);
     tile.minTokens = decodeRows + 1;
