@@ -28,6 +28,9 @@
 #                   (cpp-httplib, Brotli, fmt, PCRE2) in serve-bin/lib: what
 #                   serve_run.sh runs where build-rt/ could not build the
 #                   server (no libcpp-httplib-dev or libpcre2-dev there)
+# SERVE_PLAN names the plan's folder (default plan-serve16) and SERVE_OPTS
+# adds codegen options (NAME=VALUE, comma-separated), for A/B runs of the
+# server (serve_run.sh reads SERVE_PLAN too).
 # The plan is always remade (it follows the code generator), the rest only
 # when missing (serve-bin/ always: it follows the server). Prints the
 # compile time and the sizes each part adds to build-decode's tar.xz.
@@ -51,7 +54,8 @@ for p in 256 1024; do
 done
 
 OPTS="--max-tokens ${SERVE_CHUNK:-512} --max-context 1344 --max-batch 16 --logits all --target sm_90 --codegen-opt gemm-decode-rows=${SERVE_DECODE_ROWS:-16}"
-P=$OUT/plan-serve16
+for o in ${SERVE_OPTS:+${SERVE_OPTS//,/ }}; do OPTS="$OPTS --codegen-opt $o"; done
+P=$OUT/${SERVE_PLAN:-plan-serve16}
 rm -rf "$P"
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
@@ -75,11 +79,11 @@ ldd "$B/strata-serve" | awk '/=> \//{print $3}' |
   while read -r lib; do cp -L "$lib" "$S/lib/"; done
 (git describe --always --dirty 2>/dev/null || echo unknown) > "$S/COMMIT"
 
-printf "plan-serve16 compiled in %.1f s (%s)\n" "$(echo "$t1 - $t0" | bc)" "$OPTS"
+printf "$(basename "$P") compiled in %.1f s (%s)\n" "$(echo "$t1 - $t0" | bc)" "$OPTS"
 cat "$P/decode-report.txt"
 size() { tar -cJf - -C "$OUT" "$@" | wc -c; }
 echo "sizes (xz-compressed, what each adds to build-decode's carry):"
-printf "  plan-serve16: %.2f MB (%s uncompressed; cubins %s)\n" "$(echo "$(size plan-serve16) / 1000000" | bc -l)" \
+printf "  %s: %.2f MB (%s uncompressed; cubins %s)\n" "$(basename "$P")" "$(echo "$(size "$(basename "$P")") / 1000000" | bc -l)" \
   "$(du -sh "$P" | cut -f1)" "$(du -ch "$P"/kernels/*.cubin | tail -1 | cut -f1)"
 printf "  serve-bin:    %.2f MB (%s uncompressed)\n" "$(echo "$(size serve-bin) / 1000000" | bc -l)" \
   "$(du -sh "$S" | cut -f1)"

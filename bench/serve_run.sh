@@ -18,7 +18,8 @@
 # or, where that build has none (no cpp-httplib or PCRE2 headers there),
 # build-decode/serve-bin/'s (built here by serve_prepare.sh, with its
 # libraries). Every step has a timeout within a budget of SERVE_BUDGET
-# seconds (default 480). Without a GPU: "SKIPPED: no GPU", exit status 77.
+# seconds (default 480). SERVE_PLAN names another plan folder of
+# build-decode (serve_prepare.sh's, same variable). Without a GPU: "SKIPPED: no GPU", exit status 77.
 #   bash bench/serve_run.sh [RESULTS_DIR]
 #   bash bench/serve_run.sh --dry-run [RESULTS_DIR]   here, on the CPU: a
 #     tiny qwen4exp (shapes only, its vocabulary removed as full.gguf has
@@ -95,7 +96,7 @@ else
   D=build-decode
   N=16 P=1024 G=256
   GGUF=$D/full.gguf
-  PLAN=$D/plan-serve16
+  PLAN=$D/${SERVE_PLAN:-plan-serve16}
   TOKENS=$D/tokens-1024.txt
   REF_TOKENS=$D/tokens-256.txt
   for f in "$GGUF" "$PLAN/plan.json" "$TOKENS" "$REF_TOKENS"; do

@@ -201,6 +201,19 @@ void GemmEmitter::runChains() {
         gemvForms(form.decodeRows, [&](int64_t rows, const std::string &sym) {
           emitGemv(chains, gemms, rows, sym);
         });
+    // gemm-decode-mma: from its rows on, the matrix-unit decode form
+    // (GemmDecodeMma.cpp) takes over from the warp dot products' rows form.
+    const int64_t mmaFrom =
+        std::max<int64_t>(2, option(e.plan, Opt::GemmDecodeMma));
+    if (option(e.plan, Opt::GemmDecodeMma) > 0 &&
+        mmaFrom <= std::min(form.decodeRows, e.plan.maxTokens) &&
+        gemvMmaFits(chains, gemms)) {
+      if (mmaFrom == 2 && !forms.alternates.empty())
+        forms.alternates.pop_back();
+      alternate(forms, mmaFrom, "_mma", [&](const std::string &sym) {
+        emitGemvMma(chains, gemms, sym);
+      });
+    }
     if (rowBlock)
       alternate(forms, form.rowBlockFrom, "_rowblk", blocks);
   } else if (rowBlock) {

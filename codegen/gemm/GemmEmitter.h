@@ -351,6 +351,18 @@ private:
   void gemvQuantA(const Gemm &g, int64_t rows);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
+  /// Whether the matrix-unit decode form (GemmDecodeMma.cpp) can run every
+  /// chain: sm_90, bf16 A, K a multiple of 32, quantised or 16-bit weights
+  /// (one matrix, or gate and up), no stream mean.
+  bool gemvMmaFits(const std::vector<Chain> &chains,
+                   const std::vector<Gemm> &gemms) const;
+  /// Emits the chains' matrix-unit decode form as kernel \p sym: rows in
+  /// passes of 16, each warp 16 columns (selectGemvMma's slices of K), each
+  /// chain its own blocks of grid x.
+  void emitGemvMma(const std::vector<Chain> &chains,
+                   const std::vector<Gemm> &gemms, const std::string &sym);
+  /// One chain of emitGemvMma, `base` (its first block) defined.
+  void gemvMmaBody(const Gemm &g, GemvMmaForm form);
   /// The decode form's columns: with `base` (the block's first of its
   /// chain) and rowBase_ (W's first row: the expert's) defined, each warp's
   /// dot products of its \p shape.cols columns over rows \p first ..

@@ -29,4 +29,15 @@ GemvForm selectGemv(const GemvProblem &p) {
   return f;
 }
 
+GemvMmaForm selectGemvMma(const GemvMmaProblem &p) {
+  const int64_t target = decodeWarpSlots();
+  const int64_t groups = (p.n + 15) / 16, chunks = p.k / 32;
+  GemvMmaForm f;
+  while (f.slices < kGemvWarps && groups * f.slices < target &&
+         chunks / (f.slices * 2) >= 4)
+    f.slices *= 2;
+  f.unroll = std::clamp<int64_t>(chunks / f.slices, 1, 4);
+  return f;
+}
+
 } // namespace strata::codegen

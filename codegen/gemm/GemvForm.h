@@ -61,4 +61,26 @@ constexpr int kGemvWarps = 8;
 /// 20261203.txt).
 GemvForm selectGemv(const GemvProblem &p);
 
+/// What selection needs of a GEMM chain's matrix-unit decode form
+/// (codegen/gemm/GemmDecodeMma.cpp): a warp takes 16 columns, K in chunks
+/// of 32.
+struct GemvMmaProblem {
+  int64_t n = 0; ///< output columns
+  int64_t k = 0; ///< the reduction length (a multiple of 32)
+};
+
+/// The shape of the matrix-unit decode form.
+struct GemvMmaForm {
+  /// Warps of a block that share 16 columns, each a slice of K's chunks
+  /// (a power of two, at most kGemvWarps).
+  int slices = 1;
+  /// Chunks a warp's K loop unrolls (loads in flight), 1 to 4.
+  int64_t unroll = 1;
+};
+
+/// The shape for \p p: K split into slices while the column groups alone
+/// leave the GPU short of warps (decodeWarpSlots()) and each slice keeps
+/// four chunks; the slice's chunks unrolled up to four.
+GemvMmaForm selectGemvMma(const GemvMmaProblem &p);
+
 } // namespace strata::codegen

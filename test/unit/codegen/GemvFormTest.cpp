@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 using namespace strata;
 
 namespace {
@@ -289,4 +291,70 @@ TEST(GemvForm, Int8ActivationsUnderTheBf16PolicyForBlockTypesWithIntForms) {
       EXPECT_FALSE(emit(p).int8Decode) << format::ggmlTypeInfo(type).irName;
     }
   }
+}
+
+TEST(GemvForm, MatrixUnitDecodeFormFromTheOptionsRows) {
+  // gemm-decode-mma=8 with 16 decode rows: the warp dot products from 2
+  // rows, the matrix-unit form from 8, the tiles from 17 (sm_90, bf16 A).
+  format::Plan p = matmulPlan("sm_90", format::GgmlType::Q4_K, true);
+  std::string error;
+  ASSERT_TRUE(codegen::setOption(p, "gemm-decode-rows=16", error)) << error;
+  ASSERT_TRUE(codegen::setOption(p, "gemm-decode-mma=8", error)) << error;
+  codegen::EmittedKernel k = emit(p);
+  ASSERT_EQ(k.alternates.size(), 3u);
+  EXPECT_EQ(k.alternates[0].symbol, k.symbol + "_rows");
+  EXPECT_EQ(k.alternates[1].symbol, k.symbol + "_mma");
+  EXPECT_EQ(k.alternates[1].minTokens, 8);
+  EXPECT_EQ(k.alternates[2].minTokens, 17);
+  // K = 256 is eight chunks: two slices of four; 16 columns a warp group,
+  // four groups a block: 200 columns in 4 blocks.
+  EXPECT_EQ(k.alternates[1].grid[0].constant, 4);
+  EXPECT_EQ(k.alternates[1].block[0], 256);
+  EXPECT_NE(k.body.find("mma_16x16x16_f(acc0, fa"), std::string::npos);
+  EXPECT_NE(k.body.find("red[0 * 8 + i][wave + j][lane]"), std::string::npos);
+  // From 2 rows it replaces the warp dot products' rows form.
+  ASSERT_TRUE(codegen::setOption(p, "gemm-decode-mma=1", error)) << error;
+  codegen::EmittedKernel two = emit(p);
+  ASSERT_EQ(two.alternates.size(), 2u);
+  EXPECT_EQ(two.alternates[0].symbol, two.symbol + "_mma");
+  EXPECT_EQ(two.alternates[0].minTokens, 2);
+  // gfx1151 (WMMA fragments hold whole rows of k) and f32 weights keep the
+  // warp dot products; so do plans whose decode rows end before it.
+  for (auto [target, type, option] :
+       {std::tuple{"gfx1151", format::GgmlType::Q4_K, "gemm-decode-mma=8"},
+        std::tuple{"sm_90", format::GgmlType::F32, "gemm-decode-mma=8"},
+        std::tuple{"sm_90", format::GgmlType::Q4_K, "gemm-decode-mma=17"}}) {
+    SCOPED_TRACE(std::string(target) + " " + option);
+    format::Plan q = matmulPlan(target, type, true);
+    ASSERT_TRUE(codegen::setOption(q, "gemm-decode-rows=16", error)) << error;
+    ASSERT_TRUE(codegen::setOption(q, option, error)) << error;
+    for (const codegen::EmittedKernel &a : emit(q).alternates)
+      EXPECT_EQ(a.symbol.find("_mma"), std::string::npos) << a.symbol;
+  }
+}
+
+TEST(GemvForm, SelectTheMatrixUnitDecodeForm) {
+  // The full Qwen4-Exp's trunk at 16 rows, the H200's 8,448 warp slots:
+  // attn_qkv (N 10,240, K 2,560): 640 column groups, K in 8 slices of 10
+  // chunks, four unrolled.
+  codegen::GemvMmaProblem p;
+  p.n = 10240;
+  p.k = 2560;
+  codegen::GemvMmaForm f = codegen::selectGemvMma(p);
+  EXPECT_EQ(f.slices, 8);
+  EXPECT_EQ(f.unroll, 4);
+  // The output projection (N 248,320): columns alone fill the GPU.
+  p.n = 248320;
+  EXPECT_EQ(codegen::selectGemvMma(p).slices, 1);
+  // The experts' down K (640, 20 chunks): slices keep four chunks each.
+  p.n = 2560;
+  p.k = 640;
+  f = codegen::selectGemvMma(p);
+  EXPECT_EQ(f.slices, 4);
+  EXPECT_EQ(f.unroll, 4);
+  // A short K: one slice, its chunks all unrolled.
+  p.k = 64;
+  f = codegen::selectGemvMma(p);
+  EXPECT_EQ(f.slices, 1);
+  EXPECT_EQ(f.unroll, 2);
 }

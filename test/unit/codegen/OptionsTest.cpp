@@ -26,7 +26,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
       "attn-smx",         "gemm-f32-rows",
       "gemm-decode-int8", "gemm-decode-blocks",
       "moe-route-block",  "gemm-dequant-once",
-      "portable-forms",   "gemm-decode-prefetch"};
+      "portable-forms",   "gemm-decode-prefetch",
+      "gemm-decode-mma"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A/B of batched decode forms (B = 16 rows a step), prepare here and run on
+# the GPU machine (carry build-decode-batch):
+#   bash bench/decode_batch_ab.sh prepare VARIANT...   (development machine)
+#     VARIANT is NAME or NAME:OPT,OPT (codegen options NAME=VALUE, added to
+#     gemm-decode-rows=16). Per variant: the full Qwen4-Exp (shapes only,
+#     bench/decode_prepare.sh's mix) at --max-tokens 64 --max-context 1344
+#     --max-batch 16 --logits all (cubins only), and the four bundled
+#     models (tiny preset, shapes only, the block-type mixes of
+#     decode_ab_prepare.sh; synthetic weights on the GPU) at --max-tokens 16 --max-context 128
+#     --max-batch 16, bf16 policy, for strata-run --check.
+#   bash bench/decode_batch_ab.sh run [RESULTS_DIR]     (GPU machine)
+#     Per variant: each tiny model's 16 sequences (-n 6 --batch 16) with
+#     --check (every kernel of every prefill chunk and decode step against
+#     the cpu backend); then the full model's batched decode (16 sequences
+#     after 256-token prompts, 32 steps through CUDA graphs), the variants
+#     interleaved over ROUNDS (default 2) rounds. One results file
+#     decode-batch-STAMP.txt (machine, date, commit, every number).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+D=build-decode-batch
+mode=${1:?prepare or run}
+shift
+if [ "$mode" = prepare ]; then
+  set -e
+  B=${BUILD:-build}/bin
+  TYPES=$(sed -n "s/^TYPES='\(.*\)'\$/\1/p" bench/decode_prepare.sh)
+  mkdir -p "$D"
+  [ -f "$D/full.gguf" ] ||
+    "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
+  [ -f "$D/tokens-256.txt" ] ||
+    python3 bench/strata_bench.py tokens --T 256 --vocab 248320 -o "$D/tokens-256.txt"
+  (git describe --always --dirty 2> /dev/null || echo unknown) > "$D/COMMIT"
+  strip() { find "$1" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete; }
+  for v in "$@"; do
+    name=${v%%:*} opts=${v#*:}
+    [ "$opts" = "$v" ] && opts=
+    args=(--codegen-opt gemm-decode-rows=16)
+    IFS=, read -ra list <<< "$opts"
+    for o in "${list[@]}"; do [ -n "$o" ] && args+=(--codegen-opt "$o"); done
+    rm -rf "${D:?}/$name"
+    "$B/strata-compile" models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 64 --max-context 1344 \
+      --max-batch 16 --logits all --target sm_90 "${args[@]}" -o "$D/$name" > /dev/null
+    strip "$D/$name"
+    for m in qwen4exp:'q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl' \
+             qwen3moe:'q4_k,*attn_v*=q6_k,*_exps*=iq4_nl' qwen3next:'q5_k,*_exps*=iq4_xs' qwen3:q8_0; do
+      arch=${m%%:*} types=${m#*:}
+      t=$D/tiny/$arch
+      mkdir -p "$t"
+      [ -f "$t/model.gguf" ] ||
+        "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 1 --shapes-only --types "$types" \
+          -o "$t/model.gguf" > /dev/null
+      rm -rf "${t:?}/$name"
+      "$B/strata-compile" "models/$arch.strata" --gguf "$t/model.gguf" --max-context 128 --max-batch 16 \
+        --max-tokens 16 --logits all --target sm_90 --precision bf16 "${args[@]}" -o "$t/$name" > /dev/null
+      strip "$t/$name"
+    done
+  done
+  du -sh "$D"
+  exit 0
+fi
+[ "$mode" = run ] || { echo "usage: $0 prepare VARIANT... | run [RESULTS_DIR]"; exit 2; }
+RES=${1:-${OUT:-bench/results}}
+ROUNDS=${ROUNDS:-2}
+mkdir -p "$RES"
+out=$RES/decode-batch-$(date -u +%Y%m%dT%H%M%SZ).txt
+if ! nvidia-smi > /dev/null 2>&1; then
+  echo "SKIPPED: no GPU" | tee "$out"
+  exit 77
+fi
+bash test/device/build_runtime.sh || exit 1
+B=build-rt/bin
+variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$p"; done)
+{
+  echo "# batched decode A/B: $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plans of $(cat $D/COMMIT)"
+  for v in $variants; do
+    echo "# $v: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('options'))" $D/$v/plan.json)"
+  done
+  fails=0
+  for v in $variants; do
+    for t in $D/tiny/*; do
+      line=$(timeout 300 $B/strata-run "$t/$v" --gguf "$t/model.gguf" --synthetic-weights 1 --tokens 1,2,3,4,5,6,7,8,9,10,11 -n 6 \
+        --batch 16 --check 2>&1 > /dev/null | grep -E "check|error|timings" | tr '\n' ' ')
+      rc=${PIPESTATUS[0]}
+      echo "check $v $(basename "$t") B=16: rc $rc: $line"
+      [ "$rc" = 0 ] || fails=$((fails + 1))
+    done
+  done
+  echo "checks failed: $fails"
+  for r in $(seq 1 "$ROUNDS"); do
+    for v in $variants; do
+      line=$(timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
+        --tokens-file "$D/tokens-256.txt" -n 33 --batch 16 2>&1 > /dev/null | grep -E "timings|error")
+      echo "round $r $v: $line"
+    done
+  done
+} 2>&1 | tee "$out"
