@@ -196,19 +196,24 @@ void GemmEmitter::runChains() {
     emitVariant(chains, gemms, ys, TmaUse::None, sym);
   };
   EmittedKernel forms;
-  if (decode) {
+  // gemm-decode-mma: from its rows on, the matrix-unit decode form
+  // (GemmDecodeMma.cpp) takes over from the warp dot products; from one
+  // row it is the own code, so a row's sums are the same whatever else the
+  // step runs (a server's streams, batch-independent).
+  const int64_t mmaFrom = option(e.plan, Opt::GemmDecodeMma);
+  const bool mma = decode && mmaFrom > 0 &&
+                   mmaFrom <= std::min(form.decodeRows, e.plan.maxTokens) &&
+                   gemvMmaFits(chains, gemms);
+  if (decode && mma && mmaFrom == 1) {
+    emitGemvMma(chains, gemms, "@SYMBOL@");
+    forms = std::move(e.out);
+  } else if (decode) {
     forms =
         gemvForms(form.decodeRows, [&](int64_t rows, const std::string &sym) {
           emitGemv(chains, gemms, rows, sym);
         });
-    // gemm-decode-mma: from its rows on, the matrix-unit decode form
-    // (GemmDecodeMma.cpp) takes over from the warp dot products' rows form.
-    const int64_t mmaFrom =
-        std::max<int64_t>(2, option(e.plan, Opt::GemmDecodeMma));
-    if (option(e.plan, Opt::GemmDecodeMma) > 0 &&
-        mmaFrom <= std::min(form.decodeRows, e.plan.maxTokens) &&
-        gemvMmaFits(chains, gemms)) {
-      if (mmaFrom == 2 && !forms.alternates.empty())
+    if (mma) {
+      if (mmaFrom == 2)
         forms.alternates.pop_back();
       alternate(forms, mmaFrom, "_mma", [&](const std::string &sym) {
         emitGemvMma(chains, gemms, sym);

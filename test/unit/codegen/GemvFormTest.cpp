@@ -312,12 +312,19 @@ TEST(GemvForm, MatrixUnitDecodeFormFromTheOptionsRows) {
   EXPECT_EQ(k.alternates[1].block[0], 256);
   EXPECT_NE(k.body.find("mma_16x16x16_f(acc0, fa"), std::string::npos);
   EXPECT_NE(k.body.find("red[0 * 8 + i][wave + j][lane]"), std::string::npos);
-  // From 2 rows it replaces the warp dot products' rows form.
-  ASSERT_TRUE(codegen::setOption(p, "gemm-decode-mma=1", error)) << error;
+  // From 2 rows it replaces the warp dot products' rows form; from 1 it is
+  // the own code, so a row's sums do not depend on the step's other rows.
+  ASSERT_TRUE(codegen::setOption(p, "gemm-decode-mma=2", error)) << error;
   codegen::EmittedKernel two = emit(p);
   ASSERT_EQ(two.alternates.size(), 2u);
   EXPECT_EQ(two.alternates[0].symbol, two.symbol + "_mma");
   EXPECT_EQ(two.alternates[0].minTokens, 2);
+  ASSERT_TRUE(codegen::setOption(p, "gemm-decode-mma=1", error)) << error;
+  codegen::EmittedKernel one = emit(p);
+  ASSERT_EQ(one.alternates.size(), 1u);
+  EXPECT_EQ(one.alternates[0].symbol, one.symbol + "_tile");
+  EXPECT_NE(one.body.find("mma_16x16x16_f(acc0, fa"), std::string::npos);
+  EXPECT_EQ(one.grid[0].constant, 4);
   // gfx1151 (WMMA fragments hold whole rows of k) and f32 weights keep the
   // warp dot products; so do plans whose decode rows end before it.
   for (auto [target, type, option] :
