@@ -93,6 +93,7 @@ void GemmEmitter::emitGemvMma(const std::vector<Chain> &chains,
     const int64_t blocks = (g.n + cols - 1) / cols;
     e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
     e.line("  const long base = {};", base);
+    rowBase_ = "0L";
     gemvMmaBody(g, form);
     e.line("  return;");
     e.line("  }}");
