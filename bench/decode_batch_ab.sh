@@ -14,7 +14,8 @@
 #     --check (every kernel of every prefill chunk and decode step against
 #     the cpu backend); then the full model's batched decode (16 sequences
 #     after 256-token prompts, 32 steps through CUDA graphs), the variants
-#     interleaved over ROUNDS (default 2) rounds. One results file
+#     interleaved over ROUNDS (default 2) rounds. CHECKS=0 skips the
+#     checks. One results file
 #     decode-batch-STAMP.txt (machine, date, commit, every number).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +79,7 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
   done
   fails=0
   for v in $variants; do
+    [ "${CHECKS:-1}" = 1 ] || break
     for t in $D/tiny/*; do
       line=$(timeout 300 $B/strata-run "$t/$v" --gguf "$t/model.gguf" --synthetic-weights 1 --tokens 1,2,3,4,5,6,7,8,9,10,11 -n 6 \
         --batch 16 --check 2>&1 > /dev/null | grep -E "check|error|timings" | tr '\n' ' ')
