@@ -153,8 +153,7 @@ int64_t GemmEmitter::gemvInt8Words(const Gemm &g, int64_t rows) const {
   return gemvInt8(g, rows) ? rows * (g.k / 8) * 4 : 0;
 }
 
-void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
-                           int64_t stageBytes, int64_t aq8Words) {
+void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
   e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", kGemvWarps * 32,
@@ -171,6 +170,11 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
     e.line("  sync_block();");
   }
   e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
+}
+
+void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
+                           int64_t stageBytes, int64_t aq8Words) {
+  gemvEntry(iq3s, sym);
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
   if (stageBytes > 0)
     e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t "

@@ -67,20 +67,8 @@ void GemmEmitter::emitGemvMma(const std::vector<Chain> &chains,
     for (const Tensor &w : g.w)
       iq3s = iq3s || w.ggml == format::GgmlType::IQ3_S;
   }
-  e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", kGemvWarps * 32,
-         option(e.plan, Opt::GemmDecodeBlocks), sym, e.params());
-  e.prologue();
-  // IQ3_S's grid in LDS, as gemvOpen's: a warp decodes 16 columns' pieces
-  // at once (32 random lookups a piece).
-  iq3sLds_ = iq3s;
-  if (iq3s) {
-    e.line("  STRATA_SHARED uint32_t iq3s_lds[512];");
-    e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
-           "strata_iq3s_grid[i];",
-           kGemvWarps * 32);
-    e.line("  sync_block();");
-  }
-  e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
+  // IQ3_S's grid in LDS: a warp decodes 16 columns' pieces at once.
+  gemvEntry(iq3s, sym);
   // The slices' accumulator tiles: 8 floats a lane a matrix.
   e.line("  STRATA_SHARED float red[{}][{}][32];", nb * 8, kGemvWarps);
   int64_t base = 0;

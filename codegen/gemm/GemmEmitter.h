@@ -349,6 +349,9 @@ private:
   /// rows m0 .. m0 + \p rows - 1 (< M) of A into aq8, 16 bytes a piece of
   /// 8 (strata_qa8: two words of int8, the scale, the scaled sum).
   void gemvQuantA(const Gemm &g, int64_t rows);
+  /// A decode-form kernel's entry: the signature (two blocks an SM), the
+  /// prologue, IQ3_S's grid staged in LDS where \p iq3s, `wave` and `lane`.
+  void gemvEntry(bool iq3s, const std::string &sym);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
   /// Whether the matrix-unit decode form (GemmDecodeMma.cpp) can run every
