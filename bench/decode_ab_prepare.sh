@@ -13,8 +13,11 @@
 #                              --max-context 128 --max-tokens 16, for
 #                              strata-run --check
 #   tokens-1024.txt            a 1024-id prompt
-# VARIANT is NAME or NAME:OPT,OPT (codegen options NAME=VALUE).
+# VARIANT is NAME: or NAME:OPT,OPT (codegen options NAME=VALUE); NAME@DIR:...
+# compiles that variant with DIR/strata-compile instead (a build of another
+# commit: an A/B of a pass, which no codegen option turns off).
 #   bash bench/decode_ab_prepare.sh base: i8:gemm-decode-int8=1
+#   bash bench/decode_ab_prepare.sh old@../old/build/bin: new:
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}/bin
@@ -28,11 +31,13 @@ mkdir -p "$OUT"
 strip() { find "$1" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete; }
 for v in "$@"; do
   name=${v%%:*} opts=${v#*:}
+  cb=$B
+  if [[ $name == *@* ]]; then cb=${name#*@} name=${name%%@*}; fi
   args=()
   IFS=, read -ra list <<< "$opts"
   for o in "${list[@]}"; do [ -n "$o" ] && args+=(--codegen-opt "$o"); done
   rm -rf "${OUT:?}/$name"
-  "$B/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 4224 \
+  "$cb/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 4224 \
     --max-batch 1 --logits last --target sm_90 ${args[@]+"${args[@]}"} -o "$OUT/$name" > /dev/null
   strip "$OUT/$name"
   for m in qwen4exp:'q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl' \
@@ -43,7 +48,7 @@ for v in "$@"; do
     [ -f "$d/model.gguf" ] ||
       "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 1 --types "$types" -o "$d/model.gguf" > /dev/null
     rm -rf "${d:?}/$name"
-    "$B/strata-compile" "models/$arch.strata" --gguf "$d/model.gguf" --max-context 128 --max-batch 1 \
+    "$cb/strata-compile" "models/$arch.strata" --gguf "$d/model.gguf" --max-context 128 --max-batch 1 \
       --max-tokens 16 --logits last --target sm_90 --precision bf16 ${args[@]+"${args[@]}"} -o "$d/$name" > /dev/null
     strip "$d/$name"
   done

@@ -187,7 +187,11 @@ PlanPoly costConv1dCached(const Operation &op) {
   auto x = elementsPoly(operandType(op, 1));
   if (!x)
     return {};
-  return *x * (2 * constDim(operandType(op, 2), 1));
+  // A silu epilogue (act) counts one operation an element, as silu does.
+  const Attr *act = op.findAttr("act");
+  const bool silu = act && act->value && act->value->kind == ExprKind::Str &&
+                    act->value->s == "silu";
+  return *x * (2 * constDim(operandType(op, 2), 1) + (silu ? 1 : 0));
 }
 
 /// gated_delta_cached: the recurrence's FLOPs, as the prefill's.

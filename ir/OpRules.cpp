@@ -1066,9 +1066,14 @@ bool checkDimIs(RuleCtx &c, size_t i, size_t d, std::optional<int64_t> want,
   return true;
 }
 
-/// conv1d_cached(win[S, W, C], x[T, C], w[C, K], seq, pos) {dilation}
+/// conv1d_cached(win[S, W, C], x[T, C], w[C, K], seq, pos) {dilation, act}
 /// -> (the window, f32[T, C]), W = (K - 1) * dilation.
 bool inferConv1dCached(RuleCtx &c) {
+  auto act = c.strAttr("act");
+  if (act && *act != "none" && *act != "silu")
+    return c.error(fmt::format("attribute 'act' must be \"none\" or "
+                               "\"silu\", got \"{}\"",
+                               *act));
   if (!checkStateOperand(c, 0, 3, "a window [S, W, C]") ||
       !checkConv1d(c, 1, 1) ||
       !checkDim(c, 0, 2, 1, 1, "window channel count") ||

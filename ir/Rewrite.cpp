@@ -55,14 +55,17 @@ Rewriter::analyse(const std::vector<Operation *> &groupIn) const {
   std::vector<Operation *> &group = plan.group;
   group = groupIn;
   // States live outside the arena: the ops that declare or write one, and
-  // the readers of one, stay kernels of their own.
+  // the readers of one, stay kernels of their own. A state write's other
+  // results (the delta rule's output, the convolved rows) are arena values
+  // like any other: their readers fuse (the decode step's gated norm after
+  // gated_delta_cached).
   for (Operation *op : group) {
     if (position(op) == SIZE_MAX || op->kind == OpKind::Return ||
         isStateDecl(*op) || writesState(*op))
       return std::nullopt;
     for (const Operand &o : op->operands)
       if (const Operation *d = o.isValue() ? du_->definingOp(o.value) : nullptr)
-        if (isStateDecl(*d) || writesState(*d))
+        if (isStateDecl(*d) || (writesState(*d) && o.value == d->results[0]))
           return std::nullopt;
   }
   std::sort(group.begin(), group.end(), [&](Operation *a, Operation *b) {

@@ -16,6 +16,12 @@
 // that op's operand access, not a kernel: it folds into the reader as its
 // prologue (the q/k/v split of a fused projection).
 //
+// A state write is a kernel of its own (its state lives outside the arena),
+// so it takes no fused body; the cached convolution takes its silu as an
+// attribute instead (act = "silu"), as the prefill's convolution takes it
+// as an epilogue: the decode step's silu kernel after each short
+// convolution goes.
+//
 //===----------------------------------------------------------------------===//
 #include "ir/Rewrite.h"
 #include "passes/Pass.h"
@@ -164,6 +170,34 @@ public:
   }
 };
 
+/// Folds each silu that alone reads a cached convolution's output into
+/// the convolution (act = "silu"). Returns the number folded.
+int foldStateEpilogues(Func &f) {
+  DefUse du(f.body);
+  int folded = 0;
+  for (size_t i = 0; i < f.body.ops.size(); ++i) {
+    Operation &conv = *f.body.ops[i];
+    if (conv.kind != OpKind::Conv1dCached || conv.results.size() != 2 ||
+        conv.findAttr("act") || !du.hasOneUse(conv.results[1]))
+      continue;
+    Operation *act = du.uses(conv.results[1])[0].user;
+    if (act->kind != OpKind::Silu || act->results.size() != 1 ||
+        !(act->results[0]->type == conv.results[1]->type))
+      continue;
+    auto at = std::find_if(
+        f.body.ops.begin(), f.body.ops.end(),
+        [&](const std::unique_ptr<Operation> &op) { return op.get() == act; });
+    if (at == f.body.ops.end())
+      continue; // read inside a nested region
+    conv.attrs.push_back({"act", Expr::makeStr("silu", conv.loc), conv.loc});
+    du.replaceAllUsesWith(act->results[0], conv.results[1]);
+    du.dropUses(*act);
+    f.body.ops.erase(at);
+    ++folded;
+  }
+  return folded;
+}
+
 class FuseElementwisePass : public Pass {
 public:
   const char *name() const override { return "fuse-elementwise"; }
@@ -174,8 +208,10 @@ public:
     std::vector<std::unique_ptr<RewritePattern>> patterns;
     patterns.push_back(std::make_unique<ElementwiseChain>());
     patterns.push_back(std::make_unique<MovePrologue>());
-    for (auto &f : m->funcs)
+    for (auto &f : m->funcs) {
+      foldStateEpilogues(*f);
       applyPatterns(*f, patterns);
+    }
     return true;
   }
 };

@@ -28,6 +28,9 @@ void emitConv1dCached(Emitter &e, const BodyOp &op) {
   int64_t dil = e.intAttr(op, "dilation"), win = ws[1];
   if (win != (kw - 1) * dil)
     throw Unsupported("a window that is not (K - 1) * dilation long");
+  // act = "silu": the epilogue fuse-elementwise folded in (the silu the
+  // prefill's conv1d_causal kernel applies as it stores).
+  const bool silu = e.hasAttr(op, "act") && e.strAttr(op, "act") == "silu";
   beginCachedKernel(e, kCachedThreads);
   e.line("  const long c = (long)bid_x() * {} + tid_x();", kCachedThreads);
   e.line("  if (c >= {}L) return;", c);
@@ -47,7 +50,7 @@ void emitConv1dCached(Emitter &e, const BodyOp &op) {
          win, c);
   e.line("      sum += ld(in2, c * {}L + j) * v;", kw);
   e.line("    }}");
-  e.line("    st(out0, r * {}L + c, sum);", c);
+  e.line("    st(out0, r * {}L + c, {});", c, silu ? "sm_silu(sum)" : "sum");
   e.line("    ring[(p % {}L) * {}L + c] = xv;", win, c);
   e.line("  }}");
   e.line("}}");

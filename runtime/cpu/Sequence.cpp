@@ -1,4 +1,5 @@
 //===- Sequence.cpp - rope, attention, conv1d_causal, gated_delta_rule ----===//
+#include "runtime/ScalarMathCpu.h"
 #include "runtime/cpu/CpuKernel.h"
 #include "runtime/format/Quants.h"
 
@@ -612,6 +613,12 @@ void runConv1dCached(KernelCtx &ctx) {
   if (dilation <= 0)
     fail(
         fmt::format("attribute 'dilation' must be positive, got {}", dilation));
+  const std::string act = ctx.strAttr("act", "none");
+  if (act != "none" && act != "silu")
+    fail(fmt::format("attribute 'act' must be \"none\" or \"silu\", got "
+                     "\"{}\"",
+                     act));
+  const bool silu = act == "silu";
   expectDim(ctx, 2, 0, c, "the channel count");
   expectDim(ctx, 0, 2, c, "the channel count");
   int64_t w = (kw - 1) * dilation;
@@ -641,7 +648,7 @@ void runConv1dCached(KernelCtx &ctx) {
         float xv = back == 0 ? xr[ci] : ring[(src % w) * c + ci];
         sum += wt[ci * kw + j] * xv;
       }
-      y[r * c + ci] = sum;
+      y[r * c + ci] = silu ? scalar::sm_silu(sum) : sum;
     }
     std::copy(xr, xr + c, ring + (p % w) * c);
   }

@@ -790,23 +790,36 @@ TEST(CpuState, RecurrentCachedFormsEqualPrefillBitForBit) {
         << error;
     ys[s] = y.floats();
   }
-  // Noise in the windows: taps before position 0 never read them.
-  HostTensor win = buffer({slots, w, c}, rng.normal(slots * w * c));
-  std::vector<float> convGot[2];
-  for (int64_t c0 = 0; c0 < t; c0 += chunk) {
-    HostTensor seq = runs.seq(c0), pos = runs.pos(c0);
-    int64_t n = seq.shape[0];
-    HostTensor x = buffer({n, c}, runs.gather(c0, xs, c)), y = output({n, c});
-    ASSERT_TRUE(runKernel(Recipe::Conv1dCached, {{"dilation", aInt(dil)}},
-                          {&win, &x, &cw, &seq, &pos}, {&y}, error))
-        << error;
-    std::vector<float> yf = y.floats();
-    for (int64_t i = 0; i < n; ++i)
-      convGot[i % 2].insert(convGot[i % 2].end(), yf.begin() + i * c,
-                            yf.begin() + (i + 1) * c);
+  // The same with act = "silu" (fuse-elementwise's epilogue): the silu
+  // op's values of conv1d_causal's sums.
+  std::vector<float> silus[2];
+  for (int s = 0; s < 2; ++s) {
+    HostTensor x = buffer({t, c}, ys[s]), y = output({t, c});
+    ASSERT_TRUE(runKernel(Recipe::Silu, {}, {&x}, {&y}, error)) << error;
+    silus[s] = y.floats();
   }
-  EXPECT_EQ(convGot[0], ys[0]);
-  EXPECT_EQ(convGot[1], ys[1]);
+  for (const char *act : {"none", "silu"}) {
+    SCOPED_TRACE(act);
+    // Noise in the windows: taps before position 0 never read them.
+    HostTensor win = buffer({slots, w, c}, rng.normal(slots * w * c));
+    std::vector<float> convGot[2];
+    for (int64_t c0 = 0; c0 < t; c0 += chunk) {
+      HostTensor seq = runs.seq(c0), pos = runs.pos(c0);
+      int64_t n = seq.shape[0];
+      HostTensor x = buffer({n, c}, runs.gather(c0, xs, c)), y = output({n, c});
+      ASSERT_TRUE(runKernel(Recipe::Conv1dCached,
+                            {{"dilation", aInt(dil)}, {"act", aStr(act)}},
+                            {&win, &x, &cw, &seq, &pos}, {&y}, error))
+          << error;
+      std::vector<float> yf = y.floats();
+      for (int64_t i = 0; i < n; ++i)
+        convGot[i % 2].insert(convGot[i % 2].end(), yf.begin() + i * c,
+                              yf.begin() + (i + 1) * c);
+    }
+    const bool silu = std::string(act) == "silu";
+    EXPECT_EQ(convGot[0], silu ? silus[0] : ys[0]);
+    EXPECT_EQ(convGot[1], silu ? silus[1] : ys[1]);
+  }
 
   // gated_delta_cached against gated_delta_rule, both head orders.
   const int64_t hk = 2, h = 4, dk = 8, dv = 4;
@@ -907,6 +920,14 @@ TEST(CpuState, RecurrentCachedErrors) {
   EXPECT_FALSE(runKernel(Recipe::Conv1dCached, {}, {&win, &x, &cw, &seq, &pos},
                          {&y}, error));
   EXPECT_NE(error.find("the window length (K - 1) * dilation is 3, expected 2"),
+            std::string::npos)
+      << error;
+  // An activation the convolution does not apply.
+  HostTensor win3 = buffer({2, 2, 4}, std::vector<float>(16, 0));
+  EXPECT_FALSE(runKernel(Recipe::Conv1dCached, {{"act", aStr("gelu")}},
+                         {&win3, &x, &cw, &seq, &pos}, {&y}, error));
+  EXPECT_NE(error.find("attribute 'act' must be \"none\" or \"silu\", got "
+                       "\"gelu\""),
             std::string::npos)
       << error;
   // A slot past the state's.
