@@ -132,6 +132,7 @@ Rewriter::fuse(const std::vector<Operation *> &groupIn, const std::string &name,
   std::set<const Operation *> inGroup(group.begin(), group.end());
   const size_t first = position(group.front()), last = position(group.back());
   const bool atLast = plan->atLast;
+  lastStart_ = first;
 
   auto fused = std::make_unique<Operation>();
   fused->kind = OpKind::Fused;
@@ -282,10 +283,13 @@ size_t applyPatterns(Func &f,
         break;
       }
     }
+    // After a rewrite, resume at its first op: the ops after the group
+    // moved up (a fusion of n ops removes n - 1), and those it passed may
+    // match now.
     if (!changed)
       ++i;
     else
-      i = std::min(i, f.body.ops.size());
+      i = std::min({i, rw.lastRewriteStart(), f.body.ops.size()});
   }
   return rewrites;
 }

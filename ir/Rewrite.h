@@ -45,6 +45,10 @@ public:
   /// True if fuse(\p group, ...) would succeed.
   bool canFuse(const std::vector<Operation *> &group) const;
 
+  /// The body position of the first op the last rewrite moved or replaced
+  /// (ops before it are as they were): where a driver resumes.
+  size_t lastRewriteStart() const { return lastStart_; }
+
 private:
   /// The analysis fuse() acts on; nullopt when \p group cannot be fused.
   struct Plan {
@@ -60,6 +64,7 @@ private:
   std::unique_ptr<DefUse> du_;
   std::unordered_map<const Operation *, size_t> pos_;
   std::set<std::string> names_;
+  size_t lastStart_ = 0;
 };
 
 /// A local rewrite rooted at one op of a function body.

@@ -16,6 +16,12 @@
 // that op's operand access, not a kernel: it folds into the reader as its
 // prologue (the q/k/v split of a fused projection).
 //
+// A norm whose result (through reshapes) only a rope reads runs with it as
+// one row kernel (the k and indexer paths' rms_norm + rope: the normalised
+// row stays in shared memory); where a slice feeds the norm, the slice
+// folds into the norm instead (MovePrologue) and the rope stays apart, so
+// that the row's temporaries stay within shared memory.
+//
 // A state write is a kernel of its own (its state lives outside the arena),
 // so it takes no fused body; the cached convolution takes its silu as an
 // attribute instead (act = "silu"), as the prefill's convolution takes it
@@ -198,6 +204,48 @@ int foldStateEpilogues(Func &f) {
   return folded;
 }
 
+/// The op defining \p v through single-use reshapes, those reshapes
+/// appended to \p chain (nearest last); nullptr where \p v is an argument
+/// or a reshape's result has other readers.
+Operation *throughReshapes(const Value *v, const DefUse &du,
+                           std::vector<Operation *> &chain) {
+  Operation *d = du.definingOp(v);
+  while (d && d->kind == OpKind::Reshape) {
+    if (!du.hasOneUse(d->results[0]))
+      return nullptr;
+    chain.push_back(d);
+    const Operand &o = d->operands[0];
+    d = o.isValue() ? du.definingOp(o.value) : nullptr;
+  }
+  return d;
+}
+
+class NormRope : public RewritePattern {
+public:
+  const char *name() const override { return "norm-rope"; }
+
+  bool matchAndRewrite(Operation &rope, Rewriter &rw) override {
+    if (rope.kind != OpKind::Rope || rw.position(&rope) == SIZE_MAX ||
+        !rope.operands[0].isValue())
+      return false;
+    const DefUse &du = rw.defUse();
+    std::vector<Operation *> group{&rope};
+    Operation *norm = throughReshapes(rope.operands[0].value, du, group);
+    if (!norm ||
+        (norm->kind != OpKind::RmsNorm && norm->kind != OpKind::L2Norm) ||
+        norm->results.size() != 1 || !du.hasOneUse(norm->results[0]) ||
+        rw.position(norm) == SIZE_MAX || !norm->operands[0].isValue())
+      return false;
+    // A slice read by the norm alone folds into the norm (MovePrologue).
+    std::vector<Operation *> views;
+    if (Operation *in = throughReshapes(norm->operands[0].value, du, views))
+      if (in->kind == OpKind::Slice && du.hasOneUse(in->results[0]))
+        return false;
+    group.push_back(norm);
+    return rw.fuse(group, std::string(opName(norm->kind)) + "+rope") != nullptr;
+  }
+};
+
 class FuseElementwisePass : public Pass {
 public:
   const char *name() const override { return "fuse-elementwise"; }
@@ -208,6 +256,7 @@ public:
     std::vector<std::unique_ptr<RewritePattern>> patterns;
     patterns.push_back(std::make_unique<ElementwiseChain>());
     patterns.push_back(std::make_unique<MovePrologue>());
+    patterns.push_back(std::make_unique<NormRope>());
     for (auto &f : m->funcs) {
       foldStateEpilogues(*f);
       applyPatterns(*f, patterns);

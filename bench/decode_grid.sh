@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Decode of the full Qwen4-Exp (synthetic weights) over the grid the decode
+# issue's table asks for: B = 1, 4, 16 sequences a step after prompts of
+# P = 1,024, 4,096 and 16,384 tokens.
+#   bash bench/decode_grid.sh prepare        (development machine; carry
+#                                             build-decode-grid)
+#   bash bench/decode_grid.sh run [RESULTS]  (GPU machine; default
+#                                             bench/results)
+# prepare: the shapes-only GGUF of bench/decode_prepare.sh's mix, one plan
+# with state (--max-tokens 1024: prompts prefill in chunks of 1,024 rows,
+# so 16 prompts of 16K take seconds, not minutes; --max-context 16640
+# --max-batch 16 --logits all: every row's logits, one row a sequence;
+# f32 KV cache, cubins only), its decode-step --report at B = 1, 4, 16 and
+# P = 4096 (the floors), and the prompts.
+# run: per (P, B), strata-run --batch B: B sequences, each prompt prefilled
+# alone, then 32 greedy steps of B rows through one CUDA graph per row count;
+# one results file decode-grid-STAMP.txt (machine, date, commit, every
+# timing line).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+D=build-decode-grid
+mode=${1:?prepare or run}
+PS="1024 4096 16384"
+BS="1 4 16"
+if [ "$mode" = prepare ]; then
+  set -e
+  B=${BUILD:-build}/bin
+  TYPES='q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,*ffn_down_shexp*=q8_0'
+  ARGS=(models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 1024 --max-context 16640
+    --max-batch 16 --logits all --target sm_90)
+  mkdir -p "$D"
+  [ -f "$D/full.gguf" ] ||
+    "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
+  rm -rf "$D/plan"
+  "$B/strata-compile" "${ARGS[@]}" -o "$D/plan" > /dev/null
+  find "$D/plan" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
+  for b in $BS; do
+    "$B/strata-compile" "${ARGS[@]}" --no-codegen --report --context 4096 --max-batch "$b" \
+      -o "$D/plan-report" | grep -i "decode step" >> "$D/plan/decode-report.txt"
+    rm -rf "$D/plan-report"
+  done
+  for p in $PS; do
+    [ -f "$D/tokens-$p.txt" ] ||
+      python3 bench/strata_bench.py tokens --T "$p" --vocab 248320 -o "$D/tokens-$p.txt"
+  done
+  (git describe --always --dirty 2>/dev/null || echo unknown) > "$D/plan/COMMIT"
+  du -sh "$D"
+  exit 0
+fi
+[ "$mode" = run ] || { echo "usage: decode_grid.sh prepare|run [RESULTS_DIR]"; exit 2; }
+RES=${2:-bench/results}
+mkdir -p "$RES"
+out=$RES/decode-grid-$(date -u +%Y%m%dT%H%M%SZ).txt
+if ! nvidia-smi > /dev/null 2>&1; then
+  echo "SKIPPED: no GPU" | tee "$out"
+  exit 77
+fi
+[ -f "$D/plan/plan.json" ] || { echo "error: $D/plan missing: run 'bash bench/decode_grid.sh prepare' and carry $D"; exit 1; }
+bash test/device/build_runtime.sh || exit 1
+BIN=build-rt/bin
+{
+  echo "# decode grid of the full Qwen4-Exp (shapes-only GGUF, synthetic weights)"
+  echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plan commit $(cat $D/plan/COMMIT)"
+  echo "# plan: --max-tokens 1024 --max-context 16640 --max-batch 16 --logits all --target sm_90 (f32 KV cache)"
+  sed 's/^/# floor: /' "$D/plan/decode-report.txt"
+  for p in $PS; do
+    for b in $BS; do
+      echo "== P = $p, B = $b: $b sequences after $p-token prompts, 32 steps"
+      "$BIN/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
+        --tokens-file "$D/tokens-$p.txt" -n 33 --ignore-eos --batch "$b" 2>&1 > /dev/null |
+        grep -E "timings|error"
+    done
+  done
+} 2>&1 | tee "$out"
