@@ -614,10 +614,14 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
   if (!p.states.empty()) {
     DecodeStep d = decodeStep(p, decodeContext);
     double floor = d.bytes / (target.memGBs * 1e9);
+    // The kernel count beside the bytes: at one row a step's launches and
+    // tails, not its bytes, are most of its time (docs/PERFORMANCE.md).
     fmt::print("decode step: {} row(s) (one per slot) at {} cached positions: "
-               "{} moved (caches {}), floor {} at {} GB/s ({:.0f} steps/s)\n",
+               "{} moved (caches {}) in {} kernels, floor {} at {} GB/s "
+               "({:.0f} steps/s)\n",
                d.rows, d.context, human(d.bytes, "B"), human(d.cacheBytes, "B"),
-               human(floor, "s"), target.memGBs, floor > 0 ? 1 / floor : 0.0);
+               p.kernels.size(), human(floor, "s"), target.memGBs,
+               floor > 0 ? 1 / floor : 0.0);
   }
   if (hc.sites)
     fmt::print("hyper-connection sites: {}, {} per site; three-kernel floor {} "
