@@ -15,6 +15,11 @@
 
 namespace strata::ir {
 
+/// The most columns of a skinny GEMM: unquantised weights of this few rows
+/// take warp dot products in every form (the code generator's GEMM family;
+/// fuse-siblings groups such chains with quantised ones).
+constexpr int64_t kSkinnyGemmColumns = 8;
+
 /// Elements of tensor type \p t as a polynomial in T; nullopt where a dim
 /// is not `c*T/q + d` (divisions are taken exactly, not floored).
 std::optional<format::PlanPoly> elementsPoly(const Type &t);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 namespace strata::ir {
 
@@ -264,6 +265,47 @@ Rewriter::fuse(const std::vector<Operation *> &groupIn, const std::string &name,
   for (size_t i = 0; i < ops.size(); ++i)
     pos_[ops[i].get()] = i;
   return result;
+}
+
+std::vector<Operation *> Rewriter::unfuse(Operation *op) {
+  const size_t at = position(op);
+  if (at == SIZE_MAX || op->kind != OpKind::Fused || op->regions.size() != 1 ||
+      op->findAttr("tied"))
+    return {};
+  Block &inner = *op->regions[0];
+  if (inner.ops.empty() || inner.ops.back()->kind != OpKind::Yield ||
+      inner.args.size() != op->operands.size() ||
+      inner.ops.back()->operands.size() != op->results.size())
+    return {};
+  std::map<const Value *, Value *> outer;
+  for (size_t i = 0; i < inner.args.size(); ++i)
+    outer[inner.args[i]] = op->operands[i].value;
+  for (auto &o : inner.ops)
+    for (Operand &x : o->operands)
+      if (x.isValue())
+        if (auto it = outer.find(x.value); it != outer.end())
+          x.value = it->second;
+  // Readers of the kernel's results read the yielded values.
+  const Operation &yield = *inner.ops.back();
+  for (size_t k = 0; k < op->results.size(); ++k) {
+    Value *in = yield.operands[k].value;
+    for (const Use &u : du_->uses(op->results[k]))
+      u.user->operands[u.operand].value = in;
+  }
+  std::vector<std::unique_ptr<Operation>> moved;
+  for (size_t i = 0; i + 1 < inner.ops.size(); ++i)
+    moved.push_back(std::move(inner.ops[i]));
+  std::vector<Operation *> ops;
+  for (auto &m : moved)
+    ops.push_back(m.get());
+  std::vector<std::unique_ptr<Operation>> &body = func_.body.ops;
+  body.erase(body.begin() + static_cast<long>(at));
+  body.insert(body.begin() + static_cast<long>(at),
+              std::make_move_iterator(moved.begin()),
+              std::make_move_iterator(moved.end()));
+  lastStart_ = at;
+  rebuild();
+  return ops;
 }
 
 size_t applyPatterns(Func &f,

@@ -42,6 +42,13 @@ public:
                   const std::string &name,
                   const std::vector<std::pair<Value *, Value *>> &ties = {});
 
+  /// Puts the body of `fused` kernel \p op back into the function body at
+  /// its place (its block arguments replaced by its operands, its results by
+  /// the values it yields) and returns the ops, in body order; empty (IR
+  /// unchanged) where \p op is no top-level fused kernel or ties results to
+  /// inputs. With fuse(), regroups kernels (fuse-siblings).
+  std::vector<Operation *> unfuse(Operation *op);
+
   /// True if fuse(\p group, ...) would succeed.
   bool canFuse(const std::vector<Operation *> &group) const;
 

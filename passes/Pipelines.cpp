@@ -20,6 +20,8 @@ std::vector<std::string> defaultPipeline() {
       // epilogues.
       "fuse-hyper-connection",
       "fuse-elementwise",
+      // In plans that decode: GEMMs reading the same rows as one launch.
+      "fuse-siblings",
       // Pick the target's kernel variant for every GEMM.
       "select-expert-kernels",
       // Pick a catalog recipe for every op.

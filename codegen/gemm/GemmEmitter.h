@@ -29,6 +29,7 @@
 #include "codegen/gemm/GemmForm.h"
 #include "codegen/gemm/GemvForm.h"
 #include "codegen/grouped/GroupedForm.h"
+#include "ir/OpCost.h"
 
 #include <cstdint>
 #include <functional>
@@ -43,8 +44,9 @@ using format::BodyOp;
 using format::BodyRef;
 using format::Recipe;
 
-constexpr int kBK = 32;     ///< K per staged tile (one 32-block, 1/8 of a 256)
-constexpr int kSkinnyN = 8; ///< the most columns of a skinny GEMM
+constexpr int kBK = 32; ///< K per staged tile (one 32-block, 1/8 of a 256)
+/// The most columns of a skinny GEMM (ir/OpCost.h).
+constexpr int kSkinnyN = static_cast<int>(ir::kSkinnyGemmColumns);
 /// The f32 chains' row-block form: rows a block takes, in passes of
 /// kF32RowPass (its accumulators a column): a block's weight slices are
 /// read from L2 once and reused from L1 by its later passes.
