@@ -59,6 +59,14 @@ constexpr int64_t kF32RowBlock = 32, kF32RowPass = 8;
 /// tiles from T = 8.5e8 / (N K), 3,240 rows for that router, 650 for
 /// q4x's (K 2560, N 512), 6,900 for the delta rule's gates (N 48).
 constexpr int64_t kF32RowBlockWork = 850'000'000;
+/// The same for 16-bit weights, per K element of the tiles' walk: their
+/// matrix-unit tiles are bound by one block's loads in flight, not its
+/// FMAs. On the H200 K2 (f16, N 320 + 4, K 10,240) at 64 rows ran 6 tiles
+/// in 131 us (bench/results/chunk64-profile-20261205T1848Z.txt): 12.8 ns
+/// a K element, in which the row blocks compute 64,000 row x N products
+/// (2e-13 s each, as above), so the tiles from T = 64,000 / N (200 rows
+/// for K2).
+constexpr int64_t kRowBlockWork16PerK = 64'000;
 constexpr int kSkinnyRows = 4; ///< rows per warp of a skinny GEMM
 
 /// Row stride (floats) of the f32 Cs tile of \p bn columns: 4 floats of

@@ -11,6 +11,7 @@ namespace strata::codegen {
 
 using detail::gemm::kF32RowBlockWork;
 using detail::gemm::kF32RowPass;
+using detail::gemm::kRowBlockWork16PerK;
 using detail::gemm::kSkinnyN;
 using detail::gemm::kTmaMinTokens;
 
@@ -60,6 +61,30 @@ int64_t f32TileRows(const GemmProblem &p, const format::Plan &plan) {
   const ir::Target *t = ir::lookupTarget(p.target);
   if (!t || p.chains.empty())
     return 0;
+  // 16-bit weights, skinny f32 chains beside them.
+  const bool half = std::any_of(
+      p.chains.begin(), p.chains.end(),
+      [](const GemmChainShape &c) { return !c.f32Weights && !c.quant; });
+  if (half) {
+    int64_t bm = INT64_MAX, colTiles = 0, columns = 0;
+    for (const GemmChainShape &c : p.chains) {
+      const bool skinny = c.skinny || c.n <= kSkinnyN;
+      if (c.streamMean || c.mPer != 1 || c.quant || c.weights != 1 ||
+          (c.f32Weights && !skinny))
+        return 0;
+      if (skinny)
+        continue; // warp dot products in every form
+      if (c.bm <= 0 || c.bn <= 0)
+        return 0;
+      bm = std::min<int64_t>(bm, c.bm);
+      colTiles += (c.n + c.bn - 1) / c.bn;
+      columns += c.n;
+    }
+    if (colTiles == 0)
+      return 0;
+    return std::min(bm * ((t->units + colTiles - 1) / colTiles),
+                    std::max<int64_t>(1, kRowBlockWork16PerK / columns));
+  }
   int64_t bm = INT64_MAX, colTiles = 0, work = 0;
   for (const GemmChainShape &c : p.chains) {
     // A few columns (kSkinnyN) already take warp dot products (and merge

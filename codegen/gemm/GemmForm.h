@@ -93,8 +93,11 @@ bool gemvFits(const std::vector<GemmChainShape> &chains, int64_t rows);
 /// blocks each walk all of K (the MoE router of K 2048, N 128 at T = 512:
 /// 4 tiles of 128 rows, 183 us on the H200; the delta rule's gates, N 48:
 /// 154 us), while warp dot products split K over warps and spread the
-/// columns over the whole GPU. 0: no row-block form (weights not all f32,
-/// a stream mean, option gemm-f32-rows=off).
+/// columns over the whole GPU. Chains of 16-bit weights (with skinny f32
+/// ones beside them: K2's down projection and injection logits) likewise,
+/// their matrix-unit tiles' wave costing less a K element
+/// (kRowBlockWork16PerK). 0: no row-block form (quantised weights, a
+/// stream mean, option gemm-f32-rows=off).
 int64_t f32TileRows(const GemmProblem &p, const format::Plan &plan);
 
 /// Vector operations one quantised weight element's decode costs in a

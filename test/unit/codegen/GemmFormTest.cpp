@@ -181,6 +181,53 @@ TEST(GemmForm, F32WeightsTakeRowBlocksUntilTheTilesFill) {
   EXPECT_EQ(codegen::selectGemm(p, plan).rowBlockFrom, 0);
 }
 
+TEST(GemmForm, HalfWeightsTakeRowBlocksUntilTheirTilesPay) {
+  // K2 of the full Qwen4-Exp: the down projection (f16, N 320, K 10,240,
+  // 64 x 64 tiles) and the injection logits (f32, N 4: skinny) in a plan
+  // with state. Its 5 column tiles fill the H200 from 64 x 27 = 1,728 rows,
+  // but the row blocks pass a wave of tiles earlier: 64,000 / 320 = 200.
+  format::Plan plan;
+  codegen::GemmProblem p;
+  p.target = "sm_90";
+  p.maxTokens = 16384;
+  p.state = true;
+  codegen::GemmChainShape down;
+  down.n = 320;
+  down.k = 10240;
+  down.bm = 64;
+  down.bn = 64;
+  codegen::GemmChainShape inject;
+  inject.n = 4;
+  inject.k = 10240;
+  inject.f32Weights = true;
+  inject.skinny = true;
+  p.chains = {down, inject};
+  EXPECT_EQ(codegen::f32TileRows(p, plan), 200);
+  GemmForm g = codegen::selectGemm(p, plan);
+  EXPECT_EQ(g.at(1), Kind::Decode);
+  EXPECT_EQ(g.at(64), Kind::RowBlock);
+  EXPECT_EQ(g.at(199), Kind::RowBlock);
+  EXPECT_EQ(g.at(200), Kind::Tile);
+  // A quantised chain keeps the tiles; so does a stream mean (K3).
+  codegen::GemmProblem q = p;
+  q.chains[0].quant = true;
+  q.chains[0].blockSize = 256;
+  EXPECT_EQ(codegen::f32TileRows(q, plan), 0);
+  q = p;
+  q.chains[0].streamMean = true;
+  EXPECT_EQ(codegen::f32TileRows(q, plan), 0);
+  // A non-skinny f32 chain beside a 16-bit one: neither rule's tiles.
+  q = p;
+  q.chains[1].n = 48;
+  q.chains[1].skinny = false;
+  q.chains[1].bm = 64;
+  q.chains[1].bn = 64;
+  EXPECT_EQ(codegen::f32TileRows(q, plan), 0);
+  // gemm-f32-rows=off: the tiles after the decode forms.
+  plan.options[codegen::optionKey(codegen::Opt::GemmF32Rows)] = 1;
+  EXPECT_EQ(codegen::selectGemm(p, plan).rowBlockFrom, 0);
+}
+
 TEST(GemmForm, DecodeNeedsOneWeightAndWholePieces) {
   format::Plan plan;
   codegen::GemmProblem p = quantTrunk("gfx1151", true, false);

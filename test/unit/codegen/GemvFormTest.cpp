@@ -85,10 +85,13 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       EXPECT_EQ(k.alternates[0].grid[0].constant, 25);
       EXPECT_NE(k.body.find("float acc0[1][8] = {};"), std::string::npos);
       EXPECT_EQ(k.alternates[1].minTokens, 9);
-      // f32 weights: the row-block form from there (the tiles would fill
-      // the GPU only from thousands of rows, past this plan's 64).
-      const bool f32 = type == format::GgmlType::F32;
-      EXPECT_EQ(k.alternates[1].symbol, k.symbol + (f32 ? "_rowblk" : "_tile"));
+      // f32 and 16-bit weights: the row-block form from there (the tiles
+      // would fill the GPU only from thousands of rows, and pay from
+      // 64,000 / 200 = 320 for F16: both past this plan's 64).
+      const bool rows =
+          type == format::GgmlType::F32 || type == format::GgmlType::F16;
+      EXPECT_EQ(k.alternates[1].symbol,
+                k.symbol + (rows ? "_rowblk" : "_tile"));
       EXPECT_NE(k.alternates[1].grid[0].coef + k.alternates[1].grid[1].coef, 0)
           << "the tiles' (or row blocks') grid follows T";
     }
