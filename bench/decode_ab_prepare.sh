@@ -18,6 +18,8 @@
 # commit: an A/B of a pass, which no codegen option turns off).
 #   bash bench/decode_ab_prepare.sh base: i8:gemm-decode-int8=1
 #   bash bench/decode_ab_prepare.sh old@../old/build/bin: new:
+# PRESET=full12 makes the model 12 layers deep (the full width; it fits an
+# H100's 80 GB, where the full model does not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}/bin
@@ -25,7 +27,7 @@ OUT=build-decode-ab
 TYPES='q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,*ffn_down_shexp*=q8_0'
 mkdir -p "$OUT"
 [ -f "$OUT/full.gguf" ] ||
-  "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$OUT/full.gguf"
+  "$B/strata-gguf" synth --arch qwen4exp --preset "${PRESET:-full}" --seed 0 --shapes-only --types "$TYPES" -o "$OUT/full.gguf"
 [ -f "$OUT/tokens-1024.txt" ] ||
   python3 bench/strata_bench.py tokens --T 1024 --vocab 248320 -o "$OUT/tokens-1024.txt"
 strip() { find "$1" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete; }
