@@ -44,7 +44,14 @@ TINY_TYPES = {
     "qwen4exp": "q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,"
                 "*ffn_down_exps*=iq4_nl",
 }
-FULL_TYPES = TINY_TYPES["qwen4exp"]
+# The benchmark's UD-IQ4_XS-like layout (bench/prepare.sh): the
+# hyper-connection projections in F16 and the trunk in Q4_K, as the
+# production plans run them.
+FULL_TYPES = ("q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,"
+              "per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,"
+              "*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,"
+              "*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,"
+              "*ffn_down_shexp*=q8_0")
 
 
 def run(cmd):
