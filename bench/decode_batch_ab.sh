@@ -9,6 +9,7 @@
 #     models (tiny preset, shapes only, the block-type mixes of
 #     decode_ab_prepare.sh; synthetic weights on the GPU) at --max-tokens 16 --max-context 128
 #     --max-batch 16, bf16 policy, for strata-run --check.
+#     PRESET=full12: the 12-layer full-width model (an H100's 80 GB).
 #   bash bench/decode_batch_ab.sh run [RESULTS_DIR]     (GPU machine)
 #     Per variant: each tiny model's 16 sequences (-n 6 --batch 16) with
 #     --check (every kernel of every prefill chunk and decode step against
@@ -28,7 +29,7 @@ if [ "$mode" = prepare ]; then
   TYPES=$(sed -n "s/^TYPES='\(.*\)'\$/\1/p" bench/decode_prepare.sh)
   mkdir -p "$D"
   [ -f "$D/full.gguf" ] ||
-    "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
+    "$B/strata-gguf" synth --arch qwen4exp --preset "${PRESET:-full}" --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
   [ -f "$D/tokens-256.txt" ] ||
     python3 bench/strata_bench.py tokens --T 256 --vocab 248320 -o "$D/tokens-256.txt"
   (git describe --always --dirty 2> /dev/null || echo unknown) > "$D/COMMIT"
