@@ -47,6 +47,12 @@ bool writesState(const Operation &op) {
   return r && r->cls == format::OpClass::State;
 }
 
+bool isElementwise(const Operation &op) {
+  const OpInfo *info = opInfo(op.kind);
+  return info && (info->cls == format::OpClass::Unary ||
+                  info->cls == format::OpClass::Binary);
+}
+
 std::set<const Value *> stateValues(const Block &b) {
   std::set<const Value *> out;
   for (const auto &op : b.ops)

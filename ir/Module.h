@@ -179,6 +179,10 @@ bool isStateDecl(const Operation &op);
 /// True if \p op writes its operand 0, a state, in place (an op of the
 /// State class, or its `kernel<...>`); its result 0 is that state.
 bool writesState(const Operation &op);
+/// True if \p op is an elementwise registry op (the Unary and Binary
+/// classes of the op table, numpy broadcasting included): what fusion
+/// passes take as epilogues.
+bool isElementwise(const Operation &op);
 /// The state values defined in \p b (not in nested regions): the results
 /// of `state` and result 0 of every op that writes a state.
 std::set<const Value *> stateValues(const Block &b);

@@ -43,12 +43,6 @@ namespace {
 /// Largest group: bodies stay small enough to read in a report.
 constexpr size_t kMaxGroup = 12;
 
-bool isElementwise(const Operation &op) {
-  const OpInfo *info = opInfo(op.kind);
-  return info && (info->cls == format::OpClass::Unary ||
-                  info->cls == format::OpClass::Binary);
-}
-
 std::string groupName(const std::vector<Operation *> &group) {
   std::string name;
   for (size_t i = 0; i < group.size() && i < 4; ++i)

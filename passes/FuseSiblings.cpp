@@ -53,12 +53,6 @@ struct Member {
   WeightClass cls = WeightClass::Other;
 };
 
-bool isElementwise(const Operation &op) {
-  const OpInfo *info = opInfo(op.kind);
-  return info && (info->cls == format::OpClass::Unary ||
-                  info->cls == format::OpClass::Binary);
-}
-
 /// The class of a matmul's weight operand; nullopt where operand 1 is no
 /// bound weight or the output's columns are not constant.
 std::optional<WeightClass> classOf(const Operation &mm) {
