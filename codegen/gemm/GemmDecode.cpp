@@ -153,6 +153,14 @@ int64_t GemmEmitter::gemvInt8Words(const Gemm &g, int64_t rows) const {
   return gemvInt8(g, rows) ? rows * (g.k / 8) * 4 : 0;
 }
 
+bool GemmEmitter::gemvWide(const Gemm &g, int64_t rows) const {
+  return option(e.plan, Opt::GemmDecodeWide) != 0 && gemvInt8(g, rows) &&
+         g.k % 256 == 0 &&
+         std::all_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
+           return w.ggml == format::GgmlType::Q4_K;
+         });
+}
+
 void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
@@ -173,7 +181,7 @@ void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym) {
 }
 
 void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
-                           int64_t stageBytes, int64_t aq8Words) {
+                           int64_t stageBytes, int64_t aq8Words, bool wide) {
   gemvEntry(iq3s, sym);
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
   if (stageBytes > 0)
@@ -188,9 +196,21 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
     // Two-word vectors: a 64-bit scalar load whose halves are used apart
     // is split into two 32-bit loads (conflicting two ways).
     e.line("  typedef uint32_t aq8_t __attribute__((ext_vector_type(2)));");
-    e.line("  STRATA_SHARED aq8_t aq8[{}];", aq8Words / 4);
-    e.line("  STRATA_SHARED float aqs[{}], aqt[{}];", aq8Words / 4,
-           aq8Words / 4);
+    if (wide) {
+      // The wide pieces read two pieces' words (16 bytes) and scales (8)
+      // at once, at even pieces.
+      e.line("  typedef uint32_t aq16_t __attribute__((ext_vector_type(4)));");
+      e.line("  typedef float aqf2_t __attribute__((ext_vector_type(2)));");
+      e.line("  STRATA_SHARED __attribute__((aligned(16))) aq8_t aq8[{}];",
+             aq8Words / 4);
+      e.line("  STRATA_SHARED __attribute__((aligned(16))) float aqs[{}], "
+             "aqt[{}];",
+             aq8Words / 4, aq8Words / 4);
+    } else {
+      e.line("  STRATA_SHARED aq8_t aq8[{}];", aq8Words / 4);
+      e.line("  STRATA_SHARED float aqs[{}], aqt[{}];", aq8Words / 4,
+             aq8Words / 4);
+    }
   }
 }
 
@@ -303,6 +323,54 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("      }}");
     e.line("    }}");
   };
+  // The wide pieces (gemm-decode-wide): a lane's 32 values of one Q4_K
+  // super-block, sub-blocks 2 g and 2 g + 1 from the same 16 quant bytes
+  // (strata_di8w_q4_k), each row's four pieces of A (8 values, a scale
+  // and a scaled sum each) read two at a time; the products and their
+  // scales are the eight-value form's.
+  auto pieceWide = [&](const std::string &k, const std::string &from) {
+    e.line("    const long k = {};", k);
+    for (size_t b = 0; b < nb; ++b)
+      e.line("    uint32_t wl{}[{}][4], wh{}[{}][4]; float wd{}[{}][2], "
+             "wm{}[{}][2];",
+             b, cols, b, cols, b, cols, b, cols);
+    for (int c = 0; c < cols; ++c)
+      for (size_t b = 0; b < nb; ++b)
+        e.line("    strata_di8w_q4_k({}{}_{} + k / 256 * {}, (int)(k % 256), "
+               "wl{}[{}], wh{}[{}], wd{}[{}], wm{}[{}]);",
+               from, b, c, g.w[b].blockBytes, b, c, b, c, b, c, b, c);
+    e.line("#pragma unroll");
+    e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+    e.line("      if (m0 + r >= M) break;");
+    e.line("      const long ap = r * {}L + k / 8;", g.k / 8);
+    e.line("      const aq16_t alo = *(const aq16_t *)&aq8[ap], ahi = "
+           "*(const aq16_t *)&aq8[ap + 4];");
+    e.line("      const aqf2_t slo = *(const aqf2_t *)&aqs[ap], shi = "
+           "*(const aqf2_t *)&aqs[ap + 4];");
+    e.line("      const aqf2_t tlo = *(const aqf2_t *)&aqt[ap], thi = "
+           "*(const aqf2_t *)&aqt[ap + 4];");
+    e.line("#pragma unroll");
+    e.line("      for (int c = 0; c < {}; ++c) {{", cols);
+    // Piece p of the four: sub-block p / 2 (lo, hi), words 2 (p % 2) on.
+    const char *parts[4][5] = {{"wl", "0", "alo.x", "alo.y", "slo.x"},
+                               {"wl", "2", "alo.z", "alo.w", "slo.y"},
+                               {"wh", "0", "ahi.x", "ahi.y", "shi.x"},
+                               {"wh", "2", "ahi.z", "ahi.w", "shi.y"}};
+    const char *mins[4] = {"tlo.x", "tlo.y", "thi.x", "thi.y"};
+    for (size_t b = 0; b < nb; ++b)
+      for (int p = 0; p < 4; ++p) {
+        const int sub = p / 2, w0 = std::stoi(parts[p][1]);
+        e.line("        acc{}[c][r] += (wd{}[c][{}] * {}) * "
+               "(float)strata_dp4a({}{}[c][{}], {}, strata_dp4a({}{}[c][{}], "
+               "{}, 0));",
+               b, b, sub, parts[p][4], parts[p][0], b, w0 + 1, parts[p][3],
+               parts[p][0], b, w0, parts[p][2]);
+        e.line("        acc{}[c][r] -= wm{}[c][{}] * {};", b, b, sub, mins[p]);
+      }
+    e.line("      }}");
+    e.line("    }}");
+  };
+  const bool wide = i8 && rowBase_ == "0L" && gemvWide(g, rows);
   // Staged (gemm-decode-stage=1) or decoded where the bytes lie: measured
   // on the H200 (bench/results/gemv-stage-20261203.txt) the copy's wide
   // loads did not pay: the decode forms are bound by the decode's
@@ -313,7 +381,9 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     form = piece8;
   else
     form = piece;
-  if (stage > 0) {
+  if (wide && stage == 0) {
+    gemvDirectWide(g, shape, pieceWide);
+  } else if (stage > 0) {
     gemvStaged(g, rows, shape, form);
   } else {
     gemvDirect(g, shape, form);
@@ -413,6 +483,30 @@ void GemmEmitter::gemvDirect(
   const std::string lanePos = "(slice * 32L + lane) * 8L";
   if (whole > 0) {
     e.line("#pragma unroll {}", std::min<int64_t>(whole, shape.unroll));
+    e.line("  for (int it = 0; it < {}; ++it) {{", whole);
+    piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
+    e.line("  }}");
+  }
+  if (g.k % span != 0) {
+    e.line("  if ({} + {}L < {}L) {{", lanePos, whole * span, g.k);
+    piece(fmt::format("{} + {}L", lanePos, whole * span), "wrow");
+    e.line("  }}");
+  }
+}
+
+void GemmEmitter::gemvDirectWide(
+    const Gemm &g, GemvForm shape,
+    const std::function<void(const std::string &, const std::string &)>
+        &piece) {
+  // As gemvDirect, in steps of 1024 values a warp (four super-blocks, eight
+  // lanes each); a last partial step checks the lane's super-block.
+  const int64_t span = 1024 * int64_t(shape.slices);
+  const int64_t whole = g.k / span;
+  const std::string lanePos = "(slice * 1024L + (lane >> 3) * 256L + ((lane "
+                              "& 7) >> 1) * 64L + (lane & 1) * 16L)";
+  if (whole > 0) {
+    e.line("#pragma unroll {}",
+           std::clamp<int64_t>(shape.unroll / 2, 1, whole));
     e.line("  for (int it = 0; it < {}; ++it) {{", whole);
     piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
     e.line("  }}");
@@ -551,15 +645,17 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const format::PlanDim &rowDim) {
   std::vector<GemvForm> shapes;
   int64_t stage = 0, aq8 = 0;
+  bool wide = false;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
     shapes.push_back(gemvShape(g, g.n, rows * g.mPer, rowBlock > 0));
     if (!chains[ci].streamMean) {
       stage = std::max(stage, gemvStage(g, shapes.back()));
       aq8 = std::max(aq8, gemvInt8Words(g, rows * g.mPer));
+      wide = wide || gemvWide(g, rows * g.mPer);
     }
   }
-  gemvOpen(false, sym, stage, aq8);
+  gemvOpen(false, sym, stage, aq8, wide);
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];

@@ -323,12 +323,16 @@ private:
   /// \p aq8Words: words of shared memory for the int8 rows of A
   /// (gemvInt8Words), 0 for none.
   void gemvOpen(bool iq3s, const std::string &sym, int64_t stageBytes = 0,
-                int64_t aq8Words = 0);
+                int64_t aq8Words = 0, bool wide = false);
   /// Whether \p g's decode form over \p rows accumulator rows multiplies
   /// int8 activations: option gemm-decode-int8, every matrix of a block
   /// type with an integer form (runtime/format/BlockDecodeInt8.h), A's
   /// quantised rows (16 bytes a piece of 8) within int8ABytes().
   bool gemvInt8(const Gemm &g, int64_t rows) const;
+  /// Whether \p g's int8 decode form over \p rows rows takes the wide
+  /// pieces (option gemm-decode-wide): every matrix Q4_K, K whole
+  /// super-blocks, a chain's own rows (not the grouped experts').
+  bool gemvWide(const Gemm &g, int64_t rows) const;
   /// Words of shared memory of \p g's int8 rows of A (0: not int8).
   int64_t gemvInt8Words(const Gemm &g, int64_t rows) const;
   /// Shared memory the int8 rows of A may take: static arrays, so the
@@ -396,6 +400,12 @@ private:
   void gemvStaged(const Gemm &g, int64_t rows, GemvForm shape,
                   const std::function<void(const std::string &,
                                            const std::string &)> &piece);
+  /// gemvDirect for the wide pieces: a lane's 32 values at
+  /// 1024 slice + 256 (lane / 8) + 64 ((lane % 8) / 2) + 16 (lane % 2) of
+  /// each step of 1024 slices values.
+  void gemvDirectWide(const Gemm &g, GemvForm shape,
+                      const std::function<void(const std::string &,
+                                               const std::string &)> &piece);
   void gemvDirect(const Gemm &g, GemvForm shape,
                   const std::function<void(const std::string &,
                                            const std::string &)> &piece);

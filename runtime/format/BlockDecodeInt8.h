@@ -144,6 +144,64 @@ STRATA_FN void strata_di8_q4_k(const uint8_t *block, int i0, uint32_t *q,
   q[1] = (w[1] >> shift) & 0x0f0f0f0fu;
 }
 
+/// The sixteen bytes at \p p as four little-endian words: one 16-byte load
+/// where the includer's loads may be wide (STRATA_ALIGNED_LOADS; \p p then
+/// 16-byte aligned), else four word reads.
+STRATA_FN void strata_load16w(const uint8_t *p, uint32_t *w) {
+#ifdef STRATA_ALIGNED_LOADS
+  typedef uint32_t strata_u4 __attribute__((ext_vector_type(4)));
+  strata_u4 v = *reinterpret_cast<const strata_u4 *>(p);
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+#else
+  for (int k = 0; k < 4; ++k)
+    w[k] = strata_load_u32(p + 4 * k);
+#endif
+}
+
+/// Q4_K's wide integer form (the decode GEMVs' gemm-decode-wide): the 32
+/// elements of one lane, i0 = 64 g + 16 h (g < 4, h < 2): elements i0 ..
+/// i0 + 15 of sub-block 2 g in lo (four a word, as strata_di8_q4_k) and
+/// i0 + 32 .. i0 + 47 of sub-block 2 g + 1 in hi, both the nibbles of the
+/// same 16 quant bytes, with d[0], dm[0] and d[1], dm[1] their scales and
+/// mins, bit for bit those of strata_di8_q4_k. Two 16-byte loads (the
+/// header, the quants) where the eight-element form takes five narrow ones
+/// a piece; super-blocks of 144 bytes in 32-byte aligned rows start 16-byte
+/// aligned.
+STRATA_FN void strata_di8w_q4_k(const uint8_t *block, int i0, uint32_t *lo,
+                                uint32_t *hi, float *d, float *dm) {
+  uint32_t hd[4], qs[4];
+  strata_load16w(block, hd);
+  strata_load16w(block + 16 + 32 * (i0 >> 6) + (i0 & 31), qs);
+  const float dd = strata_f16_to_f32(static_cast<uint16_t>(hd[0]));
+  const float dmin = strata_f16_to_f32(static_cast<uint16_t>(hd[0] >> 16));
+  for (int s = 0; s < 2; ++s) {
+    // strata_scale_min_k4 on the header's words: scale byte i (block + 4 +
+    // i) is byte i % 4 of hd[1 + i / 4]; both cases computed and one
+    // selected (the lanes of a warp differ in j; a byte array indexed by j
+    // would live in local memory).
+    const int j = 2 * (i0 >> 6) + s;
+    const uint32_t lo4 = (hd[1] >> (8 * (j & 3))) & 0xffu; // byte j % 4
+    const uint32_t mid = (hd[2] >> (8 * (j & 3))) & 0xffu; // byte j % 4 + 4
+    const uint32_t top = (hd[3] >> (8 * (j & 3))) & 0xffu; // byte j % 4 + 8
+    // j < 4: sc = byte j & 63, m = byte j + 4 & 63; else (j - 4 = j % 4):
+    // sc = byte j + 4 & 15 | (byte j - 4 >> 6) << 4, m = byte j + 4 >> 4 |
+    // (byte j >> 6) << 4.
+    const int sc = j < 4 ? static_cast<int>(lo4 & 63)
+                         : static_cast<int>((top & 0xf) | ((lo4 >> 6) << 4));
+    const int m = j < 4 ? static_cast<int>(mid & 63)
+                        : static_cast<int>((top >> 4) | ((mid >> 6) << 4));
+    d[s] = dd * static_cast<float>(sc);
+    dm[s] = dmin * static_cast<float>(m);
+  }
+  for (int k = 0; k < 4; ++k) {
+    lo[k] = qs[k] & 0x0f0f0f0fu;
+    hi[k] = (qs[k] >> 4) & 0x0f0f0f0fu;
+  }
+}
+
 /// Q5_K (see strata_dq8_q5_k): 5-bit values unsigned, the min in \p dm.
 STRATA_FN void strata_di8_q5_k(const uint8_t *block, int i0, uint32_t *q,
                                float *d, float *dm) {

@@ -27,7 +27,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
       "gemm-decode-int8", "gemm-decode-blocks",
       "moe-route-block",  "gemm-dequant-once",
       "portable-forms",   "gemm-decode-prefetch",
-      "gemm-decode-mma"};
+      "gemm-decode-mma",  "gemm-decode-wide"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
