@@ -13,7 +13,8 @@
 #                              --max-context 128 --max-tokens 16, for
 #                              strata-run --check
 #   tokens-1024.txt            a 1024-id prompt
-# VARIANT is NAME: or NAME:OPT,OPT (codegen options NAME=VALUE); NAME@DIR:...
+# VARIANT is NAME: or NAME:OPT,OPT (codegen options NAME=VALUE, or compiler
+# flags given whole: --skip-pass=fold-delta-inputs); NAME@DIR:...
 # compiles that variant with DIR/strata-compile instead (a build of another
 # commit: an A/B of a pass, which no codegen option turns off).
 #   bash bench/decode_ab_prepare.sh base: i8:gemm-decode-int8=1
@@ -37,7 +38,13 @@ for v in "$@"; do
   if [[ $name == *@* ]]; then cb=${name#*@} name=${name%%@*}; fi
   args=()
   IFS=, read -ra list <<< "$opts"
-  for o in "${list[@]}"; do [ -n "$o" ] && args+=(--codegen-opt "$o"); done
+  for o in "${list[@]}"; do
+    case $o in
+      '') ;;
+      -*) args+=("$o") ;; # a compiler flag as is (--skip-pass=NAME)
+      *) args+=(--codegen-opt "$o") ;;
+    esac
+  done
   rm -rf "${OUT:?}/$name"
   "$cb/strata-compile" models/qwen4exp.strata --gguf "$OUT/full.gguf" --max-tokens 64 --max-context 4224 \
     --max-batch 1 --logits last --target sm_90 ${args[@]+"${args[@]}"} -o "$OUT/$name" > /dev/null

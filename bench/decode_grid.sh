@@ -2,7 +2,7 @@
 # Decode of the full Qwen4-Exp (synthetic weights) over the grid the decode
 # issue's table asks for: B = 1, 4, 16 sequences a step after prompts of
 # P = 1,024, 4,096 and 16,384 tokens.
-#   bash bench/decode_grid.sh prepare        (development machine; carry
+#   bash bench/decode_grid.sh prepare [VARIANT...] (development machine; carry
 #                                             build-decode-grid)
 #   bash bench/decode_grid.sh run [RESULTS]  (GPU machine; default
 #                                             bench/results)
@@ -12,6 +12,10 @@
 # --max-batch 16 --logits all: every row's logits, one row a sequence;
 # f32 KV cache, cubins only), its decode-step --report at B = 1, 4, 16 and
 # P = 4096 (the floors), and the prompts.
+# prepare VARIANT... compiles one plan a variant, NAME or NAME:OPT,OPT
+# (codegen options NAME=VALUE), in $D/NAME (default: one variant "plan"
+# with the default options); run times every variant at every point, the
+# variants side by side at each (P, B).
 # run: per (P, B), strata-run --batch B: B sequences, each prompt prefilled
 # alone, then 32 greedy steps of B rows through one CUDA graph per row count;
 # one results file decode-grid-STAMP.txt (machine, date, commit, every
@@ -31,19 +35,31 @@ if [ "$mode" = prepare ]; then
   mkdir -p "$D"
   [ -f "$D/full.gguf" ] ||
     "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
-  rm -rf "$D/plan"
-  "$B/strata-compile" "${ARGS[@]}" -o "$D/plan" > /dev/null
-  find "$D/plan" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
-  for b in $BS; do
-    "$B/strata-compile" "${ARGS[@]}" --no-codegen --report --context 4096 --max-batch "$b" \
-      -o "$D/plan-report" | grep -i "decode step" >> "$D/plan/decode-report.txt"
-    rm -rf "$D/plan-report"
+  shift
+  [ $# -gt 0 ] || set -- plan
+  rm -f "$D/VARIANTS"
+  for v in "$@"; do
+    name=${v%%:*} opts=${v#*:}
+    [ "$opts" = "$v" ] && opts=
+    args=()
+    IFS=, read -ra list <<< "$opts"
+    for o in "${list[@]}"; do [ -n "$o" ] && args+=(--codegen-opt "$o"); done
+    rm -rf "${D:?}/$name"
+    "$B/strata-compile" "${ARGS[@]}" ${args[@]+"${args[@]}"} -o "$D/$name" > /dev/null
+    find "$D/$name" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
+    for b in $BS; do
+      "$B/strata-compile" "${ARGS[@]}" ${args[@]+"${args[@]}"} --no-codegen --report --context 4096 \
+        --max-batch "$b" -o "$D/plan-report" | grep -i "decode step" >> "$D/$name/decode-report.txt"
+      rm -rf "$D/plan-report"
+    done
+    echo "${opts:-defaults}" > "$D/$name/OPTIONS"
+    (git describe --always --dirty 2>/dev/null || echo unknown) > "$D/$name/COMMIT"
+    echo "$name" >> "$D/VARIANTS"
   done
   for p in $PS; do
     [ -f "$D/tokens-$p.txt" ] ||
       python3 bench/strata_bench.py tokens --T "$p" --vocab 248320 -o "$D/tokens-$p.txt"
   done
-  (git describe --always --dirty 2>/dev/null || echo unknown) > "$D/plan/COMMIT"
   du -sh "$D"
   exit 0
 fi
@@ -55,20 +71,29 @@ if ! nvidia-smi > /dev/null 2>&1; then
   echo "SKIPPED: no GPU" | tee "$out"
   exit 77
 fi
-[ -f "$D/plan/plan.json" ] || { echo "error: $D/plan missing: run 'bash bench/decode_grid.sh prepare' and carry $D"; exit 1; }
+[ -f "$D/VARIANTS" ] || { echo "error: $D/VARIANTS missing: run 'bash bench/decode_grid.sh prepare' and carry $D"; exit 1; }
+mapfile -t VS < "$D/VARIANTS"
+for v in "${VS[@]}"; do
+  [ -f "$D/$v/plan.json" ] || { echo "error: $D/$v/plan.json missing"; exit 1; }
+done
 bash test/device/build_runtime.sh || exit 1
 BIN=build-rt/bin
 {
   echo "# decode grid of the full Qwen4-Exp (shapes-only GGUF, synthetic weights)"
-  echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plan commit $(cat $D/plan/COMMIT)"
-  echo "# plan: --max-tokens 1024 --max-context 16640 --max-batch 16 --logits all --target sm_90 (f32 KV cache)"
-  sed 's/^/# floor: /' "$D/plan/decode-report.txt"
+  echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+  echo "# plans: --max-tokens 1024 --max-context 16640 --max-batch 16 --logits all --target sm_90 (f32 KV cache)"
+  for v in "${VS[@]}"; do
+    echo "# variant $v: commit $(cat "$D/$v/COMMIT"), codegen options $(cat "$D/$v/OPTIONS")"
+    sed "s/^/# $v floor: /" "$D/$v/decode-report.txt"
+  done
   for p in $PS; do
     for b in $BS; do
-      echo "== P = $p, B = $b: $b sequences after $p-token prompts, 32 steps"
-      "$BIN/strata-run" "$D/plan" --gguf "$D/full.gguf" --synthetic-weights 1 \
-        --tokens-file "$D/tokens-$p.txt" -n 33 --ignore-eos --batch "$b" 2>&1 > /dev/null |
-        grep -E "timings|error"
+      for v in "${VS[@]}"; do
+        echo "== $v: P = $p, B = $b: $b sequences after $p-token prompts, 32 steps"
+        timeout 150 "$BIN/strata-run" "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
+          --tokens-file "$D/tokens-$p.txt" -n 33 --ignore-eos --batch "$b" 2>&1 > /dev/null |
+          grep -E "timings|error"
+      done
     done
   done
 } 2>&1 | tee "$out"

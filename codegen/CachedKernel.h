@@ -66,6 +66,7 @@ void emitBlockMeanCached(Emitter &e, const format::BodyOp &op);
 void emitQsaSelectCached(Emitter &e, const format::BodyOp &op);
 void emitConv1dCached(Emitter &e, const format::BodyOp &op);
 void emitGatedDeltaCached(Emitter &e, const format::BodyOp &op);
+void emitGatedDeltaQkvCached(Emitter &e, const format::BodyOp &op);
 void emitNgramHashCached(Emitter &e, const format::BodyOp &op);
 
 } // namespace strata::codegen::detail

@@ -354,6 +354,7 @@ const char *cachedFamily(Recipe r) {
   case Recipe::QsaSelectCached:
     return "qsa";
   case Recipe::GatedDeltaCached:
+  case Recipe::GatedDeltaQkvCached:
     return "delta";
   case Recipe::Conv1dCached:
   case Recipe::NgramHashCached:
@@ -424,6 +425,8 @@ void emitCachedKernel(Emitter &e) {
     return detail::emitConv1dCached(e, op);
   case Recipe::GatedDeltaCached:
     return detail::emitGatedDeltaCached(e, op);
+  case Recipe::GatedDeltaQkvCached:
+    return detail::emitGatedDeltaQkvCached(e, op);
   case Recipe::NgramHashCached:
     return detail::emitNgramHashCached(e, op);
   default:

@@ -197,6 +197,18 @@ PlanPoly costConv1dCached(const Operation &op) {
 /// gated_delta_cached: the recurrence's FLOPs, as the prefill's.
 PlanPoly costGatedDeltaCached(const Operation &op) { return deltaFlops(op, 1); }
 
+/// gated_delta_qkv_cached: the recurrence's FLOPs over the state's heads,
+/// and the two l2 norms' (three an element of q and k).
+PlanPoly costGatedDeltaQkvCached(const Operation &op) {
+  Type st = operandType(op, 0), qkv = operandType(op, 1);
+  auto t = dimPoly(qkv, 0);
+  if (!t)
+    return {};
+  double h = constDim(st, 1), dk = constDim(st, 2), dv = constDim(st, 3);
+  double qk = constDim(qkv, 1) - h * dv;
+  return PlanPoly::of(*t) * (8 * h * dk * dv + 3 * qk);
+}
+
 /// ngram_hash_cached: about one operation per id.
 PlanPoly costNgramHashCached(const Operation &op) {
   if (op.results.size() < 2)
@@ -354,7 +366,9 @@ static std::optional<PlanPoly> stateBytes(const Operation &op, size_t i) {
     return std::nullopt;
   // The delta rule's recurrent state is read and written whole, once per
   // slot a run touches (min(T, S) slots).
-  if (*r == format::Recipe::GatedDeltaCached && i == 0) {
+  if ((*r == format::Recipe::GatedDeltaCached ||
+       *r == format::Recipe::GatedDeltaQkvCached) &&
+      i == 0) {
     Type state = operandType(op, 0);
     double slots = constDim(state, 0);
     PlanPoly whole = tensorBytes(state);

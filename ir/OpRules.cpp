@@ -1103,6 +1103,51 @@ bool inferGatedDeltaCached(RuleCtx &c) {
   return true;
 }
 
+/// gated_delta_qkv_cached(st[S, H, Dk, Dv], qkv[T, 2 Hk Dk + H Dv], g[T, H],
+/// beta[T, H], seq, pos) {hk, eps, ...} -> (the state, f32[T, H, Dv]).
+bool inferGatedDeltaQkvCached(RuleCtx &c) {
+  auto heads = c.strAttr("heads");
+  if (heads && *heads != "grouped" && *heads != "tiled")
+    return c.error(fmt::format("attribute 'heads' must be \"grouped\" or "
+                               "\"tiled\", got \"{}\"",
+                               *heads));
+  if (!checkStateOperand(c, 0, 4, "a recurrent state [S, H, Dk, Dv]") ||
+      !checkActivation(c, 1, "qkv [T, 2 Hk Dk + H Dv]") ||
+      !checkRank(c, 1, 2, "qkv [T, 2 Hk Dk + H Dv]") ||
+      !checkActivation(c, 2, "g [T, H]") || !checkRank(c, 2, 2, "g [T, H]") ||
+      !checkActivation(c, 3, "beta [T, H]") ||
+      !checkRank(c, 3, 2, "beta [T, H]") ||
+      !checkDim(c, 1, 0, 2, 0, "token count") ||
+      !checkDim(c, 1, 0, 3, 0, "token count") ||
+      !checkDim(c, 0, 1, 2, 1, "value head count") ||
+      !checkDim(c, 0, 1, 3, 1, "value head count") || !checkRowPlaces(c, 4, 1))
+    return false;
+  const Type &st = c.in[0], &qkv = c.in[1];
+  auto hk = c.intAttr("hk");
+  if (hk && st.isTensor() && qkv.isTensor() && st.dims[1].isConstant() &&
+      st.dims[2].isConstant() && st.dims[3].isConstant() &&
+      qkv.dims[1].isConstant()) {
+    const int64_t h = *st.dims[1].constant(), dk = *st.dims[2].constant(),
+                  dv = *st.dims[3].constant(), cols = *qkv.dims[1].constant();
+    if (*hk <= 0 || h % *hk != 0)
+      return c.error(fmt::format("value heads {} are not a multiple of key "
+                                 "heads {} (attribute 'hk')",
+                                 h, *hk));
+    const int64_t want = 2 * *hk * dk + h * dv;
+    if (cols != want)
+      return c.error(fmt::format("expects qkv's columns to be 2 Hk Dk + H Dv "
+                                 "= {} (Hk {}, Dk {}, H {}, Dv {}), got {}",
+                                 want, *hk, dk, h, dv, cols),
+                     1);
+  }
+  if (st.isTensor()) {
+    c.out[0] = st;
+    if (qkv.isTensor())
+      c.out[1] = Type::tensor(f32(), {qkv.dims[0], st.dims[1], st.dims[3]});
+  }
+  return true;
+}
+
 /// ngram_hash_cached(hist[S, n - 1], tok, seq, pos) {ngram_hash's}
 /// -> (the history, i32[T, (n-1)*heads]).
 bool inferNgramHashCached(RuleCtx &c) {

@@ -7,6 +7,9 @@ std::vector<std::string> defaultPipeline() {
   return {
       // Bind the description to the model file and flatten it.
       "expand",
+      // The cached delta step reads its q/k/v row whole (before dce drops
+      // the slices and norms this leaves unread).
+      "fold-delta-inputs",
       // Merge repeated computations, then drop what nothing uses (a merge
       // can leave dead operands behind).
       "cse",

@@ -9,6 +9,9 @@
 //                       holding its slice of the column in registers; the
 //                       dot products summed over the slices in order;
 //                       rows in order
+//   gated_delta_qkv_cached  the same over one packed q/k/v row, q and k
+//                       l2-normalised in the block (each slice's squares,
+//                       then the slices' sums in order)
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CachedKernel.h"
@@ -23,13 +26,33 @@ namespace strata::codegen::detail {
 using format::BodyOp;
 using format::BodyRef;
 
-void emitGatedDeltaCached(Emitter &e, const BodyOp &op) {
+namespace {
+
+/// gated_delta_cached, or with \p packed gated_delta_qkv_cached (q, k and v
+/// columns of one row of in1, q and k l2-normalised here).
+void emitDeltaStep(Emitter &e, const BodyOp &op, bool packed) {
   std::vector<int64_t> ss = stateDims(e, 0);
-  Tensor q = e.tensor(op.inputs[1]), v = e.tensor(op.inputs[3]);
-  for (uint32_t i = 1; i < 6; ++i)
+  const uint32_t nIn = packed ? 4 : 6;
+  for (uint32_t i = 1; i < nIn; ++i)
     expectLoadable(e.tensor(op.inputs[i]), "a delta-rule input");
-  int64_t hk = constDim(q, 1), dk = constDim(q, 2);
-  int64_t h = constDim(v, 1), dv = constDim(v, 2);
+  int64_t hk, dk, h = ss[1], dv = ss[3], cols = 0;
+  if (packed) {
+    hk = e.intAttr(op, "hk");
+    dk = ss[2];
+    cols = constDim(e.tensor(op.inputs[1]), 1);
+    if (hk <= 0 || h % hk != 0 || cols != 2 * hk * dk + h * dv)
+      throw Unsupported("a packed q/k/v row that is not 2 Hk Dk + H Dv");
+  } else {
+    Tensor q = e.tensor(op.inputs[1]), v = e.tensor(op.inputs[3]);
+    hk = constDim(q, 1);
+    dk = constDim(q, 2);
+    h = constDim(v, 1);
+    dv = constDim(v, 2);
+  }
+  // The operands' names: q, k, v, g, beta, seq, pos.
+  const std::string gIn = packed ? "in2" : "in4", bIn = packed ? "in3" : "in5",
+                    seqIn = packed ? "in4" : "in6",
+                    posIn = packed ? "in5" : "in7";
   if (dk > 256)
     throw Unsupported("a key dim above 256");
   bool tiled = e.strAttr(op, "heads") == "tiled";
@@ -72,7 +95,7 @@ void emitGatedDeltaCached(Emitter &e, const BodyOp &op) {
   e.line("    return sum;");
   e.line("  }};");
   e.line("  for (long t = 0; t < T; ++t) {{");
-  e.line("    const long s = in6[t], p = in7[t];");
+  e.line("    const long s = {}[t], p = {}[t];", seqIn, posIn);
   e.line("    if (s < 0 || s >= {}L || p < 0) continue;", ss[0]);
   e.line("    if (s != cur) {{");
   e.line("      if (cur >= 0 && live) {{");
@@ -88,25 +111,53 @@ void emitGatedDeltaCached(Emitter &e, const BodyOp &op) {
   e.line("#pragma unroll");
   e.line("      for (int i = 0; i < {}; ++i) sv[i] = 0.0f;", per);
   e.line("    }}");
-  e.line("    const float decay = strata_exp(ld(in4, t * {}L + hi)), b = "
-         "ld(in5, t * {}L + hi);",
-         h, h);
-  e.line("    const long qk = (t * {}L + kh) * {}L + sl * {}L;", hk, dk, per);
+  e.line("    const float decay = strata_exp(ld({}, t * {}L + hi)), b = "
+         "ld({}, t * {}L + hi);",
+         gIn, h, bIn, h);
+  // Element i of the slice's q and k (packed: normalised, l2_norm of form
+  // "add", by the sum of the head's squares over the slices).
+  std::string qAt, kAt;
+  if (packed) {
+    e.line("    const long qk = t * {}L + kh * {}L + sl * {}L;", cols, dk, per);
+    e.line("    float qs = 0.0f, ks = 0.0f;");
+    e.line("#pragma unroll");
+    e.line("    for (int i = 0; i < {}; ++i) {{", per);
+    e.line("      const float x = ld(in1, qk + i), y = ld(in1, qk + {}L + i);",
+           hk * dk);
+    e.line("      qs += x * x;");
+    e.line("      ks += y * y;");
+    e.line("    }}");
+    const std::string eps =
+        floatLit(static_cast<float>(e.floatAttr(op, "eps")));
+    e.line("    const float qr = 1.0f / strata_sqrt(slices(qs) + {}), kr = "
+           "1.0f / strata_sqrt(slices(ks) + {});",
+           eps, eps);
+    qAt = "(ld(in1, qk + i) * qr)";
+    kAt = fmt::format("(ld(in1, qk + {}L + i) * kr)", hk * dk);
+  } else {
+    e.line("    const long qk = (t * {}L + kh) * {}L + sl * {}L;", hk, dk, per);
+    qAt = "ld(in1, qk + i)";
+    kAt = "ld(in2, qk + i)";
+  }
   e.line("    float kv = 0.0f;");
   e.line("#pragma unroll");
   e.line("    for (int i = 0; i < {}; ++i) {{ sv[i] *= decay; kv += sv[i] * "
-         "ld(in2, qk + i); }}",
-         per);
+         "{}; }}",
+         per, kAt);
   e.line("    kv = slices(kv);");
-  e.line("    const float delta = live ? (ld(in3, (t * {}L + hi) * {}L + j) - "
-         "kv) * b : 0.0f;",
-         h, dv);
+  if (packed)
+    e.line("    const float delta = live ? (ld(in1, t * {}L + {}L + hi * {}L "
+           "+ j) - kv) * b : 0.0f;",
+           cols, 2 * hk * dk, dv);
+  else
+    e.line("    const float delta = live ? (ld(in3, (t * {}L + hi) * {}L + j) "
+           "- kv) * b : 0.0f;",
+           h, dv);
   e.line("    float o = 0.0f;");
   e.line("#pragma unroll");
-  e.line(
-      "    for (int i = 0; i < {}; ++i) {{ sv[i] += ld(in2, qk + i) * delta; "
-      "o += sv[i] * ld(in1, qk + i); }}",
-      per);
+  e.line("    for (int i = 0; i < {}; ++i) {{ sv[i] += {} * delta; o += sv[i] "
+         "* {}; }}",
+         per, kAt, qAt);
   e.line("    o = slices(o);");
   e.line("    if (live && sl == 0) st(out0, (t * {}L + hi) * {}L + j, {} * o);",
          h, dv, floatLit(scale));
@@ -118,6 +169,16 @@ void emitGatedDeltaCached(Emitter &e, const BodyOp &op) {
   e.line("}}");
   e.out.grid = {{0, h, 1}, {0, (dv + 31) / 32, 1}, {0, 1, 1}};
   e.out.block = {32 * kSlices, 1, 1};
+}
+
+} // namespace
+
+void emitGatedDeltaCached(Emitter &e, const BodyOp &op) {
+  emitDeltaStep(e, op, false);
+}
+
+void emitGatedDeltaQkvCached(Emitter &e, const BodyOp &op) {
+  emitDeltaStep(e, op, true);
 }
 
 } // namespace strata::codegen::detail

@@ -176,6 +176,12 @@ void selectBlocksRow(const float *q, int64_t hi, int64_t di, const float *kb,
                      int64_t nc, int64_t top, std::vector<float> &score,
                      std::vector<int32_t> &order, int32_t *row);
 
+/// l2_norm of one row of \p d values: y = x / sqrt(sum x^2 + eps) (\p add,
+/// form "add") or x / max(sqrt(sum x^2), eps) ("max"), the squares summed in
+/// double. l2_norm and gated_delta_qkv_cached share it, so the folded form
+/// normalises q and k bit for bit as the ops it replaces.
+void l2NormRow(const float *x, float *y, int64_t d, float eps, bool add);
+
 // One entry point per recipe.
 #define OP(Id, Mnemonic, MinOperands, MaxOperands, NumResults, Attrs, Rule,    \
            Cost, Class)                                                        \

@@ -106,16 +106,18 @@ void runL2Norm(KernelCtx &ctx) {
   auto [rows, d] = rowsOf(ctx);
   const float *x = ctx.f32(0);
   float *y = ctx.outF32(0);
-  for (int64_t r = 0; r < rows; ++r) {
-    double sum = 0;
-    for (int64_t i = 0; i < d; ++i)
-      sum += static_cast<double>(x[r * d + i] * x[r * d + i]);
-    float scale =
-        add ? 1.0f / std::sqrt(static_cast<float>(sum) + eps)
-            : 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
-    for (int64_t i = 0; i < d; ++i)
-      y[r * d + i] = x[r * d + i] * scale;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    l2NormRow(x + r * d, y + r * d, d, eps, add);
+}
+
+void l2NormRow(const float *x, float *y, int64_t d, float eps, bool add) {
+  double sum = 0;
+  for (int64_t i = 0; i < d; ++i)
+    sum += static_cast<double>(x[i] * x[i]);
+  float scale = add ? 1.0f / std::sqrt(static_cast<float>(sum) + eps)
+                    : 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+  for (int64_t i = 0; i < d; ++i)
+    y[i] = x[i] * scale;
 }
 
 } // namespace strata::runtime::cpu

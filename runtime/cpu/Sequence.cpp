@@ -686,4 +686,65 @@ void runGatedDeltaCached(KernelCtx &ctx) {
   });
 }
 
+void runGatedDeltaQkvCached(KernelCtx &ctx) {
+  float *st = stateOperand(ctx, 0, 4, "a recurrent state [S, H, Dk, Dv]");
+  ctx.expectInRank(1, 2, "qkv [T, 2 Hk Dk + H Dv]");
+  ctx.expectInRank(2, 2, "g [T, H]");
+  ctx.expectInRank(3, 2, "beta [T, H]");
+  const std::vector<int64_t> &ss = ctx.inShape(0);
+  const int64_t t = ctx.inShape(1)[0], cols = ctx.inShape(1)[1];
+  const int64_t h = ss[1], dk = ss[2], dv = ss[3];
+  const int64_t hk = ctx.intAttr("hk");
+  if (hk <= 0 || h % hk != 0)
+    fail(fmt::format("value heads {} are not a multiple of key heads {} "
+                     "(attribute 'hk')",
+                     h, hk));
+  if (cols != 2 * hk * dk + h * dv)
+    fail(fmt::format("{} must have 2 Hk Dk + H Dv = {} columns",
+                     ctx.describeIn(1), 2 * hk * dk + h * dv));
+  for (size_t i : {size_t(2), size_t(3)})
+    if (ctx.inShape(i) != std::vector<int64_t>{t, h})
+      fail(fmt::format("{} must be [{}, {}]", ctx.describeIn(i), t, h));
+  ctx.expectOutShape(0, {t, h, dv});
+  const float scale = ctx.floatAttr(
+      "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
+  const float eps = ctx.floatAttr("eps");
+  std::string heads = ctx.strAttr("heads");
+  if (heads != "grouped" && heads != "tiled")
+    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
+                     "got \"{}\"",
+                     heads));
+  const bool tiled = heads == "tiled";
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 4, t, ss[0], INT32_MAX, seq, pos);
+  const float *qkv = ctx.f32(1), *g = ctx.f32(2), *beta = ctx.f32(3);
+  float *out = ctx.outF32(0);
+  // q and k of every row and key head normalised first (l2_norm's row
+  // function), then the recurrence as gated_delta_cached runs it.
+  std::vector<float> qn(t * hk * dk), kn(t * hk * dk);
+  for (int64_t ti = 0; ti < t; ++ti)
+    for (int64_t j = 0; j < hk; ++j) {
+      const float *row = qkv + ti * cols;
+      l2NormRow(row + j * dk, qn.data() + (ti * hk + j) * dk, dk, eps, true);
+      l2NormRow(row + (hk + j) * dk, kn.data() + (ti * hk + j) * dk, dk, eps,
+                true);
+    }
+  onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
+    std::vector<float> scratch(dv);
+    for (int64_t hi = worker; hi < h; hi += nw) {
+      int64_t kh = deltaKeyHead(hi, h, hk, tiled);
+      for (int64_t ti = 0; ti < t; ++ti) {
+        float *s = st + (int64_t(seq[ti]) * h + hi) * dk * dv;
+        if (pos[ti] == 0)
+          std::fill(s, s + dk * dv, 0.0f); // a sequence starts afresh
+        deltaStep(s, qn.data() + (ti * hk + kh) * dk,
+                  kn.data() + (ti * hk + kh) * dk,
+                  qkv + ti * cols + 2 * hk * dk + hi * dv, g[ti * h + hi],
+                  beta[ti * h + hi], dk, dv, scale, scratch.data(),
+                  out + (ti * h + hi) * dv);
+      }
+    }
+  });
+}
+
 } // namespace strata::runtime::cpu

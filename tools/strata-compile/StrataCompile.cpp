@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -37,7 +38,8 @@ const char *kUsage =
                       [--target NAME] [--precision f32|bf16] -o PLAN_DIR
                       [--report[=json]]
                       [--print-ir-after-all] [--print-ir-after=NAME]
-                      [--qsa-compress-ratio N] [--no-fusion] [--logits all|last]
+                      [--qsa-compress-ratio N] [--no-fusion] [--skip-pass NAME]
+                      [--logits all|last]
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
                       [--codegen-opt NAME=VALUE ...]
                       [--max-context N|auto [--max-batch B] [--context P]
@@ -98,6 +100,9 @@ options:
                          plan's options
   --no-fusion            skip the fusion passes (fuse-*): one kernel per op,
                          the reference a fused plan is checked against
+  --skip-pass NAME       skip one optimising pass of the pipeline (repeat
+                         for more): fold-delta-inputs, cse or a fuse-*
+                         pass; for A/B runs of a pass against its absence
   --max-context N        generation: descriptions see generation() true,
                          max_context() = N and max_batch() = B, and take the
                          stateful form (KV caches of B slots x N positions
@@ -849,6 +854,7 @@ static int compileMain(int argc, char **argv) {
   // once it is built.
   format::Plan codegenOpts;
   std::vector<std::string> printAfter;
+  std::vector<std::string> skipped;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string &flag) -> std::optional<std::string> {
@@ -908,6 +914,11 @@ static int compileMain(int argc, char **argv) {
       if (!v || (*v != "all" && *v != "last"))
         return usageError("--logits is all or last");
       lastOnly = *v == "last";
+    } else if (a.rfind("--skip-pass", 0) == 0) {
+      auto v = value("--skip-pass");
+      if (!v || v->empty())
+        return usageError("--skip-pass needs a pass name");
+      skipped.push_back(*v);
     } else if (a == "--print-ir-after-all") {
       printAll = true;
     } else if (a.rfind("--print-ir-after", 0) == 0) {
@@ -1032,6 +1043,20 @@ static int compileMain(int argc, char **argv) {
     if (!passes::createPass(p))
       return usageError(
           fmt::format("unknown pass '{}' in --print-ir-after", p));
+  // Only the passes that optimise may be left out: the others bind,
+  // lower, type or place what the plan needs.
+  auto optional = [](const std::string &p) {
+    return p == "fold-delta-inputs" || p == "cse" || p.rfind("fuse-", 0) == 0;
+  };
+  for (const std::string &p : skipped) {
+    const auto &pipe = passes::defaultPipeline();
+    if (std::find(pipe.begin(), pipe.end(), p) == pipe.end() || !optional(p))
+      return usageError(fmt::format(
+          "--skip-pass {}: not an optimising pass of the pipeline (those "
+          "are fold-delta-inputs, cse, fuse-hyper-connection, "
+          "fuse-elementwise and fuse-siblings)",
+          p));
+  }
 
   std::string text, error;
   if (!format::readWholeFile(input, size_t(64) << 20, text, error))
@@ -1069,7 +1094,8 @@ static int compileMain(int argc, char **argv) {
                               input, m->name));
     passes::PassManager pm;
     for (const std::string &p : passes::defaultPipeline())
-      if (fusion || p.rfind("fuse-", 0) != 0)
+      if ((fusion || p.rfind("fuse-", 0) != 0) &&
+          std::find(skipped.begin(), skipped.end(), p) == skipped.end())
         pm.add(passes::createPass(p));
     pm.setAfterPassHook([&](const std::string &pass, const ir::Module &mod) {
       bool want = printAll;

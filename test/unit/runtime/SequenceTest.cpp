@@ -585,6 +585,71 @@ TEST(CpuState, AttentionCachedEqualsAttentionBitForBit) {
 // give bit for bit the block keys and the selection of block_mean and
 // qsa_select over the whole prompt; attention_cached with that index is
 // attention's block-sparse form, bit for bit, gated.
+// gated_delta_qkv_cached (fold-delta-inputs' form) is the slices, the two
+// l2 norms and gated_delta_cached bit for bit: the outputs and the states.
+TEST(CpuState, GatedDeltaQkvCachedIsSlicesNormsAndStep) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t t = 7, slots = 2, hk = 2, h = 6, dk = 8, dv = 4;
+  const int64_t a = hk * dk, cols = 2 * a + h * dv;
+  const float eps = 1e-6f;
+  std::vector<int32_t> seqv, posv;
+  for (int64_t i = 0; i < t; ++i) {
+    seqv.push_back(static_cast<int32_t>(i % slots));
+    posv.push_back(static_cast<int32_t>(i / slots + (i % slots) * 3));
+  }
+  for (const char *heads : {"grouped", "tiled"}) {
+    SCOPED_TRACE(heads);
+    std::vector<float> x = rng.normal(t * cols);
+    std::vector<float> g = rng.uniform(t * h, -1.0f, 0.0f),
+                       b = rng.uniform(t * h, 0.0f, 1.0f),
+                       s0 = rng.normal(slots * h * dk * dv);
+    HostTensor seq = ids({t}, seqv), pos = ids({t}, posv);
+    HostTensor gt = buffer({t, h}, g), bt = buffer({t, h}, b);
+    // Unfolded: the slices by hand, l2_norm, the step.
+    std::vector<float> qs, ks, vs;
+    for (int64_t r = 0; r < t; ++r) {
+      const float *row = x.data() + r * cols;
+      qs.insert(qs.end(), row, row + a);
+      ks.insert(ks.end(), row + a, row + 2 * a);
+      vs.insert(vs.end(), row + 2 * a, row + cols);
+    }
+    AttrMap norm = {{"eps", aFloat(eps)}, {"form", aStr("add")}};
+    HostTensor q0 = buffer({t, hk, dk}, qs), k0 = buffer({t, hk, dk}, ks),
+               qn = output({t, hk, dk}), kn = output({t, hk, dk});
+    std::string error;
+    ASSERT_TRUE(runKernel(Recipe::L2Norm, norm, {&q0}, {&qn}, error)) << error;
+    ASSERT_TRUE(runKernel(Recipe::L2Norm, norm, {&k0}, {&kn}, error)) << error;
+    HostTensor v = buffer({t, h, dv}, vs), st1 = buffer({slots, h, dk, dv}, s0),
+               o1 = output({t, h, dv});
+    AttrMap step = {{"scale", aFloat(0.35)}, {"heads", aStr(heads)}};
+    ASSERT_TRUE(runKernel(Recipe::GatedDeltaCached, step,
+                          {&st1, &qn, &kn, &v, &gt, &bt, &seq, &pos}, {&o1},
+                          error))
+        << error;
+    // Folded.
+    AttrMap packed = {{"hk", aInt(hk)},
+                      {"eps", aFloat(eps)},
+                      {"scale", aFloat(0.35)},
+                      {"heads", aStr(heads)}};
+    HostTensor xt = buffer({t, cols}, x), st2 = buffer({slots, h, dk, dv}, s0),
+               o2 = output({t, h, dv});
+    ASSERT_TRUE(runKernel(Recipe::GatedDeltaQkvCached, packed,
+                          {&st2, &xt, &gt, &bt, &seq, &pos}, {&o2}, error))
+        << error;
+    EXPECT_EQ(o2.floats(), o1.floats());
+    EXPECT_EQ(st2.floats(), st1.floats());
+    // A row of the wrong width is refused, naming the count it needs.
+    HostTensor narrow =
+        buffer({t, cols - 1}, std::vector<float>(t * (cols - 1)));
+    EXPECT_FALSE(runKernel(Recipe::GatedDeltaQkvCached, packed,
+                           {&st2, &narrow, &gt, &bt, &seq, &pos}, {&o2},
+                           error));
+    EXPECT_NE(error.find(fmt::format("{} columns", cols)), std::string::npos)
+        << error;
+  }
+}
+
 TEST(CpuState, QsaCachedEqualsQsaBitForBit) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
