@@ -76,15 +76,15 @@ std::optional<SliceOf> reshapedSlice(const DefUse &du, const Operand &in) {
   Value *x = sl->operands[0].value;
   auto axis = intOf(*sl, "axis"), start = intOf(*sl, "start"),
        end = intOf(*sl, "end");
-  if (!x->type.isTensor() || x->type.rank() != 2 || !axis || !start ||
-      !end || (*axis != 1 && *axis != -1))
+  if (!x->type.isTensor() || x->type.rank() != 2 || !axis || !start || !end ||
+      (*axis != 1 && *axis != -1))
     return std::nullopt;
   return SliceOf{x, *start, *end};
 }
 
 /// The input of an l2_norm {form = "add"} and its eps, or nothing.
-std::optional<std::pair<const Operand *, double>>
-normOf(const DefUse &du, const Operand &in) {
+std::optional<std::pair<const Operand *, double>> normOf(const DefUse &du,
+                                                         const Operand &in) {
   if (!in.isValue())
     return std::nullopt;
   const Operation *n = du.definingOp(in.value);
@@ -112,22 +112,23 @@ bool fold(const DefUse &du, Operation &op) {
     return false;
   const std::vector<int64_t> qd = dimsOf(qn->first->value),
                              vd = dimsOf(op.operands[3].value),
-                             xd = dimsOf(q->x), sd = dimsOf(op.operands[0].value);
+                             xd = dimsOf(q->x),
+                             sd = dimsOf(op.operands[0].value);
   if (qd.size() != 3 || vd.size() != 3 || xd.size() != 2 || sd.size() != 4)
     return false;
   const int64_t hk = qd[1], dk = qd[2], h = vd[1], dv = vd[2], a = hk * dk;
-  if (hk <= 0 || dk <= 0 || h <= 0 || dv <= 0 || sd[1] != h ||
-      sd[2] != dk || sd[3] != dv || q->start != 0 || q->end != a ||
-      k->start != a || k->end != 2 * a || v->start != 2 * a ||
-      v->end != xd[1] || xd[1] != 2 * a + h * dv)
+  if (hk <= 0 || dk <= 0 || h <= 0 || dv <= 0 || sd[1] != h || sd[2] != dk ||
+      sd[3] != dv || q->start != 0 || q->end != a || k->start != a ||
+      k->end != 2 * a || v->start != 2 * a || v->end != xd[1] ||
+      xd[1] != 2 * a + h * dv)
     return false;
-  std::vector<Operand> ins{op.operands[0], Operand{}, op.operands[4],
+  std::vector<Operand> ins{op.operands[0], Operand{},      op.operands[4],
                            op.operands[5], op.operands[6], op.operands[7]};
   ins[1].value = q->x;
   ins[1].loc = op.operands[1].loc;
-  std::vector<Attr> attrs{Attr{"hk", Expr::makeInt(hk, op.loc), op.loc},
-                          Attr{"eps", Expr::makeFloat(qn->second, op.loc),
-                               op.loc}};
+  std::vector<Attr> attrs{
+      Attr{"hk", Expr::makeInt(hk, op.loc), op.loc},
+      Attr{"eps", Expr::makeFloat(qn->second, op.loc), op.loc}};
   for (const char *name : {"scale", "heads"})
     if (const Attr *at = op.findAttr(name))
       attrs.push_back(*at);
