@@ -94,7 +94,41 @@ void emitDeltaStep(Emitter &e, const BodyOp &op, bool packed) {
   e.line("    sync_block();");
   e.line("    return sum;");
   e.line("  }};");
-  e.line("  for (long t = 0; t < T; ++t) {{");
+  // Packed: the rows' q and k norms first, a tile of rows at a time, a warp
+  // a row (the heads' sums of squares off the rows' sequential chain: two
+  // block reductions a row inside it cost a 1,024-token prompt 4 % on an
+  // H100, bench/results/decode-ab-fold-wide-20261205T232700Z-h100.txt).
+  constexpr int kNormRows = 256;
+  if (packed) {
+    const std::string eps =
+        floatLit(static_cast<float>(e.floatAttr(op, "eps")));
+    e.line("  STRATA_SHARED float rq[{}], rk[{}];", kNormRows, kNormRows);
+    e.line("  for (long t0 = 0; t0 < T; t0 += {}) {{", kNormRows);
+    e.line("  const long tn = T - t0 < {}L ? T - t0 : {}L;", kNormRows,
+           kNormRows);
+    e.line("  sync_block();");
+    e.line("  for (long r = sl; r < tn; r += {}) {{", kSlices);
+    e.line("    const long row = (t0 + r) * {}L + kh * {}L;", cols, dk);
+    e.line("    float qs = 0.0f, ks = 0.0f;");
+    e.line("    for (int i = lane_id(); i < {}; i += 32) {{", dk);
+    e.line("      const float x = ld(in1, row + i), y = ld(in1, row + {}L + "
+           "i);",
+           hk * dk);
+    e.line("      qs += x * x;");
+    e.line("      ks += y * y;");
+    e.line("    }}");
+    e.line("    qs = warp_sum(qs);");
+    e.line("    ks = warp_sum(ks);");
+    e.line("    if (lane_id() == 0) {{");
+    e.line("      rq[r] = 1.0f / strata_sqrt(qs + {});", eps);
+    e.line("      rk[r] = 1.0f / strata_sqrt(ks + {});", eps);
+    e.line("    }}");
+    e.line("  }}");
+    e.line("  sync_block();");
+    e.line("  for (long t = t0; t < t0 + tn; ++t) {{");
+  } else {
+    e.line("  for (long t = 0; t < T; ++t) {{");
+  }
   e.line("    const long s = {}[t], p = {}[t];", seqIn, posIn);
   e.line("    if (s < 0 || s >= {}L || p < 0) continue;", ss[0]);
   e.line("    if (s != cur) {{");
@@ -119,19 +153,7 @@ void emitDeltaStep(Emitter &e, const BodyOp &op, bool packed) {
   std::string qAt, kAt;
   if (packed) {
     e.line("    const long qk = t * {}L + kh * {}L + sl * {}L;", cols, dk, per);
-    e.line("    float qs = 0.0f, ks = 0.0f;");
-    e.line("#pragma unroll");
-    e.line("    for (int i = 0; i < {}; ++i) {{", per);
-    e.line("      const float x = ld(in1, qk + i), y = ld(in1, qk + {}L + i);",
-           hk * dk);
-    e.line("      qs += x * x;");
-    e.line("      ks += y * y;");
-    e.line("    }}");
-    const std::string eps =
-        floatLit(static_cast<float>(e.floatAttr(op, "eps")));
-    e.line("    const float qr = 1.0f / strata_sqrt(slices(qs) + {}), kr = "
-           "1.0f / strata_sqrt(slices(ks) + {});",
-           eps, eps);
+    e.line("    const float qr = rq[t - t0], kr = rk[t - t0];");
     qAt = "(ld(in1, qk + i) * qr)";
     kAt = fmt::format("(ld(in1, qk + {}L + i) * kr)", hk * dk);
   } else {
@@ -162,6 +184,8 @@ void emitDeltaStep(Emitter &e, const BodyOp &op, bool packed) {
   e.line("    if (live && sl == 0) st(out0, (t * {}L + hi) * {}L + j, {} * o);",
          h, dv, floatLit(scale));
   e.line("  }}");
+  if (packed)
+    e.line("  }}"); // the tile of rows
   e.line("  if (cur >= 0 && live) {{");
   e.line("#pragma unroll");
   e.line("    for (int i = 0; i < {}; ++i) *at(cur, i) = sv[i];", per);

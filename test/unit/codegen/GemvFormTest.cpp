@@ -269,13 +269,23 @@ TEST(GemvForm, Int8ActivationsUnderTheBf16PolicyForBlockTypesWithIntForms) {
     bf16.options["bf16_activations"] = 1;
     codegen::EmittedKernel k = emit(bf16);
     EXPECT_TRUE(k.int8Decode);
-    // A quantised once a block into shared memory, the Q4_K piece's
-    // integer form with its min term, both the one-row and 8-row forms.
+    // A quantised once a block into shared memory, the Q4_K pieces' wide
+    // integer form (gemm-decode-wide) with its min terms, both the one-row
+    // and 8-row forms; the eight-value pieces with the option off.
     EXPECT_NE(k.body.find("strata_qa8(av, q, &s, &t);"), std::string::npos);
-    EXPECT_NE(k.body.find("strata_di8_q4_k("), std::string::npos);
-    EXPECT_NE(k.body.find("acc0[c][r] -= wm0[c] * at;"), std::string::npos);
-    EXPECT_NE(k.body.find("aq8_t aq8[32];"), std::string::npos);
-    EXPECT_NE(k.body.find("aq8_t aq8[256];"), std::string::npos);
+    EXPECT_NE(k.body.find("strata_di8w_q4_k("), std::string::npos);
+    EXPECT_NE(k.body.find("acc0[c][r] -= wm0[c][1] * thi.y;"),
+              std::string::npos);
+    EXPECT_NE(k.body.find("aligned(16))) aq8_t aq8[32];"), std::string::npos);
+    EXPECT_NE(k.body.find("aligned(16))) aq8_t aq8[256];"), std::string::npos);
+    format::Plan narrow = bf16;
+    std::string why;
+    ASSERT_TRUE(codegen::setOption(narrow, "gemm-decode-wide=0", why)) << why;
+    codegen::EmittedKernel n8 = emit(narrow);
+    EXPECT_EQ(n8.body.find("strata_di8w_q4_k("), std::string::npos);
+    EXPECT_NE(n8.body.find("strata_di8_q4_k("), std::string::npos);
+    EXPECT_NE(n8.body.find("acc0[c][r] -= wm0[c] * at;"), std::string::npos);
+    EXPECT_NE(n8.body.find("aq8_t aq8[32];"), std::string::npos);
     // Forced on under f32; off under bf16.
     std::string error;
     ASSERT_TRUE(codegen::setOption(f32, "gemm-decode-int8=on", error)) << error;
