@@ -474,24 +474,12 @@ void GemmEmitter::gemvDirect(
     const Gemm &g, GemvForm shape,
     const std::function<void(const std::string &, const std::string &)>
         &piece) {
-  const int slices = shape.slices;
   // The whole pieces in a loop of a fixed count without a bound check, so
   // that the unrolled pieces' loads are all issued before the first one's
   // FMAs wait; a last partial piece checks its bound.
-  const int64_t span = 256 * int64_t(slices);
-  const int64_t whole = g.k / span;
-  const std::string lanePos = "(slice * 32L + lane) * 8L";
-  if (whole > 0) {
-    e.line("#pragma unroll {}", std::min<int64_t>(whole, shape.unroll));
-    e.line("  for (int it = 0; it < {}; ++it) {{", whole);
-    piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
-    e.line("  }}");
-  }
-  if (g.k % span != 0) {
-    e.line("  if ({} + {}L < {}L) {{", lanePos, whole * span, g.k);
-    piece(fmt::format("{} + {}L", lanePos, whole * span), "wrow");
-    e.line("  }}");
-  }
+  const int64_t span = 256 * int64_t(shape.slices);
+  gemvLoop(g, span, std::min<int64_t>(g.k / span, shape.unroll),
+           "(slice * 32L + lane) * 8L", piece);
 }
 
 void GemmEmitter::gemvDirectWide(
@@ -501,12 +489,19 @@ void GemmEmitter::gemvDirectWide(
   // As gemvDirect, in steps of 1024 values a warp (four super-blocks, eight
   // lanes each); a last partial step checks the lane's super-block.
   const int64_t span = 1024 * int64_t(shape.slices);
+  gemvLoop(g, span, std::clamp<int64_t>(shape.unroll / 2, 1, g.k / span),
+           "(slice * 1024L + (lane >> 3) * 256L + ((lane & 7) >> 1) * 64L + "
+           "(lane & 1) * 16L)",
+           piece);
+}
+
+void GemmEmitter::gemvLoop(
+    const Gemm &g, int64_t span, int64_t unroll, const std::string &lanePos,
+    const std::function<void(const std::string &, const std::string &)>
+        &piece) {
   const int64_t whole = g.k / span;
-  const std::string lanePos = "(slice * 1024L + (lane >> 3) * 256L + ((lane "
-                              "& 7) >> 1) * 64L + (lane & 1) * 16L)";
   if (whole > 0) {
-    e.line("#pragma unroll {}",
-           std::clamp<int64_t>(shape.unroll / 2, 1, whole));
+    e.line("#pragma unroll {}", unroll);
     e.line("  for (int it = 0; it < {}; ++it) {{", whole);
     piece(fmt::format("{} + it * {}L", lanePos, span), "wrow");
     e.line("  }}");

@@ -406,6 +406,13 @@ private:
   void gemvDirectWide(const Gemm &g, GemvForm shape,
                       const std::function<void(const std::string &,
                                                const std::string &)> &piece);
+  /// gemvDirect's loop: the whole steps of \p span values (\p unroll
+  /// of them unrolled), then a partial one with the lane's bound checked;
+  /// \p lanePos is the lane's first value in a step.
+  void gemvLoop(const Gemm &g, int64_t span, int64_t unroll,
+                const std::string &lanePos,
+                const std::function<void(const std::string &,
+                                         const std::string &)> &piece);
   void gemvDirect(const Gemm &g, GemvForm shape,
                   const std::function<void(const std::string &,
                                            const std::string &)> &piece);

@@ -654,36 +654,49 @@ void runConv1dCached(KernelCtx &ctx) {
   }
 }
 
-void runGatedDeltaCached(KernelCtx &ctx) {
-  float *st = stateOperand(ctx, 0, 4, "a recurrent state [S, H, Dk, Dv]");
-  const DeltaInputs d = deltaInputs(ctx, 1);
+namespace {
+
+/// gated_delta_cached's rows over the states \p st: row ti's q and k of key
+/// head kh at q + ti * qkStride + kh * Dk (k likewise), its v of value head
+/// hi at v + ti * vStride + hi * Dv. Heads are independent; within a head,
+/// rows in order (a slot's rows at increasing positions continue one
+/// recurrence).
+void deltaRows(KernelCtx &ctx, float *st, const int32_t *seq,
+               const int32_t *pos, const DeltaInputs &d, const float *q,
+               const float *k, int64_t qkStride, const float *v,
+               int64_t vStride, const float *g, const float *beta, float *out) {
   const int64_t t = d.t, hk = d.hk, dk = d.dk, h = d.h, dv = d.dv;
-  const float scale = d.scale;
-  const bool tiled = d.tiled;
-  expectDim(ctx, 0, 1, h, "the value head count");
-  expectDim(ctx, 0, 2, dk, "the key head dim");
-  expectDim(ctx, 0, 3, dv, "the value head dim");
-  const int32_t *seq = nullptr, *pos = nullptr;
-  rowPlaces(ctx, 6, t, ctx.inShape(0)[0], INT32_MAX, seq, pos);
-  const float *q = ctx.f32(1), *k = ctx.f32(2), *v = ctx.f32(3);
-  const float *g = ctx.f32(4), *beta = ctx.f32(5);
-  float *out = ctx.outF32(0);
-  // Heads are independent; within a head, rows in order (a slot's rows
-  // at increasing positions continue one recurrence).
   onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
     std::vector<float> scratch(dv);
     for (int64_t hi = worker; hi < h; hi += nw) {
-      int64_t kh = deltaKeyHead(hi, h, hk, tiled);
+      int64_t kh = deltaKeyHead(hi, h, hk, d.tiled);
       for (int64_t ti = 0; ti < t; ++ti) {
         float *s = st + (int64_t(seq[ti]) * h + hi) * dk * dv;
         if (pos[ti] == 0)
           std::fill(s, s + dk * dv, 0.0f); // a sequence starts afresh
-        deltaStep(s, q + (ti * hk + kh) * dk, k + (ti * hk + kh) * dk,
-                  v + (ti * h + hi) * dv, g[ti * h + hi], beta[ti * h + hi], dk,
-                  dv, scale, scratch.data(), out + (ti * h + hi) * dv);
+        deltaStep(s, q + ti * qkStride + kh * dk, k + ti * qkStride + kh * dk,
+                  v + ti * vStride + hi * dv, g[ti * h + hi], beta[ti * h + hi],
+                  dk, dv, d.scale, scratch.data(), out + (ti * h + hi) * dv);
       }
     }
   });
+}
+
+} // namespace
+
+void runGatedDeltaCached(KernelCtx &ctx) {
+  float *st = stateOperand(ctx, 0, 4, "a recurrent state [S, H, Dk, Dv]");
+  const DeltaInputs d = deltaInputs(ctx, 1);
+  expectDim(ctx, 0, 1, d.h, "the value head count");
+  expectDim(ctx, 0, 2, d.dk, "the key head dim");
+  expectDim(ctx, 0, 3, d.dv, "the value head dim");
+  const int32_t *seq = nullptr, *pos = nullptr;
+  rowPlaces(ctx, 6, d.t, ctx.inShape(0)[0], INT32_MAX, seq, pos);
+  const float *q = ctx.f32(1), *k = ctx.f32(2), *v = ctx.f32(3);
+  const float *g = ctx.f32(4), *beta = ctx.f32(5);
+  float *out = ctx.outF32(0);
+  deltaRows(ctx, st, seq, pos, d, q, k, d.hk * d.dk, v, d.h * d.dv, g, beta,
+            out);
 }
 
 void runGatedDeltaQkvCached(KernelCtx &ctx) {
@@ -729,22 +742,9 @@ void runGatedDeltaQkvCached(KernelCtx &ctx) {
       l2NormRow(row + (hk + j) * dk, kn.data() + (ti * hk + j) * dk, dk, eps,
                 true);
     }
-  onWorkers(ctx.threads(), h, t * h * dk * dv * 4, [&](int worker, int nw) {
-    std::vector<float> scratch(dv);
-    for (int64_t hi = worker; hi < h; hi += nw) {
-      int64_t kh = deltaKeyHead(hi, h, hk, tiled);
-      for (int64_t ti = 0; ti < t; ++ti) {
-        float *s = st + (int64_t(seq[ti]) * h + hi) * dk * dv;
-        if (pos[ti] == 0)
-          std::fill(s, s + dk * dv, 0.0f); // a sequence starts afresh
-        deltaStep(s, qn.data() + (ti * hk + kh) * dk,
-                  kn.data() + (ti * hk + kh) * dk,
-                  qkv + ti * cols + 2 * hk * dk + hi * dv, g[ti * h + hi],
-                  beta[ti * h + hi], dk, dv, scale, scratch.data(),
-                  out + (ti * h + hi) * dv);
-      }
-    }
-  });
+  const DeltaInputs d{t, hk, dk, h, dv, scale, tiled};
+  deltaRows(ctx, st, seq, pos, d, qn.data(), kn.data(), hk * dk,
+            qkv + 2 * hk * dk, cols, g, beta, out);
 }
 
 } // namespace strata::runtime::cpu
