@@ -18,8 +18,9 @@
 # variants side by side at each (P, B).
 # run: per (P, B), strata-run --batch B: B sequences, each prompt prefilled
 # alone, then 32 greedy steps of B rows through one CUDA graph per row count;
-# one results file decode-grid-STAMP.txt (machine, date, commit, every
-# timing line).
+# then the kernels of one decode step of each variant at P = 1,024 and
+# B = 1, 16 (--profile; PROFILE=0 skips them); one results file
+# decode-grid-STAMP.txt (machine, date, commit, every timing line).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=build-decode-grid
@@ -96,4 +97,17 @@ BIN=build-rt/bin
       done
     done
   done
+  # The kernels of one decode step per variant at P = 1,024, B = 1 and
+  # 16 (--profile: device events around each kernel, so a kernel of a few
+  # microseconds carries its launch gap; PROFILE=0 skips them).
+  if [ "${PROFILE:-1}" != 0 ]; then
+    for b in 1 16; do
+      for v in "${VS[@]}"; do
+        echo "== $v: profile of one decode step of B = $b after 1024-token prompts"
+        timeout 120 "$BIN/strata-run" "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
+          --tokens-file "$D/tokens-1024.txt" -n 3 --ignore-eos --batch "$b" --profile 2>&1 |
+          sed -n '/^profile:/,/^slowest/p' | head -40
+      done
+    done
+  fi
 } 2>&1 | tee "$out"

@@ -434,14 +434,22 @@ bool checkConv1d(RuleCtx &c, size_t x, size_t out) {
 
 bool inferConv1d(RuleCtx &c) { return checkConv1d(c, 0, 0); }
 
-/// The delta rule's operands q, k, v, g, beta from operand \p base on;
-/// sets result \p out to f32 [T, H, Dv].
-bool checkGatedDelta(RuleCtx &c, size_t base, size_t out) {
+/// The delta rule's optional 'heads' attribute: the value heads' order
+/// over the key heads, "grouped" or "tiled".
+bool checkDeltaHeads(RuleCtx &c) {
   auto heads = c.strAttr("heads");
   if (heads && *heads != "grouped" && *heads != "tiled")
     return c.error(fmt::format("attribute 'heads' must be \"grouped\" or "
                                "\"tiled\", got \"{}\"",
                                *heads));
+  return true;
+}
+
+/// The delta rule's operands q, k, v, g, beta from operand \p base on;
+/// sets result \p out to f32 [T, H, Dv].
+bool checkGatedDelta(RuleCtx &c, size_t base, size_t out) {
+  if (!checkDeltaHeads(c))
+    return false;
   static const char *kNames[] = {"q [T, Hk, Dk]", "k [T, Hk, Dk]",
                                  "v [T, H, Dv]", "g [T, H]", "beta [T, H]"};
   static const size_t kRanks[] = {3, 3, 3, 2, 2};
@@ -1106,11 +1114,8 @@ bool inferGatedDeltaCached(RuleCtx &c) {
 /// gated_delta_qkv_cached(st[S, H, Dk, Dv], qkv[T, 2 Hk Dk + H Dv], g[T, H],
 /// beta[T, H], seq, pos) {hk, eps, ...} -> (the state, f32[T, H, Dv]).
 bool inferGatedDeltaQkvCached(RuleCtx &c) {
-  auto heads = c.strAttr("heads");
-  if (heads && *heads != "grouped" && *heads != "tiled")
-    return c.error(fmt::format("attribute 'heads' must be \"grouped\" or "
-                               "\"tiled\", got \"{}\"",
-                               *heads));
+  if (!checkDeltaHeads(c))
+    return false;
   if (!checkStateOperand(c, 0, 4, "a recurrent state [S, H, Dk, Dv]") ||
       !checkActivation(c, 1, "qkv [T, 2 Hk Dk + H Dv]") ||
       !checkRank(c, 1, 2, "qkv [T, 2 Hk Dk + H Dv]") ||

@@ -352,20 +352,26 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("#pragma unroll");
     e.line("      for (int c = 0; c < {}; ++c) {{", cols);
     // Piece p of the four: sub-block p / 2 (lo, hi), words 2 (p % 2) on.
-    const char *parts[4][5] = {{"wl", "0", "alo.x", "alo.y", "slo.x"},
-                               {"wl", "2", "alo.z", "alo.w", "slo.y"},
-                               {"wh", "0", "ahi.x", "ahi.y", "shi.x"},
-                               {"wh", "2", "ahi.z", "ahi.w", "shi.y"}};
-    const char *mins[4] = {"tlo.x", "tlo.y", "thi.x", "thi.y"};
+    struct WidePiece {
+      const char *words; ///< the quant words' array (wl: lo, wh: hi)
+      int word;          ///< its first word of the piece
+      const char *a0, *a1, *scale, *min; ///< A's words, scale, scaled sum
+    };
+    static const WidePiece kPieces[4] = {
+        {"wl", 0, "alo.x", "alo.y", "slo.x", "tlo.x"},
+        {"wl", 2, "alo.z", "alo.w", "slo.y", "tlo.y"},
+        {"wh", 0, "ahi.x", "ahi.y", "shi.x", "thi.x"},
+        {"wh", 2, "ahi.z", "ahi.w", "shi.y", "thi.y"}};
     for (size_t b = 0; b < nb; ++b)
       for (int p = 0; p < 4; ++p) {
-        const int sub = p / 2, w0 = std::stoi(parts[p][1]);
+        const WidePiece &q = kPieces[p];
+        const int sub = p / 2;
         e.line("        acc{}[c][r] += (wd{}[c][{}] * {}) * "
                "(float)strata_dp4a({}{}[c][{}], {}, strata_dp4a({}{}[c][{}], "
                "{}, 0));",
-               b, b, sub, parts[p][4], parts[p][0], b, w0 + 1, parts[p][3],
-               parts[p][0], b, w0, parts[p][2]);
-        e.line("        acc{}[c][r] -= wm{}[c][{}] * {};", b, b, sub, mins[p]);
+               b, b, sub, q.scale, q.words, b, q.word + 1, q.a1, q.words, b,
+               q.word, q.a0);
+        e.line("        acc{}[c][r] -= wm{}[c][{}] * {};", b, b, sub, q.min);
       }
     e.line("      }}");
     e.line("    }}");

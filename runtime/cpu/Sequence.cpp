@@ -232,6 +232,17 @@ void runConv1dCausal(KernelCtx &ctx) {
 
 namespace {
 
+/// The delta rule's 'heads' attribute: whether the value heads follow the
+/// key heads tiled (hi % hk) rather than grouped (hi / (H / Hk)).
+bool tiledHeads(KernelCtx &ctx) {
+  std::string heads = ctx.strAttr("heads");
+  if (heads != "grouped" && heads != "tiled")
+    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
+                     "got \"{}\"",
+                     heads));
+  return heads == "tiled";
+}
+
 /// The delta rule's inputs q, k, v, g, beta from input \p base on, checked,
 /// with its attributes (gated_delta_rule and gated_delta_cached).
 struct DeltaInputs {
@@ -263,12 +274,7 @@ DeltaInputs deltaInputs(KernelCtx &ctx, size_t base) {
   ctx.expectOutShape(0, {d.t, d.h, d.dv});
   d.scale = ctx.floatAttr("scale", 1.0f / std::sqrt(static_cast<float>(
                                               std::max<int64_t>(d.dk, 1))));
-  std::string heads = ctx.strAttr("heads");
-  if (heads != "grouped" && heads != "tiled")
-    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
-                     "got \"{}\"",
-                     heads));
-  d.tiled = heads == "tiled";
+  d.tiled = tiledHeads(ctx);
   return d;
 }
 
@@ -722,12 +728,7 @@ void runGatedDeltaQkvCached(KernelCtx &ctx) {
   const float scale = ctx.floatAttr(
       "scale", 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(dk, 1))));
   const float eps = ctx.floatAttr("eps");
-  std::string heads = ctx.strAttr("heads");
-  if (heads != "grouped" && heads != "tiled")
-    fail(fmt::format("attribute 'heads' must be \"grouped\" or \"tiled\", "
-                     "got \"{}\"",
-                     heads));
-  const bool tiled = heads == "tiled";
+  const bool tiled = tiledHeads(ctx);
   const int32_t *seq = nullptr, *pos = nullptr;
   rowPlaces(ctx, 4, t, ss[0], INT32_MAX, seq, pos);
   const float *qkv = ctx.f32(1), *g = ctx.f32(2), *beta = ctx.f32(3);
