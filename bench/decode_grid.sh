@@ -21,9 +21,11 @@
 # then the kernels of one decode step of each variant at P = 1,024 and
 # B = 1, 16 (--profile; PROFILE=0 skips them); one results file
 # decode-grid-STAMP.txt (machine, date, commit, every timing line).
+# GRID_DIR=DIR keeps the files in DIR (both modes); PRESET=full12 prepares
+# the 12-layer full-width model (it fits an H100's 80 GB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-D=build-decode-grid
+D=${GRID_DIR:-build-decode-grid}
 mode=${1:?prepare or run}
 PS="1024 4096 16384"
 BS="1 4 16"
@@ -35,7 +37,7 @@ if [ "$mode" = prepare ]; then
     --max-batch 16 --logits all --target sm_90)
   mkdir -p "$D"
   [ -f "$D/full.gguf" ] ||
-    "$B/strata-gguf" synth --arch qwen4exp --preset full --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
+    "$B/strata-gguf" synth --arch qwen4exp --preset "${PRESET:-full}" --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
   shift
   [ $# -gt 0 ] || set -- plan
   rm -f "$D/VARIANTS"

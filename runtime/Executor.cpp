@@ -791,9 +791,11 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
   }
   graphUse_.used = graphUse_.off.empty();
   graphUse_.launches = graphUse_.used ? graph_.launches : 0;
-  if (!device_->fill32(main_.arena, kPoison, (plan_.arenaBytes + 3) / 4 * 4,
+  if ((poisonEachRun_ || !poisoned_) &&
+      !device_->fill32(main_.arena, kPoison, (plan_.arenaBytes + 3) / 4 * 4,
                        error))
     return false;
+  poisoned_ = true;
   TensorArg in = bufferArg(main_, plan_.inputs[0], t);
   if (!device_->upload(in.data, tokens.data(), t * sizeof(int32_t), error))
     return false;

@@ -9,8 +9,9 @@
 // an earlier kernel's output or a view of one (same offset and size). What
 // that cannot see (a kernel writing less than its shape, extents that
 // disagree at T' < max_tokens) shows up at run time: the arena is filled with
-// NaN (the 32-bit pattern kPoison) before every run, and the executor reports
-// NaN always in the output, and after every kernel with setNanCheck.
+// NaN (the 32-bit pattern kPoison) before every run (before the first only
+// with setPoisonEachRun(false)), and the executor reports NaN always in the
+// output, and after every kernel with setNanCheck.
 //
 // On a GPU the second run at a prompt length captures its launches into a
 // device graph, and every later run at that length replays it with one call
@@ -164,6 +165,13 @@ public:
   /// After every kernel, scan its floating-point outputs for NaN and fail
   /// naming the first kernel that left one (slow; for debugging).
   void setNanCheck(bool on) { nanCheck_ = on; }
+
+  /// Fill the arena with kPoison before every run (on, the default: a
+  /// kernel that reads what this run did not write reads NaN) or before
+  /// the first run only (off: generation, where the fill of a plan's whole
+  /// arena, a GB for 1,024 rows, costs a decode step ~0.3 ms on the H100
+  /// for nothing; --check and --nan-check runs keep it on).
+  void setPoisonEachRun(bool on) { poisonEachRun_ = on; }
 
   /// Time every kernel of the following runs: synchronize after each launch
   /// and keep its wall time (seconds, per kernel of the plan) in
@@ -331,6 +339,8 @@ private:
   CheckBars bars_;
   std::vector<KernelCheck> checks_;
   bool nanCheck_ = false;
+  bool poisonEachRun_ = true;
+  bool poisoned_ = false; ///< the arena has had its fill
   bool profile_ = false;
   std::vector<double> kernelSeconds_;
   std::map<uint32_t, std::string> capture_; ///< buffer index -> name

@@ -131,6 +131,10 @@ createExecutor(const Options &o, const format::Plan &plan, std::string &error) {
   if (o.check && !ex->setCheck(runtime::CheckBars{}, error))
     return nullptr;
   ex->setNanCheck(o.nanCheck);
+  // Generation fills the arena with NaN once, not before each of its runs
+  // (a GB a decode step for a plan of 1,024 rows); checking runs keep the
+  // fill before every run.
+  ex->setPoisonEachRun(!o.generate || o.check || o.nanCheck);
   ex->setGraphs(!o.noGraphs);
   return ex;
 }

@@ -229,6 +229,9 @@ int serveMain(int argc, char **argv) {
       o.planDir, o.synthetic);
   if (!ex)
     return fail(error);
+  // The arena's NaN fill once, not before every step (a serve plan's arena
+  // is GBs; the output's NaN scan stays).
+  ex->setPoisonEachRun(false);
   std::unique_ptr<runtime::Session> session =
       runtime::Session::create(*ex, error);
   if (!session)

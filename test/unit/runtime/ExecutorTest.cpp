@@ -1269,6 +1269,16 @@ TEST_F(TinyModel, PoisonRevealsUnwrittenRows) {
   // still checks clean, and a short one after a full one still fails.
   EXPECT_TRUE(ex->run(std::vector<int32_t>(kMaxT, 3), out, error)) << error;
   EXPECT_FALSE(ex->run({1}, out, error));
+  // Poisoned once (generation's setting): the first run still reads NaN
+  // where nothing was written; a short run after a full one reads the full
+  // run's rows instead, which only the fill before every run (--check,
+  // --nan-check) reveals.
+  auto once = make(p, error);
+  ASSERT_TRUE(once) << error;
+  once->setPoisonEachRun(false);
+  EXPECT_FALSE(once->run({1, 2, 3}, out, error));
+  EXPECT_TRUE(once->run(std::vector<int32_t>(kMaxT, 3), out, error)) << error;
+  EXPECT_TRUE(once->run({1}, out, error)) << error;
   // With everything written the per-kernel check passes.
   auto good = make(plan, error);
   ASSERT_TRUE(good) << error;
