@@ -16,7 +16,8 @@ GroupedForm selectGrouped(const GroupedProblem &p, const format::Plan &plan) {
   GroupedForm f;
   // Plans with state decode: runs of a few rows take the decode form, the
   // tiles the rows after them.
-  const int64_t decodeRows = option(plan, Opt::GemmDecodeRows);
+  const int64_t own = option(plan, Opt::GroupedDecodeRows);
+  const int64_t decodeRows = own >= 0 ? own : option(plan, Opt::GemmDecodeRows);
   if (p.state && decodeRows > 0 && p.k % 8 == 0 &&
       (!p.wQuant || p.blockSize % 8 == 0)) {
     f.decodeRows = decodeRows;

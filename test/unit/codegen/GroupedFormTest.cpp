@@ -107,6 +107,18 @@ TEST(GroupedForm, OptionsAndShapesChangeTheForms) {
       codegen::selectGrouped(experts("sm_90", true, true), decode16);
   EXPECT_EQ(f.at(16), Kind::Decode);
   EXPECT_EQ(f.at(17), Kind::Tile);
+  // grouped-decode-rows apart from the GEMM chains' rows (the experts'
+  // tiles from 9 rows while the trunk decodes 16); 0: tiles from 1 row.
+  format::Plan own = decode16;
+  ASSERT_TRUE(codegen::setOption(own, "grouped-decode-rows=8", error));
+  GroupedForm g = codegen::selectGrouped(experts("sm_90", true, true), own);
+  EXPECT_EQ(g.decodeRows, 8);
+  EXPECT_EQ(g.at(8), Kind::Decode);
+  EXPECT_EQ(g.at(9), Kind::Tile);
+  ASSERT_TRUE(codegen::setOption(own, "grouped-decode-rows=0", error));
+  EXPECT_EQ(codegen::selectGrouped(experts("sm_90", true, true), own).at(1),
+            Kind::Tile);
+  EXPECT_FALSE(codegen::setOption(own, "grouped-decode-rows=-2", error));
   format::Plan noTma;
   ASSERT_TRUE(codegen::setOption(noTma, "gemm-tma-grouped=0", error));
   EXPECT_EQ(
