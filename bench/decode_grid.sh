@@ -21,14 +21,15 @@
 # then the kernels of one decode step of each variant at P = 1,024 and
 # B = 1, 16 (--profile; PROFILE=0 skips them); one results file
 # decode-grid-STAMP.txt (machine, date, commit, every timing line).
-# GRID_DIR=DIR keeps the files in DIR (both modes); PRESET=full12 prepares
+# GRID_DIR=DIR keeps the files in DIR (both modes); GRID_PS and GRID_BS
+# replace the lists of P and B; PRESET=full12 prepares
 # the 12-layer full-width model (it fits an H100's 80 GB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=${GRID_DIR:-build-decode-grid}
 mode=${1:?prepare or run}
-PS="1024 4096 16384"
-BS="1 4 16"
+PS=${GRID_PS:-"1024 4096 16384"}
+BS=${GRID_BS:-"1 4 16"}
 if [ "$mode" = prepare ]; then
   set -e
   B=${BUILD:-build}/bin
