@@ -135,16 +135,6 @@ struct CudaApi {
     return STRATA_GPU_CALL(s, cuMemcpyDtoHAsync_v2, dst, src, bytes, stream);
   }
 
-  /// Page-locked host memory (a copy into it runs at the link's rate; into
-  /// pageable memory the driver stages it).
-  static Status hostAlloc(const Symbols &s, void *&p, uint64_t bytes) {
-    return STRATA_GPU_CALL(s, cuMemAllocHost_v2, &p, bytes);
-  }
-
-  static Status hostFree(const Symbols &s, void *p) {
-    return STRATA_GPU_CALL(s, cuMemFreeHost, p);
-  }
-
   /// Enqueues a device-to-device copy on \p stream.
   static Status copy(const Symbols &s, Stream stream, uint64_t dst,
                      uint64_t src, uint64_t bytes) {

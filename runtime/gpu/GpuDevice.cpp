@@ -10,11 +10,9 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string_view>
 #include <type_traits>
@@ -129,15 +127,6 @@ private:
   /// synchronous contract (the host buffer may be reused on return, the
   /// downloaded bytes are there).
   bool finishCopy(std::string_view what, std::string &error);
-  /// Whether the two page-locked bounce buffers of download() exist
-  /// (allocated at the first large download).
-  bool bounceReady();
-
-  /// download() takes copies from this size through the bounce buffers, in
-  /// chunks of it.
-  static constexpr uint64_t kBounceBytes = uint64_t(2) << 20;
-  void *bounce_[2] = {nullptr, nullptr};
-  bool bounceTried_ = false;
 
   typename Api::Symbols sym_;
   typename Api::Context ctx_;
@@ -252,9 +241,6 @@ template <class Api> GpuDevice<Api>::~GpuDevice() {
   }
   if (stream_)
     (void)Api::synchronize(sym_, stream_);
-  for (void *p : bounce_)
-    if (p)
-      (void)Api::hostFree(sym_, p);
   for (const auto &[exec, info] : graphs_)
     (void)Api::destroyGraphExec(sym_, exec);
   for (Event e : events_)
@@ -414,55 +400,12 @@ bool GpuDevice<Api>::download(void *dst, const void *src, uint64_t bytes,
       fmt::format("copying {} bytes from the device at {}", bytes, src);
   if (!notCapturing(what, error) || !bind(error))
     return false;
-  // Large copies (a decode step's logits: 16 rows of 248K f32, 16 MB)
-  // through two page-locked buffers in turn, each chunk's copy into place
-  // overlapping the next chunk's transfer; into pageable memory the driver
-  // stages the whole copy itself, at a fraction of the link's rate.
-  if (bytes >= kBounceBytes && bounceReady()) {
-    const uint64_t n = (bytes + kBounceBytes - 1) / kBounceBytes;
-    auto part = [&](uint64_t i) {
-      return std::min<uint64_t>(kBounceBytes, bytes - i * kBounceBytes);
-    };
-    if (Status st =
-            Api::download(sym_, stream_, bounce_[0], toAddress(src), part(0));
-        !st.ok()) {
-      error = failure(st, waitingFor(what));
-      return false;
-    }
-    for (uint64_t i = 0; i < n; ++i) {
-      if (!finishCopy(what, error))
-        return false;
-      if (i + 1 < n)
-        if (Status st = Api::download(sym_, stream_, bounce_[(i + 1) % 2],
-                                      toAddress(src) + (i + 1) * kBounceBytes,
-                                      part(i + 1));
-            !st.ok()) {
-          error = failure(st, waitingFor(what));
-          return false;
-        }
-      std::memcpy(static_cast<uint8_t *>(dst) + i * kBounceBytes,
-                  bounce_[i % 2], part(i));
-    }
-    return finishCopy(what, error);
-  }
   if (Status st = Api::download(sym_, stream_, dst, toAddress(src), bytes);
       !st.ok()) {
     error = failure(st, waitingFor(what));
     return false;
   }
   return finishCopy(what, error);
-}
-
-template <class Api> bool GpuDevice<Api>::bounceReady() {
-  // Allocated at the first large download; a driver that refuses
-  // page-locked memory leaves the direct copy.
-  if (bounceTried_)
-    return bounce_[0] && bounce_[1];
-  bounceTried_ = true;
-  for (void *&p : bounce_)
-    if (!Api::hostAlloc(sym_, p, kBounceBytes).ok())
-      p = nullptr;
-  return bounce_[0] && bounce_[1];
 }
 
 template <class Api>

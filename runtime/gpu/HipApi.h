@@ -123,16 +123,6 @@ struct HipApi {
                            stream);
   }
 
-  /// Page-locked host memory (a copy into it runs at the link's rate; into
-  /// pageable memory the runtime stages it).
-  static Status hostAlloc(const Symbols &s, void *&p, uint64_t bytes) {
-    return STRATA_GPU_CALL(s, hipHostMalloc, &p, bytes, 0u);
-  }
-
-  static Status hostFree(const Symbols &s, void *p) {
-    return STRATA_GPU_CALL(s, hipHostFree, p);
-  }
-
   /// Enqueues a device-to-device copy on \p stream.
   static Status copy(const Symbols &s, Stream stream, uint64_t dst,
                      uint64_t src, uint64_t bytes) {

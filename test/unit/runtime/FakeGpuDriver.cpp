@@ -248,23 +248,6 @@ int doDownload(FakeGpuState &s, void *dst, uint64_t src, size_t bytes,
   if (!inside(s, src, bytes) || !dst)
     return kInvalidValue;
   std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
-  ++s.downloads;
-  return kSuccess;
-}
-
-int doHostAlloc(FakeGpuState &s, void **p, size_t bytes) {
-  if (!p)
-    return kInvalidValue;
-  *p = std::malloc(bytes ? bytes : 1);
-  ++s.hostBuffers;
-  return kSuccess;
-}
-
-int doHostFree(FakeGpuState &s, void *p) {
-  if (!p)
-    return kInvalidValue;
-  std::free(p);
-  --s.hostBuffers;
   return kSuccess;
 }
 
@@ -715,18 +698,6 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
   return doUpload(cudaState, dst, src, bytes, stream);
 }
 
-CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
-  if (int r = cudaReady(__func__))
-    return r;
-  return doHostAlloc(cudaState, p, bytes);
-}
-
-CUresult cuMemFreeHost(void *p) {
-  if (int r = cudaReady(__func__))
-    return r;
-  return doHostFree(cudaState, p);
-}
-
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
                               CUstream stream) {
   if (int r = cudaReady(__func__))
@@ -1047,18 +1018,6 @@ hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void *src, size_t bytes,
     return r;
   return doUpload(hipState, reinterpret_cast<uintptr_t>(dst), src, bytes,
                   stream);
-}
-
-hipError_t hipHostMalloc(void **p, size_t bytes, unsigned int) {
-  if (int r = hipReady(__func__))
-    return r;
-  return doHostAlloc(hipState, p, bytes);
-}
-
-hipError_t hipHostFree(void *p) {
-  if (int r = hipReady(__func__))
-    return r;
-  return doHostFree(hipState, p);
 }
 
 hipError_t hipMemcpyDtoHAsync(void *dst, hipDeviceptr_t src, size_t bytes,

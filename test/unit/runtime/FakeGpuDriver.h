@@ -67,9 +67,7 @@ struct FakeGpuState {
   int uploads = 0;                          ///< host-to-device copies
   int copies = 0;                           ///< device-to-device copies
   int fills = 0;                            ///< fill32 calls
-  int hostBuffers = 0; ///< page-locked host buffers live (alloc - free)
-  int downloads = 0;   ///< device-to-host copies
-  std::vector<std::string> modules; ///< every image loaded, in order
+  std::vector<std::string> modules;         ///< every image loaded, in order
   int moduleUnloads = 0;
   /// Every launch that ran (plain or replayed from a graph), in order.
   std::vector<FakeLaunch> launches;

@@ -279,34 +279,6 @@ TEST_P(GpuBackend, MemoryRoundTrip) {
   EXPECT_TRUE(fake->allocations.empty()) << "the destructor frees the rest";
 }
 
-TEST_P(GpuBackend, LargeDownloadsGoThroughPageLockedBuffers) {
-  // 5 MB + 12 bytes: chunks of 2 MB through the two page-locked buffers in
-  // turn, the last one short; every byte where it belongs.
-  std::unique_ptr<Device> dev = open();
-  ASSERT_NE(dev, nullptr);
-  std::string error;
-  const size_t n = (size_t(5) << 20) / 4 + 3;
-  std::vector<uint32_t> words(n), back(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    words[i] = static_cast<uint32_t>(i * 2654435761u);
-  void *p = dev->alloc(n * 4, error);
-  ASSERT_NE(p, nullptr) << error;
-  ASSERT_TRUE(dev->upload(p, words.data(), n * 4, error)) << error;
-  int before = fake->downloads;
-  ASSERT_TRUE(dev->download(back.data(), p, n * 4, error)) << error;
-  EXPECT_EQ(back, words);
-  EXPECT_EQ(fake->downloads - before, 3) << "2 + 2 + 1 MB";
-  EXPECT_EQ(fake->hostBuffers, 2);
-  // A small copy goes straight to its destination; the buffers are kept.
-  before = fake->downloads;
-  ASSERT_TRUE(dev->download(back.data(), p, 4096, error)) << error;
-  EXPECT_EQ(fake->downloads - before, 1);
-  EXPECT_EQ(fake->hostBuffers, 2);
-  dev->release(p);
-  dev.reset();
-  EXPECT_EQ(fake->hostBuffers, 0) << "the destructor frees them";
-}
-
 TEST_P(GpuBackend, MapWeightUploadsOnce) {
   std::unique_ptr<Device> dev = open();
   ASSERT_NE(dev, nullptr);
