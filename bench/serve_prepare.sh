@@ -18,7 +18,15 @@
 #                   forms, whose per-row sums do not depend on the other
 #                   rows (the tiles from 9 rows, plan-b16-r8's, round
 #                   through bf16 matrix units: a stream's greedy ids then
-#                   differ from strata-run alone on near ties, 2026-12-03).
+#                   differ from strata-run alone on near ties, 2026-12-03),
+#                   with the trunk GEMMs' decode form on the matrix units
+#                   at every row count (gemm-decode-mma=1) and the grouped
+#                   experts' tiles from one row (grouped-decode-rows=0):
+#                   each family one form at every row count, so a row's
+#                   sums still do not depend on the others (SERVE_FORMS;
+#                   H100, 12-layer model, 16-row step 14.2 ms against 18.3
+#                   with the warp dot products, tiny plans --check PASS at
+#                   B = 16: decode-batch-full12-ind-20261206T031111Z-h100.txt).
 #                   Cubins only; OPTIONS (the
 #                   compile command), COMMIT, decode-report.txt (the
 #                   --report's decode step of 16 rows at 1280 positions)
@@ -29,7 +37,8 @@
 #                   serve_run.sh runs where build-rt/ could not build the
 #                   server (no libcpp-httplib-dev or libpcre2-dev there)
 # SERVE_PLAN names the plan's folder (default plan-serve16) and SERVE_OPTS
-# adds codegen options (NAME=VALUE, comma-separated), for A/B runs of the
+# adds codegen options (NAME=VALUE, comma-separated; SERVE_FORMS= empty
+# drops the two forms above), for A/B runs of the
 # server (serve_run.sh reads SERVE_PLAN too).
 # The plan is always remade (it follows the code generator), the rest only
 # when missing (serve-bin/ always: it follows the server). Prints the
@@ -54,6 +63,7 @@ for p in 256 1024; do
 done
 
 OPTS="--max-tokens ${SERVE_CHUNK:-512} --max-context 1344 --max-batch 16 --logits all --target sm_90 --codegen-opt gemm-decode-rows=${SERVE_DECODE_ROWS:-16}"
+for o in ${SERVE_FORMS-gemm-decode-mma=1 grouped-decode-rows=0}; do OPTS="$OPTS --codegen-opt $o"; done
 for o in ${SERVE_OPTS:+${SERVE_OPTS//,/ }}; do OPTS="$OPTS --codegen-opt $o"; done
 P=$OUT/${SERVE_PLAN:-plan-serve16}
 rm -rf "$P"
