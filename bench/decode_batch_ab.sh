@@ -3,7 +3,8 @@
 # the GPU machine (carry build-decode-batch):
 #   bash bench/decode_batch_ab.sh prepare VARIANT...   (development machine)
 #     VARIANT is NAME or NAME:OPT,OPT (codegen options NAME=VALUE, added to
-#     gemm-decode-rows=16). Per variant: the full Qwen4-Exp (shapes only,
+#     gemm-decode-rows=16, or strata-compile flags --FLAG=VALUE such as
+#     --greedy-ids=off). Per variant: the full Qwen4-Exp (shapes only,
 #     bench/decode_prepare.sh's mix) at --max-tokens 64 --max-context 1344
 #     --max-batch 16 --logits all (cubins only), and the four bundled
 #     models (tiny preset, shapes only, the block-type mixes of
@@ -15,7 +16,8 @@
 #     --check (every kernel of every prefill chunk and decode step against
 #     the cpu backend); then the full model's batched decode (16 sequences
 #     after 256-token prompts, 32 steps through CUDA graphs), the variants
-#     interleaved over ROUNDS (default 2) rounds. CHECKS=0 skips the
+#     interleaved over ROUNDS (default 2) rounds; BATCHES="1 4 16" times
+#     those row counts too (default 16). CHECKS=0 skips the
 #     checks. One results file
 #     decode-batch-STAMP.txt (machine, date, commit, every number).
 set -uo pipefail
@@ -39,7 +41,12 @@ if [ "$mode" = prepare ]; then
     [ "$opts" = "$v" ] && opts=
     args=(--codegen-opt gemm-decode-rows=16)
     IFS=, read -ra list <<< "$opts"
-    for o in "${list[@]}"; do [ -n "$o" ] && args+=(--codegen-opt "$o"); done
+    for o in "${list[@]}"; do
+      case $o in
+        --*) args+=("$o") ;; # a strata-compile flag, e.g. --greedy-ids=off
+        ?*) args+=(--codegen-opt "$o") ;;
+      esac
+    done
     rm -rf "${D:?}/$name"
     "$B/strata-compile" models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 64 --max-context 1344 \
       --max-batch 16 --logits all --target sm_90 "${args[@]}" -o "$D/$name" > /dev/null
@@ -91,10 +98,12 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
   done
   echo "checks failed: $fails"
   for r in $(seq 1 "$ROUNDS"); do
-    for v in $variants; do
-      line=$(timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
-        --tokens-file "$D/tokens-256.txt" -n 33 --batch 16 2>&1 > /dev/null | grep -E "timings|error")
-      echo "round $r $v: $line"
+    for b in ${BATCHES:-16}; do
+      for v in $variants; do
+        line=$(timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
+          --tokens-file "$D/tokens-256.txt" -n 33 --batch "$b" 2>&1 > /dev/null | grep -E "timings|error")
+        echo "round $r $v B=$b: $line"
+      done
     done
   done
 } 2>&1 | tee "$out"

@@ -13,9 +13,9 @@
 # f32 KV cache, cubins only), its decode-step --report at B = 1, 4, 16 and
 # P = 4096 (the floors), and the prompts.
 # prepare VARIANT... compiles one plan a variant, NAME or NAME:OPT,OPT
-# (codegen options NAME=VALUE), in $D/NAME (default: one variant "plan"
-# with the default options); run times every variant at every point, the
-# variants side by side at each (P, B).
+# (codegen options NAME=VALUE, or strata-compile flags --FLAG=VALUE), in
+# $D/NAME (default: one variant "plan" with the default options); run times
+# every variant at every point, the variants side by side at each (P, B).
 # run: per (P, B), strata-run --batch B: B sequences, each prompt prefilled
 # alone, then 32 greedy steps of B rows through one CUDA graph per row count;
 # then the kernels of one decode step of each variant at P = 1,024 and
@@ -47,7 +47,12 @@ if [ "$mode" = prepare ]; then
     [ "$opts" = "$v" ] && opts=
     args=()
     IFS=, read -ra list <<< "$opts"
-    for o in "${list[@]}"; do [ -n "$o" ] && args+=(--codegen-opt "$o"); done
+    for o in "${list[@]}"; do
+      case $o in
+        --*) args+=("$o") ;; # a strata-compile flag, e.g. --greedy-ids=off
+        ?*) args+=(--codegen-opt "$o") ;;
+      esac
+    done
     rm -rf "${D:?}/$name"
     "$B/strata-compile" "${ARGS[@]}" ${args[@]+"${args[@]}"} -o "$D/$name" > /dev/null
     find "$D/$name" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete

@@ -58,6 +58,15 @@ PlanPoly resultElements(const Operation &op) {
 /// About one operation per result element.
 PlanPoly costElem(const Operation &op) { return resultElements(op); }
 
+/// A reduction: about one operation per operand element (argmax compares
+/// each value once).
+PlanPoly costReduction(const Operation &op) {
+  if (op.operands.empty())
+    return {};
+  auto n = elementsPoly(operandType(op, 0));
+  return n ? *n : PlanPoly();
+}
+
 /// Data movement: no arithmetic.
 PlanPoly costMove(const Operation &) { return {}; }
 

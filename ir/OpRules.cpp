@@ -262,6 +262,22 @@ bool inferReduce(RuleCtx &c) {
   return true;
 }
 
+bool inferArgmax(RuleCtx &c) {
+  if (!checkActivation(c, 0, "its operand"))
+    return false;
+  const Type &x = c.in[0];
+  if (!x.isTensor())
+    return true;
+  if (x.rank() == 0)
+    return c.error("expects an operand of rank >= 1 (rows of its last dim)", 0);
+  if (x.elem.isInt())
+    return c.error(
+        fmt::format("expects a floating-point operand, got {}", x.str()), 0);
+  std::vector<Dim> dims(x.dims.begin(), x.dims.end() - 1);
+  c.out[0] = Type::tensor(i32(), dims);
+  return true;
+}
+
 bool inferRmsNorm(RuleCtx &c) {
   if (!checkActivation(c, 0, "the input"))
     return false;

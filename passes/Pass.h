@@ -36,6 +36,12 @@ struct PassContext {
   std::string kv = "f32";
   /// keep-last-position: plan the last position's outputs only.
   bool lastPositionOnly = false;
+  /// add-greedy-ids: @main also returns the argmax of each logits row
+  /// (On: or the pass fails naming why it cannot; WhereLogits: where its
+  /// first result is logits [rows, vocab], the default of plans that
+  /// decode).
+  enum class GreedyIds { Off, WhereLogits, On };
+  GreedyIds greedyIds = GreedyIds::Off;
   /// Generation (strata-compile --max-context N --max-batch B): the
   /// positions and sequence slots a plan's state holds, what the builtins
   /// max_context() and max_batch() give; generation() is maxContext > 0.

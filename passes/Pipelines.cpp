@@ -16,6 +16,8 @@ std::vector<std::string> defaultPipeline() {
       "dce",
       // Only the last position's logits, where asked (--logits last).
       "keep-last-position",
+      // The greedy token of each logits row, where asked (--greedy-ids).
+      "add-greedy-ids",
       // Routed experts as sorted, grouped GEMMs (on every target).
       "group-experts",
       // Group ops into kernels: the gated-residual sites first (their

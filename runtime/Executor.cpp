@@ -679,6 +679,23 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
 
 bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
                        std::string &error, const std::vector<int64_t> *keep) {
+  return runRowsAs(rows, out, error, keep, nullptr);
+}
+
+bool Executor::runRowsIds(const std::vector<Row> &rows,
+                          std::vector<int32_t> &ids, std::string &error) {
+  if (!hasGreedyIds()) {
+    error = "the plan returns no greedy ids (it was compiled with "
+            "strata-compile --greedy-ids off, or without --max-context)";
+    return false;
+  }
+  RunOutput unused;
+  return runRowsAs(rows, unused, error, nullptr, &ids);
+}
+
+bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
+                         std::string &error, const std::vector<int64_t> *keep,
+                         std::vector<int32_t> *ids) {
   std::vector<int32_t> tokens, pos, seq;
   for (const Row &r : rows) {
     tokens.push_back(r.token);
@@ -696,7 +713,7 @@ bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
                             i, rows[i].pos, rows[i].seq);
         return false;
       }
-    return runPrepared(tokens, nullptr, nullptr, out, error, keep);
+    return runPrepared(tokens, nullptr, nullptr, out, error, keep, ids);
   }
   // Before any kernel runs: every row inside the state, no two rows at one
   // place.
@@ -723,14 +740,14 @@ bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
       return false;
     }
   }
-  return runPrepared(tokens, &pos, &seq, out, error, keep);
+  return runPrepared(tokens, &pos, &seq, out, error, keep, ids);
 }
 
 bool Executor::runPrepared(const std::vector<int32_t> &tokens,
                            const std::vector<int32_t> *pos,
                            const std::vector<int32_t> *seq, RunOutput &out,
-                           std::string &error,
-                           const std::vector<int64_t> *keep) {
+                           std::string &error, const std::vector<int64_t> *keep,
+                           std::vector<int32_t> *ids) {
   int64_t t = static_cast<int64_t>(tokens.size());
   if (t == 0) {
     error = "the prompt is empty; it needs at least one token";
@@ -834,6 +851,19 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
       if (!device_->eventSeconds(k, k + 1, kernelSeconds_[k], error))
         return false;
 
+  if (ids) {
+    // The greedy ids alone: a few bytes, not the rows of logits.
+    const TensorArg a = bufferArg(main_, plan_.outputs[1], t);
+    ids->resize(static_cast<size_t>(a.numElements()));
+    if (!device_->download(ids->data(), a.data, a.bytes, error))
+      return false;
+    for (size_t r = 0; r < ids->size(); ++r)
+      if ((*ids)[r] < 0) {
+        error = badIdsRow(t, static_cast<int64_t>(r));
+        return false;
+      }
+    return true;
+  }
   uint32_t ob = plan_.outputs[0];
   out.shape = bufferArg(main_, ob, t).shape;
   if (keep ? !readRows(main_, ob, t, *keep, out.shape, out.data, error)
@@ -856,6 +886,27 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
       return false;
     }
   return true;
+}
+
+std::string Executor::badIdsRow(int64_t tokens, int64_t row) {
+  const uint32_t ob = plan_.outputs[0];
+  const std::string &name = plan_.buffers[ob].name;
+  std::vector<int64_t> shape;
+  std::vector<float> v;
+  std::string error;
+  if (!readRows(main_, ob, tokens, {row}, shape, v, error))
+    return fmt::format("row {} of the output '{}' has no greedy id, and "
+                       "reading the row failed: {}",
+                       row, name, error);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(v[i] < INFINITY))
+      return fmt::format("the output '{}' holds {} at [{}, {}]: a kernel "
+                         "read memory nobody wrote or computed {}",
+                         name, std::isnan(v[i]) ? "NaN" : "+inf", row, i,
+                         std::isnan(v[i]) ? "NaN" : "an overflow");
+  return fmt::format("row {} of the output '{}' is -inf everywhere: no "
+                     "token can be taken",
+                     row, name);
 }
 
 bool Executor::launchEach(int64_t t, std::string &error) {

@@ -132,6 +132,17 @@ public:
   bool runRows(const std::vector<Row> &rows, RunOutput &out, std::string &error,
                const std::vector<int64_t> *keep = nullptr);
 
+  /// True if the plan returns the greedy id of each logits row beside the
+  /// logits (a second output, i32 [rows]: strata-compile --greedy-ids).
+  bool hasGreedyIds() const { return plan_.outputs.size() > 1; }
+  /// runRows, reading the greedy ids instead of the logits: \p ids gets
+  /// the argmax of each logits row (the lowest id on ties), computed on the
+  /// device, and no logits cross to the host. Fails on a plan without them
+  /// and where a row's logits hold NaN or +inf or only -inf (the error
+  /// names the row and the value, as the logits' scan does).
+  bool runRowsIds(const std::vector<Row> &rows, std::vector<int32_t> &ids,
+                  std::string &error);
+
   /// The plan's max_context and max_batch (0 for a plan without state).
   int64_t maxContext() const { return maxContext_; }
   int64_t maxBatch() const { return maxBatch_; }
@@ -238,7 +249,16 @@ private:
                    const std::vector<int32_t> *pos,
                    const std::vector<int32_t> *seq, RunOutput &out,
                    std::string &error,
-                   const std::vector<int64_t> *keep = nullptr);
+                   const std::vector<int64_t> *keep = nullptr,
+                   std::vector<int32_t> *ids = nullptr);
+  /// runRows' checks of \p rows, then runPrepared (with \p ids: the greedy
+  /// ids read instead of the logits).
+  bool runRowsAs(const std::vector<Row> &rows, RunOutput &out,
+                 std::string &error, const std::vector<int64_t> *keep,
+                 std::vector<int32_t> *ids);
+  /// The error for greedy id -1 of output row \p row: where its logits
+  /// hold NaN or +inf, or that they are all -inf.
+  std::string badIdsRow(int64_t tokens, int64_t row);
   /// Buffer \p index (or any operand) at T' = \p tokens.
   TensorArg bufferArg(const Bound &b, uint32_t index, int64_t tokens) const;
   TensorArg operandArg(const Bound &b, const format::PlanOperand &o,

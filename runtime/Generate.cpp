@@ -147,7 +147,9 @@ bool Generator::next(int32_t &token, std::string &error) {
                           sequence_.size(), contextLimit());
       return false;
     }
-    if (drafts_ > 0 ? !speculate(error) : !evaluate(error))
+    if (drafts_ > 0 ? !speculate(error)
+        : idsOnly() ? !evaluateGreedy(error)
+                    : !evaluate(error))
       return false;
   }
   if (!ready_.empty()) {
@@ -251,6 +253,24 @@ bool Generator::speculate(std::string &error) {
   }
   timings_.stateBytesCopied += session_->stateBytesCopied() - copied;
   current_ = false;
+  return true;
+}
+
+bool Generator::idsOnly() const {
+  return !logitsWanted_ && sampler_.plainGreedy() && session_->hasGreedyIds() &&
+         sequence_.size() == evaluated_ + 1;
+}
+
+bool Generator::evaluateGreedy(std::string &error) {
+  const SessionStep step{0, sequence_.back()};
+  std::vector<int32_t> ids;
+  size_t before = session_->runs();
+  if (!session_->decodeGreedy(std::span<const SessionStep>(&step, 1), ids,
+                              error))
+    return false;
+  timings_.modelRuns += session_->runs() - before;
+  evaluated_ = sequence_.size();
+  ready_.push_back({ids.at(0), {}});
   return true;
 }
 

@@ -117,6 +117,12 @@ public:
   /// when \p drafts is negative, the plan returns only a run's last row of
   /// logits (--logits last) or its runs hold one row (max_tokens 1).
   bool setSpeculation(int64_t drafts, std::string &error);
+  /// Whether logits() must hold each token's logits (true, the default).
+  /// With false, a plan that returns greedy ids (Session::decodeGreedy) and
+  /// a sampler that only takes the highest logit (Sampler::plainGreedy),
+  /// decode steps without speculation read the next token's id from the
+  /// device and no logits: logits() is then empty after such a step.
+  void setLogitsWanted(bool wanted) { logitsWanted_ = wanted; }
   /// Tells that at most \p tokens will be asked of next() after start()
   /// (-1: no bound, the default): speculation drafts no token past them.
   void setMaxTokens(int64_t tokens) { maxTokens_ = tokens; }
@@ -157,6 +163,11 @@ private:
             std::unique_ptr<Session> session);
   /// The engine: makes logits_ for the position after sequence_.
   bool evaluate(std::string &error);
+  /// True if the next step may take the plan's greedy id, no logits.
+  bool idsOnly() const;
+  /// A decode step of the one token not yet in the state, its next token
+  /// (the plan's greedy id) put in ready_ with no logits.
+  bool evaluateGreedy(std::string &error);
   /// One speculative step: runs the tokens not yet in the state and the
   /// drafts, and puts the tokens it decides (at least one) in ready_.
   bool speculate(std::string &error);
@@ -190,6 +201,7 @@ private:
   std::vector<int32_t> sequence_;
   size_t promptSize_ = 0;
   std::vector<float> logits_;
+  bool logitsWanted_ = true;
   /// The logits are those of the position after sequence_ (false once a
   /// token was appended and not yet run).
   bool current_ = false;

@@ -150,6 +150,11 @@ public:
                     std::string &error) const;
 
   const SamplerOptions &options() const { return options_; }
+  /// True if sample() takes the first highest logit whatever the history
+  /// (temperature 0, no penalty): what a plan's greedy ids compute.
+  bool plainGreedy() const {
+    return options_.temperature == 0 && penaltiesOff();
+  }
 
 private:
   /// A candidate during the chain.

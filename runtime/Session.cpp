@@ -57,6 +57,7 @@ void Session::reset(int32_t slot) {
 }
 
 bool Session::recurrent() const { return executor_.hasRecurrentState(); }
+bool Session::hasGreedyIds() const { return executor_.hasGreedyIds(); }
 
 bool Session::checkSlot(int32_t slot, const std::string &where,
                         std::string &error) const {
@@ -288,6 +289,49 @@ bool Session::decode(std::span<const SessionStep> steps,
       logits.insert(logits.end(), out.data.end() - vocab_, out.data.end());
       ++length_[r.seq];
     }
+  }
+  return true;
+}
+
+bool Session::decodeGreedy(std::span<const SessionStep> steps,
+                           std::vector<int32_t> &ids, std::string &error) {
+  if (!executor_.hasGreedyIds()) {
+    error = "greedy ids on the device need a plan that returns them "
+            "(strata-compile --greedy-ids on, the default with "
+            "--max-context)";
+    return false;
+  }
+  if (steps.empty()) {
+    error = "nothing to decode: no steps";
+    return false;
+  }
+  std::vector<bool> used;
+  if (!checkSteps(steps, used, error))
+    return false;
+  std::vector<Row> rows;
+  for (const SessionStep &s : steps) {
+    rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
+    atCheckpoint_[s.slot] = false;
+  }
+  ids.clear();
+  std::vector<int32_t> got;
+  // As decode(): one run of every row, or a run per slot on a --logits
+  // last plan (its ids are of the run's last row).
+  const bool together = allRows_ || rows.size() == 1;
+  for (size_t i = 0; i < (together ? 1 : rows.size()); ++i) {
+    std::vector<Row> run = together ? rows : std::vector<Row>{rows[i]};
+    if (!executor_.runRowsIds(run, got, error))
+      return false;
+    ++runs_;
+    lastRunRows_ = static_cast<int64_t>(run.size());
+    if (got.size() != (allRows_ ? run.size() : 1)) {
+      error = fmt::format("the plan's greedy ids have {} values, not {}",
+                          got.size(), allRows_ ? run.size() : 1);
+      return false;
+    }
+    ids.insert(ids.end(), got.end() - (allRows_ ? run.size() : 1), got.end());
+    for (const Row &r : run)
+      ++length_[r.seq];
   }
   return true;
 }

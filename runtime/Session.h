@@ -147,6 +147,16 @@ public:
   bool decode(std::span<const SessionStep> steps, std::vector<float> &logits,
               std::string &error);
 
+  /// decode() for greedy decoding: \p ids gets each step's next token,
+  /// the argmax of its logits row computed on the device (the lowest id on
+  /// ties: what the sampler's greedy rule takes), and no logits cross to
+  /// the host. Fails as decode() does, on a plan that returns no greedy ids
+  /// (hasGreedyIds()), and on a row whose logits hold NaN or +inf.
+  bool decodeGreedy(std::span<const SessionStep> steps,
+                    std::vector<int32_t> &ids, std::string &error);
+  /// True if the plan returns greedy ids (decodeGreedy() works).
+  bool hasGreedyIds() const;
+
   /// Runs in ONE run the rows of \p steps (one token of each of its
   /// slots, as decode()) followed by \p ids appended to slot \p prefillSlot
   /// (one chunk of an append(); \p prefillSlot is not read when \p ids is

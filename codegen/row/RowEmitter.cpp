@@ -294,6 +294,13 @@ void RowEmitter::op(const BodyOp &op) {
            rowPtr(y));
     break;
   }
+  case Recipe::Argmax: {
+    Tensor x = in(op, 0);
+    int64_t d = constProduct(x.shape, x.shape.size() - 1);
+    e.line("  row_argmax<{}, {}>({}, {}, red, redi);", d, kThreads, rowPtr(x),
+           rowPtr(y));
+    break;
+  }
   case Recipe::Sinkhorn: {
     Tensor x = in(op, 0);
     int64_t m = constProduct(x.shape, x.shape.size() - 1);

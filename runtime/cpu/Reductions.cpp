@@ -1,4 +1,4 @@
-//===- Reductions.cpp - softmax, reduce_sum/mean, rms_norm, l2_norm -------===//
+//===- Reductions.cpp - softmax, argmax, reduce_sum/mean, norms -----------===//
 #include "runtime/cpu/CpuKernel.h"
 
 #include <fmt/format.h>
@@ -62,6 +62,32 @@ void runSoftmax(KernelCtx &ctx) {
   float *y = ctx.outF32(0);
   for (int64_t r = 0; r < rows; ++r)
     softmaxRow(x + r * d, y + r * d, d);
+}
+
+void runArgmax(KernelCtx &ctx) {
+  const std::vector<int64_t> &s = ctx.inShape(0);
+  if (s.empty())
+    fail(fmt::format("{} must have rank >= 1", ctx.describeIn(0)));
+  ctx.expectOutShape(0, std::vector<int64_t>(s.begin(), s.end() - 1));
+  auto [rows, d] = rowsOf(ctx);
+  const float *x = ctx.f32(0);
+  int32_t *y = ctx.outI32(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *v = x + r * d;
+    // The first index of the largest value; a NaN or +inf (never below
+    // +inf) or a row of -inf only leaves no token to take: -1.
+    int64_t best = -1;
+    float max = -INFINITY;
+    bool bad = false;
+    for (int64_t i = 0; i < d; ++i) {
+      bad |= !(v[i] < INFINITY);
+      if (v[i] > max) {
+        max = v[i];
+        best = i;
+      }
+    }
+    y[r] = bad ? -1 : static_cast<int32_t>(best);
+  }
 }
 
 void runReduceSum(KernelCtx &ctx) { reduce(ctx, /*mean=*/false); }

@@ -1235,7 +1235,10 @@ bool walkMemory(const Plan &p, LivenessBuilder &live, std::string &why) {
         live.define(o, pos, p.buffers[o].bytes);
     }
   }
-  return read(p.outputs[0], nk + 1, "the plan's output is");
+  for (uint32_t o : p.outputs)
+    if (!read(o, nk + 1, "the plan's output is"))
+      return false;
+  return true;
 }
 
 class Validator {
@@ -1675,6 +1678,21 @@ public:
       return fail(fmt::format("the output buffer '{}' must be f32, f16 or "
                               "bf16",
                               p_.buffers[p_.outputs[0]].name));
+    // The greedy ids (strata-compile --greedy-ids): one i32 a logits row.
+    if (p_.outputs.size() > 2)
+      return fail(fmt::format("{} outputs; a plan returns its logits and at "
+                              "most their greedy ids",
+                              p_.outputs.size()));
+    if (p_.outputs.size() == 2) {
+      const PlanBuffer &ids = p_.buffers[p_.outputs[1]];
+      const PlanBuffer &lg = p_.buffers[p_.outputs[0]];
+      if (ids.dtype != DType::I32 || lg.shape.size() != 2 ||
+          ids.shape.size() != 1 || !(ids.shape[0] == lg.shape[0]))
+        return fail(fmt::format("the second output '{}' must be i32 [rows] "
+                                "of the logits '{}' [rows, vocab] (their "
+                                "greedy ids)",
+                                ids.name, lg.name));
+    }
     return true;
   }
 

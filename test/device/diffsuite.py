@@ -297,7 +297,8 @@ def binary_cases() -> list[Case]:
 
 
 def reduction_cases() -> list[Case]:
-    """softmax, reduce_sum/mean on non-leading axes, rms_norm, l2_norm."""
+    """softmax, reduce_sum/mean on non-leading axes, argmax, rms_norm,
+    l2_norm."""
     cases = []
     d = ROW
     b = Body(d)
@@ -322,6 +323,28 @@ def reduction_cases() -> list[Case]:
             cases.append(b.case(f"{op}_axis{ax}", "reduction",
                                 f"{op} of [T, {shape[0]}, {shape[1]}] over "
                                 f"axis {axis}"))
+    # argmax (the greedy ids of add-greedy-ids): rows of 300 (vector
+    # loads) and of 25 (scalar loads); the ids, an i32 kernel output
+    # checked as such, then index a table (an f32 output).
+    for shape in ((d,), (12, 25)):
+        b = Body(d)
+        src, n = "%x", shape[-1]
+        if len(shape) == 2:
+            b(f"%x3 = reshape(%x) : f32[T, {shape[0]}, {shape[1]}]")
+            src = "%x3"
+        b(f"%a = argmax({src})")
+        tab = b.w("id_embd.weight", (n, 4), std=1.0)
+        if len(shape) == 1:
+            b(f"%y = get_rows({tab}, %a) : f32[T, 4]")
+            out = 4
+        else:
+            b(f"%e = get_rows({tab}, %a) : f32[T, {shape[0]}, 4]")
+            b(f"%y = reshape(%e) : f32[T, {shape[0] * 4}]")
+            out = shape[0] * 4
+        b.output("%y", out, ("%x", d))
+        cases.append(b.case(f"argmax_{n}", "reduction",
+                            f"argmax of rows of {n}, the ids read by "
+                            "get_rows"))
     b = Body(d)
     b("%r = reduce_sum(%x) {axis = 1}")
     b("%r1 = reshape(%r) : f32[T, 1]")

@@ -39,7 +39,7 @@ const char *kUsage =
                       [--report[=json]]
                       [--print-ir-after-all] [--print-ir-after=NAME]
                       [--qsa-compress-ratio N] [--no-fusion] [--skip-pass NAME]
-                      [--logits all|last]
+                      [--logits all|last] [--greedy-ids on|off]
                       [--cache-dir DIR] [--no-codegen] [--emit-source K]
                       [--codegen-opt NAME=VALUE ...]
                       [--max-context N|auto [--max-batch B] [--context P]
@@ -98,6 +98,10 @@ options:
                          last: the last position's only, what generation
                          needs (the LM head reads one row); recorded in the
                          plan's options
+  --greedy-ids on|off    on: @main also returns the argmax of each logits
+                         row, so greedy decoding reads one id a row, not
+                         the row (the default of plans that decode,
+                         --max-context; off otherwise)
   --no-fusion            skip the fusion passes (fuse-*): one kernel per op,
                          the reference a fused plan is checked against
   --skip-pass NAME       skip one optimising pass of the pipeline (repeat
@@ -849,6 +853,7 @@ static int compileMain(int argc, char **argv) {
   int64_t decodeContext = 0; ///< --context: the decode step's cached rows
   bool report = false, reportJson = false, printAll = false, fusion = true;
   bool lastOnly = false, codegenOn = true, budgetGiven = false;
+  std::optional<bool> greedyIds; // default: on where the plan decodes
   std::string cacheDir, emitSource;
   // --codegen-opt values, checked as they are read and applied to the plan
   // once it is built.
@@ -914,6 +919,11 @@ static int compileMain(int argc, char **argv) {
       if (!v || (*v != "all" && *v != "last"))
         return usageError("--logits is all or last");
       lastOnly = *v == "last";
+    } else if (a.rfind("--greedy-ids", 0) == 0) {
+      auto v = value("--greedy-ids");
+      if (!v || (*v != "on" && *v != "off"))
+        return usageError("--greedy-ids is on or off");
+      greedyIds = *v == "on";
     } else if (a.rfind("--skip-pass", 0) == 0) {
       auto v = value("--skip-pass");
       if (!v || v->empty())
@@ -1112,6 +1122,10 @@ static int compileMain(int argc, char **argv) {
     ctx.precision = precision;
     ctx.kv = kv;
     ctx.lastPositionOnly = lastOnly;
+    using GreedyIds = passes::PassContext::GreedyIds;
+    ctx.greedyIds = greedyIds ? (*greedyIds ? GreedyIds::On : GreedyIds::Off)
+                    : context > 0 ? GreedyIds::WhereLogits
+                                  : GreedyIds::Off;
     ctx.maxContext = context;
     ctx.maxBatch = context ? maxBatch : 0;
     if (!pm.run(m, ctx))

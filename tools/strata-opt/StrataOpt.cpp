@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -44,6 +45,9 @@ options:
                             sm_90; default host)
   --logits all|last         keep-last-position: last keeps the last
                             position of [T, ...] results only
+  --greedy-ids on|off       add-greedy-ids: @main also returns the argmax
+                            of each logits row (default: on with
+                            --max-context, as strata-compile)
   --precision P             activation storage for assign-precision: f32
                             or bf16 (default: the target's, bf16 on GPUs)
   --kv f32|bf16|int8        the KV caches' storage for assign-precision
@@ -72,6 +76,7 @@ struct Options {
   std::string target = "host", precision;
   std::string kv = "f32"; ///< a state dtype name: f32, bf16 or i8
   bool lastOnly = false;
+  std::optional<bool> greedyIds; ///< default: on with --max-context
   std::vector<std::string> pipeline;
   bool printAfterAll = false;
   std::vector<std::string> printAfter;
@@ -190,6 +195,17 @@ int parseArgs(int argc, char **argv, Options &o) {
         return 2;
       }
       o.lastOnly = *v == "last";
+    } else if (a.rfind("--greedy-ids", 0) == 0) {
+      auto v = valueOf(i, a, "--greedy-ids");
+      if (!v)
+        return 2;
+      if (*v != "on" && *v != "off") {
+        std::cerr << fmt::format("strata-opt: error: --greedy-ids is on or "
+                                 "off, got '{}'\n",
+                                 *v);
+        return 2;
+      }
+      o.greedyIds = *v == "on";
     } else if (a.rfind("--precision", 0) == 0) {
       auto v = valueOf(i, a, "--precision");
       if (!v)
@@ -350,6 +366,11 @@ bool processChunk(const Options &o, const std::string &name,
     ctx.maxBatch = o.maxContext && !o.maxBatch ? 1 : o.maxBatch;
     ctx.target = o.target;
     ctx.lastPositionOnly = o.lastOnly;
+    using GreedyIds = passes::PassContext::GreedyIds;
+    ctx.greedyIds = o.greedyIds
+                        ? (*o.greedyIds ? GreedyIds::On : GreedyIds::Off)
+                    : o.maxContext > 0 ? GreedyIds::WhereLogits
+                                       : GreedyIds::Off;
     ctx.kv = o.kv;
     ctx.precision = !o.precision.empty()              ? o.precision
                     : ir::lookupTarget(o.target)->gpu ? "bf16"

@@ -129,12 +129,24 @@ int decodeBatch(const Options &o, const format::Plan &plan,
       return fail(fmt::format("sequence {}: {}", s, error));
   }
   auto t1 = Clock::now();
+  // Greedy ids from the plan where it returns them (--greedy-ids on, the
+  // default of decode plans); else the rows of logits and the sampler.
+  const bool device = session->hasGreedyIds();
+  std::vector<int32_t> ids;
   for (int64_t step = 0; step < n; ++step) {
     for (int64_t s = 0; s < b; ++s)
       out[s].push_back(steps[s].token);
     // The last token of each sequence is produced, never run.
     if (step + 1 == n)
       break;
+    if (device) {
+      // The argmax of each row on the device: B ids cross, not B rows.
+      if (!session->decodeGreedy(steps, ids, error))
+        return fail(fmt::format("decode step {}: {}", step, error));
+      for (int64_t s = 0; s < b; ++s)
+        steps[s].token = ids[s];
+      continue;
+    }
     if (!session->decode(steps, logits, error))
       return fail(fmt::format("decode step {}: {}", step, error));
     for (int64_t s = 0; s < b; ++s)
@@ -151,11 +163,11 @@ int decodeBatch(const Options &o, const format::Plan &plan,
   fmt::print(stderr,
              "timings: load {:.1f} ms; {} prompts, {}; {} decode steps of {} "
              "rows in {:.2f} ms ({:.3f} ms a step, {:.1f} tokens/s in all); "
-             "{} model runs on {}\n",
+             "{} model runs on {}, greedy ids {}\n",
              loadSeconds * 1e3, b, rate(b * prompt.size(), prefill), steps1, b,
              decode * 1e3, steps1 > 0 ? decode * 1e3 / steps1 : 0.0,
-             decode > 0 ? steps1 * b / decode : 0.0, session->runs(),
-             o.backend);
+             decode > 0 ? steps1 * b / decode : 0.0, session->runs(), o.backend,
+             device ? "from the plan" : "from the logits");
   // The last run is a decode step of B rows when there was one (-n 2 or
   // more); the profile is of that step only.
   if (o.profile && steps1 > 0) {
@@ -288,6 +300,8 @@ int generate(Options &o) {
                                limit - static_cast<int64_t>(prompt.size()));
   }
   gen->setMaxTokens(budget);
+  // Greedy tokens from the plan's ids unless the logits are dumped.
+  gen->setLogitsWanted(!o.dumpLogits.empty());
   double loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   if (!gen->start(prompt, error))

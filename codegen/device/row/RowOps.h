@@ -204,6 +204,73 @@ STRATA_FN void row_softmax(const X *x, Y *y) {
   }
 }
 
+/// The better of two (value, index) candidates of an argmax: the larger
+/// value, the lower index on ties (index INT_MAX: no candidate yet).
+STRATA_FN void argmax_pick(float &v, int &i, float ov, int oi) {
+  const bool take = ov > v || (ov == v && oi < i);
+  v = take ? ov : v;
+  i = take ? oi : i;
+}
+
+/// argmax of one row of N values into *y: the first index of the largest,
+/// -1 when a value is NaN or +inf or every value is -inf (the CPU's rule,
+/// runtime/cpu/Reductions.cpp). Each thread keeps its first best over its
+/// values (in increasing index), then the block picks by value and index,
+/// so the result does not depend on the reduction's order. Four adjacent
+/// values a load where the row allows; \p red and \p redi hold NT / 32.
+template <int N, int NT, class X>
+STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
+  constexpr int kNone = 0x7fffffff;
+  float best = -__builtin_inff();
+  int bi = kNone, bad = 0;
+  if constexpr (N % 4 == 0) {
+#pragma unroll 4
+    for (int i0 = tid_x() * 4; i0 < N; i0 += NT * 4) {
+      float v[4];
+      ld4(x, i0, v);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        bad |= !(v[u] < __builtin_inff());
+        const bool take = v[u] > best;
+        best = take ? v[u] : best;
+        bi = take ? i0 + u : bi;
+      }
+    }
+  } else {
+    for (int i = tid_x(); i < N; i += NT) {
+      const float v = ld(x, i);
+      bad |= !(v < __builtin_inff());
+      const bool take = v > best;
+      best = take ? v : best;
+      bi = take ? i : bi;
+    }
+  }
+  // -inf everywhere leaves bi = kNone: no candidate, whatever its value.
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) {
+    const float ov = shfl_xor_f(best, m);
+    const int oi = shfl_xor_i(bi, m);
+    argmax_pick(best, bi, ov, oi);
+    bad |= shfl_xor_i(bad, m);
+  }
+  if (lane_id() == 0) {
+    red[tid_x() >> 5] = best;
+    redi[tid_x() >> 5] = bad ? -1 : bi;
+  }
+  sync_block();
+  if (tid_x() == 0) {
+    float v = red[0];
+    int i = redi[0];
+    bool anyBad = i == -1;
+    for (int w = 1; w < NT / 32; ++w) {
+      anyBad = anyBad || redi[w] == -1;
+      if (redi[w] != -1)
+        argmax_pick(v, i, red[w], redi[w]);
+    }
+    *y = anyBad || i == kNone ? -1 : i;
+  }
+}
+
 /// sinkhorn over the [n, n] matrices of one row: exp(x - max), then `iters`
 /// rounds of row then column normalisation; one thread per matrix.
 template <int N, int NN, int NT, class X, class Y>

@@ -442,6 +442,89 @@ TEST_F(TinyModel, SessionChunksAndBatchesEqualWholeRuns) {
                    "strata-compile --max-context N");
 }
 
+/// \p p with the greedy ids of add-greedy-ids: an argmax kernel of its
+/// logits (outputs[0]) as a second output.
+Plan withGreedyIds(Plan p) {
+  PlanBuilder b(p.maxTokens);
+  b.p = p;
+  b.end = p.arenaBytes;
+  const format::PlanBuffer lg = p.buffers[p.outputs[0]];
+  uint32_t ids = b.buffer("logits.ids", PlanDType::I32, {lg.shape[0]});
+  b.kernel(Recipe::Argmax, {B(p.outputs[0])}, {ids});
+  b.p.outputs.push_back(ids);
+  return b.done();
+}
+
+/// The first index of the highest value of a row.
+int32_t firstMax(const float *row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+/// Session::decodeGreedy reads the plan's ids: each the argmax of the row
+/// decode() returns, for every slot of a step, step after step; the
+/// Generator takes them where no logits are wanted, with the same tokens.
+TEST_F(TinyModel, DecodeGreedyTakesThePlansIds) {
+  std::string error;
+  auto withIds = make(withGreedyIds(recurrentPlan(8)), error);
+  ASSERT_TRUE(withIds) << error;
+  auto plain = make(recurrentPlan(8), error);
+  ASSERT_TRUE(plain) << error;
+  EXPECT_TRUE(withIds->hasGreedyIds());
+  EXPECT_FALSE(plain->hasGreedyIds());
+  auto greedy = Session::create(*withIds, error);
+  ASSERT_TRUE(greedy) << error;
+  auto rows = Session::create(*plain, error);
+  ASSERT_TRUE(rows) << error;
+  std::vector<float> logits, want;
+  std::vector<int32_t> ids;
+  for (int32_t slot : {0, 1}) {
+    std::vector<int32_t> prompt = {3 + slot, 9, 27};
+    ASSERT_TRUE(greedy->append(slot, prompt, logits, error)) << error;
+    ASSERT_TRUE(rows->append(slot, prompt, want, error)) << error;
+    EXPECT_EQ(logits, want);
+  }
+  std::vector<SessionStep> a = {{1, 4}, {0, 8}}, b = a;
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(greedy->decodeGreedy(a, ids, error)) << error;
+    ASSERT_TRUE(rows->decode(b, want, error)) << error;
+    ASSERT_EQ(ids.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      b[i].token = firstMax(want.data() + i * kV, kV);
+      EXPECT_EQ(ids[i], b[i].token) << "step " << step << " row " << i;
+      a[i].token = ids[i];
+    }
+  }
+  EXPECT_EQ(greedy->runs(), rows->runs());
+  EXPECT_EQ(greedy->length(0), rows->length(0));
+  // Refused as decode() refuses, and on a plan without ids.
+  EXPECT_FALSE(greedy->decodeGreedy({}, ids, error));
+  EXPECT_EQ(error, "nothing to decode: no steps");
+  EXPECT_FALSE(rows->decodeGreedy(b, ids, error));
+  EXPECT_EQ(error, "greedy ids on the device need a plan that returns them "
+                   "(strata-compile --greedy-ids on, the default with "
+                   "--max-context)");
+  // The Generator: the same tokens with and without the logits.
+  SamplerOptions temp0;
+  temp0.temperature = 0;
+  std::vector<int32_t> got[2];
+  for (bool wanted : {true, false}) {
+    auto gen = Generator::create(*withIds, temp0, nullptr, error);
+    ASSERT_TRUE(gen) << error;
+    gen->setLogitsWanted(wanted);
+    ASSERT_TRUE(gen->start(std::vector<int32_t>{5, 6}, error)) << error;
+    for (int i = 0; i < 5; ++i) {
+      int32_t token = -1;
+      ASSERT_TRUE(gen->next(token, error)) << error;
+      got[wanted].push_back(token);
+      // The first token comes from the prompt's logits; later ones from
+      // ids alone when no logits are wanted.
+      EXPECT_EQ(gen->logits().size(), wanted || i == 0 ? size_t(kV) : 0u)
+          << "token " << i;
+    }
+  }
+  EXPECT_EQ(got[0], got[1]);
+}
+
 /// Over a plan with state the Generator decodes one row a step (slot 0):
 /// the logits of each step are the last row of the whole sequence's run.
 TEST_F(TinyModel, GeneratorDecodesOverTheState) {
@@ -1305,6 +1388,18 @@ TEST_F(TinyModel, StructuralPlanErrors) {
   p.buffers[0].dtype = PlanDType::F32;
   EXPECT_FALSE(make(p, error));
   EXPECT_EQ(error, "plan: the input buffer 'tokens' must be i32 [T]");
+  // A second output is the logits' greedy ids: i32, a row each; no third.
+  p = withGreedyIds(plan);
+  ASSERT_TRUE(make(p, error)) << error;
+  p.buffers[p.outputs[1]].dtype = PlanDType::F32;
+  EXPECT_FALSE(make(p, error));
+  EXPECT_EQ(error, "plan: the second output 'logits.ids' must be i32 [rows] "
+                   "of the logits 'logits' [rows, vocab] (their greedy ids)");
+  p = withGreedyIds(plan);
+  p.outputs.push_back(p.outputs[1]);
+  EXPECT_FALSE(make(p, error));
+  EXPECT_EQ(error, "plan: 3 outputs; a plan returns its logits and at most "
+                   "their greedy ids");
 }
 
 //===----------------------------------------------------------------------===//

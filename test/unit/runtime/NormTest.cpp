@@ -28,6 +28,38 @@ TEST(CpuNorm, Softmax) {
   EXPECT_LT(nmse(y.floats(), want), kF32Bar);
 }
 
+TEST(CpuNorm, ArgmaxTakesTheFirstHighestAndRefusesBadRows) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  int64_t t = rng.integer(2, 6), h = rng.integer(1, 3), d = rng.integer(2, 60);
+  // Integers: many ties, which the lowest index must win.
+  std::vector<float> xv(t * h * d);
+  for (float &v : xv)
+    v = static_cast<float>(rng.integer(-3, 3));
+  const int64_t rows = t * h;
+  // Row 0 all -inf, row 1 a NaN, the last a +inf: no token (-1); any
+  // -inf elsewhere is just a low value.
+  for (int64_t i = 0; i < d; ++i)
+    xv[i] = -INFINITY;
+  xv[d + rng.integer(0, d - 1)] = NAN;
+  xv[(rows - 1) * d + rng.integer(0, d - 1)] = INFINITY;
+  if (rows > 3)
+    xv[2 * d] = -INFINITY;
+  HostTensor x = buffer({t, h, d}, xv), y = output({t, h}, PlanDType::I32);
+  std::string error;
+  ASSERT_TRUE(runKernel(Recipe::Argmax, {}, {&x}, {&y}, error)) << error;
+  std::vector<int32_t> got = y.ints();
+  ASSERT_EQ(got.size(), static_cast<size_t>(rows));
+  EXPECT_EQ(got[0], -1);
+  EXPECT_EQ(got[1], -1);
+  EXPECT_EQ(got[rows - 1], -1);
+  for (int64_t r = 2; r + 1 < rows; ++r) {
+    const float *v = xv.data() + r * d;
+    const int64_t want = std::max_element(v, v + d) - v; // the first
+    EXPECT_EQ(got[r], want) << "row " << r;
+  }
+}
+
 TEST(CpuNorm, ReduceSumAndMeanOnEveryAxis) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
