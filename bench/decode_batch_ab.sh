@@ -2,9 +2,8 @@
 # A/B of batched decode forms (B = 16 rows a step), prepare here and run on
 # the GPU machine (carry build-decode-batch):
 #   bash bench/decode_batch_ab.sh prepare VARIANT...   (development machine)
-#     VARIANT is NAME or NAME:OPT,OPT (codegen options NAME=VALUE, added to
-#     gemm-decode-rows=16, or strata-compile flags --FLAG=VALUE such as
-#     --greedy-ids=off). Per variant: the full Qwen4-Exp (shapes only,
+#     VARIANT is NAME or NAME:OPT,OPT (codegen options NAME=VALUE, or
+#     strata-compile flags --FLAG=VALUE such as --greedy-ids=off). Per variant: the full Qwen4-Exp (shapes only,
 #     bench/decode_prepare.sh's mix) at --max-tokens 64 --max-context 1344
 #     --max-batch 16 --logits all (cubins only), and the four bundled
 #     models (tiny preset, shapes only, the block-type mixes of
@@ -39,7 +38,7 @@ if [ "$mode" = prepare ]; then
   for v in "$@"; do
     name=${v%%:*} opts=${v#*:}
     [ "$opts" = "$v" ] && opts=
-    args=(--codegen-opt gemm-decode-rows=16)
+    args=()
     IFS=, read -ra list <<< "$opts"
     for o in "${list[@]}"; do
       case $o in
@@ -49,7 +48,7 @@ if [ "$mode" = prepare ]; then
     done
     rm -rf "${D:?}/$name"
     "$B/strata-compile" models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 64 --max-context 1344 \
-      --max-batch 16 --logits all --target sm_90 "${args[@]}" -o "$D/$name" > /dev/null
+      --max-batch 16 --logits all --target sm_90 ${args[@]+"${args[@]}"} -o "$D/$name" > /dev/null
     strip "$D/$name"
     for m in qwen4exp:'q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl' \
              qwen3moe:'q4_k,*attn_v*=q6_k,*_exps*=iq4_nl' qwen3next:'q5_k,*_exps*=iq4_xs' qwen3:q8_0; do
@@ -61,7 +60,7 @@ if [ "$mode" = prepare ]; then
           -o "$t/model.gguf" > /dev/null
       rm -rf "${t:?}/$name"
       "$B/strata-compile" "models/$arch.strata" --gguf "$t/model.gguf" --max-context 128 --max-batch 16 \
-        --max-tokens 16 --logits all --target sm_90 --precision bf16 "${args[@]}" -o "$t/$name" > /dev/null
+        --max-tokens 16 --logits all --target sm_90 --precision bf16 ${args[@]+"${args[@]}"} -o "$t/$name" > /dev/null
       strip "$t/$name"
     done
   done

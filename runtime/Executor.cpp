@@ -679,7 +679,7 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
 
 bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
                        std::string &error, const std::vector<int64_t> *keep) {
-  return runRowsAs(rows, out, error, keep, nullptr);
+  return runRowsAs(rows, out, error, keep, nullptr, nullptr);
 }
 
 bool Executor::runRowsIds(const std::vector<Row> &rows,
@@ -690,12 +690,27 @@ bool Executor::runRowsIds(const std::vector<Row> &rows,
     return false;
   }
   RunOutput unused;
-  return runRowsAs(rows, unused, error, nullptr, &ids);
+  const std::vector<int64_t> none;
+  return runRowsAs(rows, unused, error, &none, &ids, nullptr);
+}
+
+bool Executor::runRowsIds(const std::vector<Row> &rows,
+                          const std::vector<int64_t> &idRows,
+                          std::vector<int32_t> &ids,
+                          const std::vector<int64_t> &keep, RunOutput &out,
+                          std::string &error) {
+  if (!hasGreedyIds()) {
+    error = "the plan returns no greedy ids (it was compiled with "
+            "strata-compile --greedy-ids off, or without --max-context)";
+    return false;
+  }
+  return runRowsAs(rows, out, error, &keep, &ids, &idRows);
 }
 
 bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
                          std::string &error, const std::vector<int64_t> *keep,
-                         std::vector<int32_t> *ids) {
+                         std::vector<int32_t> *ids,
+                         const std::vector<int64_t> *idRows) {
   std::vector<int32_t> tokens, pos, seq;
   for (const Row &r : rows) {
     tokens.push_back(r.token);
@@ -713,7 +728,8 @@ bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
                             i, rows[i].pos, rows[i].seq);
         return false;
       }
-    return runPrepared(tokens, nullptr, nullptr, out, error, keep, ids);
+    return runPrepared(tokens, nullptr, nullptr, out, error, keep, ids,
+                       idRows);
   }
   // Before any kernel runs: every row inside the state, no two rows at one
   // place.
@@ -740,14 +756,15 @@ bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
       return false;
     }
   }
-  return runPrepared(tokens, &pos, &seq, out, error, keep, ids);
+  return runPrepared(tokens, &pos, &seq, out, error, keep, ids, idRows);
 }
 
 bool Executor::runPrepared(const std::vector<int32_t> &tokens,
                            const std::vector<int32_t> *pos,
                            const std::vector<int32_t> *seq, RunOutput &out,
                            std::string &error, const std::vector<int64_t> *keep,
-                           std::vector<int32_t> *ids) {
+                           std::vector<int32_t> *ids,
+                           const std::vector<int64_t> *idRows) {
   int64_t t = static_cast<int64_t>(tokens.size());
   if (t == 0) {
     error = "the prompt is empty; it needs at least one token";
@@ -852,17 +869,33 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
         return false;
 
   if (ids) {
-    // The greedy ids alone: a few bytes, not the rows of logits.
+    // The greedy ids: a few bytes, not rows of logits; those of idRows (or
+    // of every row), each checked; then the logits of \p keep, if any.
     const TensorArg a = bufferArg(main_, plan_.outputs[1], t);
-    ids->resize(static_cast<size_t>(a.numElements()));
-    if (!device_->download(ids->data(), a.data, a.bytes, error))
+    idStage_.resize(static_cast<size_t>(a.numElements()));
+    if (!device_->download(idStage_.data(), a.data, a.bytes, error))
       return false;
-    for (size_t r = 0; r < ids->size(); ++r)
-      if ((*ids)[r] < 0) {
-        error = badIdsRow(t, static_cast<int64_t>(r));
+    ids->clear();
+    const size_t n = idRows ? idRows->size() : idStage_.size();
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t r = idRows ? (*idRows)[i] : static_cast<int64_t>(i);
+      if (r < 0 || r >= static_cast<int64_t>(idStage_.size())) {
+        error = fmt::format("the greedy id of row {} was asked for, but the "
+                            "run has {} rows",
+                            r, idStage_.size());
         return false;
       }
-    return true;
+      if (idStage_[r] < 0) {
+        error = badIdsRow(t, r);
+        return false;
+      }
+      ids->push_back(idStage_[r]);
+    }
+    if (keep && keep->empty()) {
+      out.data.clear();
+      out.shape.clear();
+      return true;
+    }
   }
   uint32_t ob = plan_.outputs[0];
   out.shape = bufferArg(main_, ob, t).shape;

@@ -142,6 +142,14 @@ public:
   /// names the row and the value, as the logits' scan does).
   bool runRowsIds(const std::vector<Row> &rows, std::vector<int32_t> &ids,
                   std::string &error);
+  /// runRowsIds for some rows and the logits of others: \p ids gets the
+  /// greedy ids of rows \p idRows (in that order, each checked as above)
+  /// and \p out the logits rows \p keep (none when empty): a server's
+  /// step where greedy streams need an id and sampled ones their logits.
+  bool runRowsIds(const std::vector<Row> &rows,
+                  const std::vector<int64_t> &idRows, std::vector<int32_t> &ids,
+                  const std::vector<int64_t> &keep, RunOutput &out,
+                  std::string &error);
 
   /// The plan's max_context and max_batch (0 for a plan without state).
   int64_t maxContext() const { return maxContext_; }
@@ -250,12 +258,14 @@ private:
                    const std::vector<int32_t> *seq, RunOutput &out,
                    std::string &error,
                    const std::vector<int64_t> *keep = nullptr,
-                   std::vector<int32_t> *ids = nullptr);
+                   std::vector<int32_t> *ids = nullptr,
+                   const std::vector<int64_t> *idRows = nullptr);
   /// runRows' checks of \p rows, then runPrepared (with \p ids: the greedy
   /// ids read instead of the logits).
   bool runRowsAs(const std::vector<Row> &rows, RunOutput &out,
                  std::string &error, const std::vector<int64_t> *keep,
-                 std::vector<int32_t> *ids);
+                 std::vector<int32_t> *ids,
+                 const std::vector<int64_t> *idRows);
   /// The error for greedy id -1 of output row \p row: where its logits
   /// hold NaN or +inf, or that they are all -inf.
   std::string badIdsRow(int64_t tokens, int64_t row);
@@ -347,6 +357,8 @@ private:
   void releaseGraphs();
   std::string graphFailure_; ///< a capture failed: why (graphs stay off)
   GraphUse graphUse_;
+  /// The greedy ids of the latest run, every row (runRowsIds picks).
+  std::vector<int32_t> idStage_;
   /// readBuffer/readRows' host copy of a non-f32 output, kept: a decode
   /// step's logits are a vocabulary per row (16 MB at 16 rows of 248K), and
   /// a buffer allocated and freed per step is mapped, faulted in page by

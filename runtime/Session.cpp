@@ -349,6 +349,31 @@ bool Session::step(std::span<const SessionStep> steps, int32_t prefillSlot,
 bool Session::step(std::span<const SessionStep> steps,
                    std::span<const SessionChunk> chunks,
                    std::vector<float> &logits, std::string &error) {
+  return runStep(steps, chunks, nullptr, logits, nullptr, error);
+}
+
+bool Session::step(std::span<const SessionStep> steps,
+                   std::span<const SessionChunk> chunks,
+                   const std::vector<bool> &greedy, std::vector<float> &logits,
+                   std::vector<int32_t> &ids, std::string &error) {
+  if (!executor_.hasGreedyIds() || !allRows_) {
+    error = "greedy ids in a step need a plan that returns them and every "
+            "row's logits (strata-compile --greedy-ids on --logits all)";
+    return false;
+  }
+  if (greedy.size() != steps.size() + chunks.size()) {
+    error = fmt::format("{} greedy flags for {} rows whose logits are wanted",
+                        greedy.size(), steps.size() + chunks.size());
+    return false;
+  }
+  return runStep(steps, chunks, &greedy, logits, &ids, error);
+}
+
+bool Session::runStep(std::span<const SessionStep> steps,
+                      std::span<const SessionChunk> chunks,
+                      const std::vector<bool> *greedy,
+                      std::vector<float> &logits, std::vector<int32_t> *ids,
+                      std::string &error) {
   if (steps.empty() && chunks.empty()) {
     error = "nothing to run: no decode steps and no prompt tokens";
     return false;
@@ -428,14 +453,30 @@ bool Session::step(std::span<const SessionStep> steps,
   // glibc's mmap threshold, faulting in) a vocabulary per row each step.
   RunOutput out;
   out.data.swap(logits);
-  if (!executor_.runRows(rows, out, error, allRows_ ? &keep : nullptr))
+  size_t logitRows = wanted;
+  if (greedy) {
+    // Flagged rows: their id; the others: their logits.
+    std::vector<int64_t> idRows, keepRows;
+    for (size_t i = 0; i < wanted; ++i)
+      ((*greedy)[i] ? idRows : keepRows).push_back(keep[i]);
+    logitRows = keepRows.size();
+    std::vector<int32_t> got;
+    if (!executor_.runRowsIds(rows, idRows, got, keepRows, out, error))
+      return false;
+    ids->assign(wanted, -1);
+    for (size_t i = 0, g = 0; i < wanted; ++i)
+      if ((*greedy)[i])
+        (*ids)[i] = got.at(g++);
+  } else if (!executor_.runRows(rows, out, error,
+                                allRows_ ? &keep : nullptr)) {
     return false;
+  }
   ++runs_;
   lastRunRows_ = static_cast<int64_t>(rowCount);
-  if (out.data.size() != wanted * static_cast<size_t>(vocab_)) {
+  if (out.data.size() != logitRows * static_cast<size_t>(vocab_)) {
     error = fmt::format("the plan's output has {} values, not {} rows of {} "
                         "logits",
-                        out.data.size(), wanted, vocab_);
+                        out.data.size(), logitRows, vocab_);
     return false;
   }
   logits = std::move(out.data);

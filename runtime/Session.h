@@ -182,7 +182,25 @@ public:
             std::span<const SessionChunk> chunks, std::vector<float> &logits,
             std::string &error);
 
+  /// step() where some rows take the plan's greedy ids: \p greedy has a
+  /// flag for each row whose logits step() returns (each step's, then
+  /// each chunk's last); \p ids gets one value for each of them (its
+  /// greedy id where flagged, -1 elsewhere) and \p logits only the rows of
+  /// the unflagged ones, in order ([unflagged, vocabSize()]). What a server
+  /// runs when some of its streams decode greedily (an id each) and others
+  /// sample (their logits). Fails as step() does, and on a plan without
+  /// greedy ids or without every row's logits.
+  bool step(std::span<const SessionStep> steps,
+            std::span<const SessionChunk> chunks,
+            const std::vector<bool> &greedy, std::vector<float> &logits,
+            std::vector<int32_t> &ids, std::string &error);
+
 private:
+  /// The step()s: with \p greedy (and \p ids), the flagged rows' ids.
+  bool runStep(std::span<const SessionStep> steps,
+               std::span<const SessionChunk> chunks,
+               const std::vector<bool> *greedy, std::vector<float> &logits,
+               std::vector<int32_t> *ids, std::string &error);
   Session(Executor &executor, int64_t context, int64_t chunk, int64_t vocab,
           int64_t slots, bool allRows);
   /// Runs \p rows in one run of a plan that returns a logits row per run

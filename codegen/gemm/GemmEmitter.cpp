@@ -208,13 +208,12 @@ void GemmEmitter::runChains() {
     emitGemvMma(chains, gemms, "@SYMBOL@");
     forms = std::move(e.out);
   } else if (decode) {
-    forms =
-        gemvForms(form.decodeRows, [&](int64_t rows, const std::string &sym) {
-          emitGemv(chains, gemms, rows, sym);
-        });
+    // The warp forms up to the rows the matrix-unit form takes over from.
+    const int64_t warpRows = mma ? mmaFrom - 1 : form.decodeRows;
+    forms = gemvForms(warpRows, [&](int64_t rows, const std::string &sym) {
+      emitGemv(chains, gemms, rows, sym);
+    });
     if (mma) {
-      if (mmaFrom == 2)
-        forms.alternates.pop_back();
       alternate(forms, mmaFrom, "_mma", [&](const std::string &sym) {
         emitGemvMma(chains, gemms, sym);
       });

@@ -297,8 +297,9 @@ void RowEmitter::op(const BodyOp &op) {
   case Recipe::Argmax: {
     Tensor x = in(op, 0);
     int64_t d = constProduct(x.shape, x.shape.size() - 1);
-    e.line("  row_argmax<{}, {}>({}, {}, red, redi);", d, kThreads, rowPtr(x),
-           rowPtr(y));
+    // n rows of d values in the block's row ([T] ids: one logits row).
+    e.line("  row_argmax<{}, {}, {}>({}, {}, red, redi);", n, d, kThreads,
+           rowPtr(x), rowPtr(y));
     break;
   }
   case Recipe::Sinkhorn: {

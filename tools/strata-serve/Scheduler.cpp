@@ -75,7 +75,9 @@ Scheduler::Scheduler(runtime::Session &session,
                      const tokenizer::Tokenizer &tokenizer, Metrics &metrics,
                      int64_t parallel, int64_t queue)
     : session_(session), tokenizer_(tokenizer), metrics_(metrics),
-      queueCap_(queue), slots_(parallel) {}
+      queueCap_(queue), slots_(parallel) {
+  useIds_ = session.hasGreedyIds() && session.everyRowLogits();
+}
 
 Scheduler::~Scheduler() { stop(); }
 
@@ -232,14 +234,17 @@ void Scheduler::countRuns(size_t runsBefore) {
 }
 
 void Scheduler::prefilled(size_t s, size_t rows,
-                          std::span<const float> logits) {
+                          std::span<const float> logits, int32_t id) {
   Slot &slot = slots_[s];
   ++metrics_.prefillChunks;
   metrics_.promptTokens += rows;
   slot.prefilled += rows;
   if (slot.prefilled == slot.job->spec().prompt.size()) {
     slot.phase = Slot::Phase::Decode;
-    next(s, logits);
+    if (id >= 0)
+      next(s, id);
+    else
+      next(s, logits);
   }
 }
 
@@ -286,7 +291,22 @@ void Scheduler::mixedStep() {
   std::string error;
   size_t runsBefore = session_.runs();
   Clock::time_point t0 = Clock::now();
-  if (!session_.step(steps, chunks, logits_, error)) {
+  // Rows whose next token is the plan's greedy id need no logits: a
+  // greedy stream's step, and a chunk that does not end its prompt (its
+  // last row's logits are never read).
+  std::vector<bool> greedy;
+  if (useIds_) {
+    for (size_t s : of)
+      greedy.push_back(idOnly(s));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const Slot &slot = slots_[prefilling[c]];
+      const bool ends = slot.prefilled + chunks[c].ids.size() ==
+                        slot.job->spec().prompt.size();
+      greedy.push_back(!ends || idOnly(prefilling[c]));
+    }
+  }
+  if (useIds_ ? !session_.step(steps, chunks, greedy, logits_, ids_, error)
+              : !session_.step(steps, chunks, logits_, error)) {
     // Which row caused it is unknown, so every job in the run ends.
     const char *what = steps.empty()    ? "prefill: "
                        : chunks.empty() ? "decode: "
@@ -301,9 +321,16 @@ void Scheduler::mixedStep() {
   Clock::time_point t1 = Clock::now();
   metrics_.modelRunTime.observe(seconds(t1 - t0));
   const int64_t vocab = session_.vocabSize();
+  // Row i of the wanted rows: its logits are the k-th row returned, k the
+  // unflagged rows before it (all of them without ids).
+  std::vector<size_t> logitRow;
+  for (size_t i = 0, k = 0; i < steps.size() + chunks.size(); ++i)
+    logitRow.push_back(greedy.empty() || !greedy[i] ? k++ : SIZE_MAX);
   auto row = [&](size_t i) {
-    return std::span<const float>(logits_).subspan(i * vocab, vocab);
+    return std::span<const float>(logits_).subspan(logitRow[i] * vocab,
+                                                   vocab);
   };
+  auto taken = [&](size_t i) { return !greedy.empty() && greedy[i]; };
   if (!steps.empty()) {
     ++metrics_.decodeSteps;
     metrics_.decodeBatch.observe(static_cast<double>(steps.size()));
@@ -312,11 +339,20 @@ void Scheduler::mixedStep() {
     ++metrics_.prefillRuns;
   if (!steps.empty() && !chunks.empty())
     ++metrics_.mixedRuns;
-  for (size_t i = 0; i < of.size(); ++i)
-    next(of[i], row(i));
+  for (size_t i = 0; i < of.size(); ++i) {
+    if (taken(i))
+      next(of[i], ids_[i]);
+    else
+      next(of[i], row(i));
+  }
   // Each chunk's last row follows the decode rows' (Session::step).
-  for (size_t c = 0; c < chunks.size(); ++c)
-    prefilled(prefilling[c], chunks[c].ids.size(), row(steps.size() + c));
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const size_t i = steps.size() + c;
+    if (taken(i))
+      prefilled(prefilling[c], chunks[c].ids.size(), {}, ids_[i]);
+    else
+      prefilled(prefilling[c], chunks[c].ids.size(), row(i));
+  }
   metrics_.sampleTime.observe(seconds(Clock::now() - t1));
 }
 
@@ -411,15 +447,29 @@ TokenLogprob logprobOf(std::span<const float> logits, int32_t id, int64_t top,
 
 } // namespace
 
+bool Scheduler::idOnly(size_t s) const {
+  const Slot &slot = slots_[s];
+  return slot.job && slot.sampler->plainGreedy() &&
+         slot.job->spec().logprobs < 0;
+}
+
 void Scheduler::next(size_t s, std::span<const float> logits) {
   Slot &slot = slots_[s];
-  const JobSpec &spec = slot.job->spec();
   int32_t id = 0;
   std::string error;
   if (!slot.sampler->sample(logits, slot.sequence, id, error)) {
     release(s, "", "sampler: " + error);
     return;
   }
+  take(s, id, logits);
+}
+
+void Scheduler::next(size_t s, int32_t id) { take(s, id, {}); }
+
+void Scheduler::take(size_t s, int32_t id, std::span<const float> logits) {
+  Slot &slot = slots_[s];
+  const JobSpec &spec = slot.job->spec();
+  std::string error;
   auto now = Clock::now();
   if (slot.generated == 0)
     metrics_.timeToFirstToken.observe(

@@ -192,14 +192,25 @@ private:
   /// Runs one token of every decoding slot (a run without prompt rows).
   void decodeStep();
   /// Counts a prompt chunk of \p rows of slot \p s that ran and, when it
-  /// ends the prompt, samples the first token from \p logits.
-  void prefilled(size_t s, size_t rows, std::span<const float> logits);
+  /// ends the prompt, samples the first token from \p logits (or takes
+  /// \p id, the plan's greedy id, when it is not -1).
+  void prefilled(size_t s, size_t rows, std::span<const float> logits,
+                 int32_t id = -1);
   /// Counts the runs the session made since it had made \p runsBefore and
   /// their rows (each call the scheduler makes is one run).
   void countRuns(size_t runsBefore);
   /// Samples from \p logits for slot \p s and handles the token (output,
   /// end of the job or the next decode).
   void next(size_t s, std::span<const float> logits);
+  /// The same with the token already chosen: \p id, the plan's greedy id
+  /// (the slot samples greedily and wants no logprobs).
+  void next(size_t s, int32_t id);
+  /// Handles slot \p s's token \p id, chosen from \p logits (empty when
+  /// it was the plan's greedy id: no logprobs were asked).
+  void take(size_t s, int32_t id, std::span<const float> logits);
+  /// True if slot \p s's next token may be the plan's greedy id: its
+  /// sampler takes the highest logit and it asks for no logprobs.
+  bool idOnly(size_t s) const;
   /// Frees slot \p s, ending its job with \p reason / \p error.
   void release(size_t s, std::string reason, std::string error);
 
@@ -210,6 +221,10 @@ private:
   std::vector<Slot> slots_;
   size_t prefillTurn_ = 0;
   std::vector<float> logits_;
+  /// Greedy ids of the latest step (Session::step with flags), and whether
+  /// the plan has them and every row's logits.
+  std::vector<int32_t> ids_;
+  bool useIds_ = false;
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -212,20 +212,16 @@ STRATA_FN void argmax_pick(float &v, int &i, float ov, int oi) {
   i = take ? oi : i;
 }
 
-/// argmax of one row of N values into *y: the first index of the largest,
-/// -1 when a value is NaN or +inf or every value is -inf (the CPU's rule,
-/// runtime/cpu/Reductions.cpp). Each thread keeps its first best over its
-/// values (in increasing index), then the block picks by value and index,
-/// so the result does not depend on the reduction's order. Four adjacent
-/// values a load where the row allows; \p red and \p redi hold NT / 32.
-template <int N, int NT, class X>
-STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
-  constexpr int kNone = 0x7fffffff;
-  float best = -__builtin_inff();
-  int bi = kNone, bad = 0;
+/// One thread's part of an argmax over x[0..N): the values first, first +
+/// step, ... (4 adjacent ones a load from first = 4 * k with step = 4 * m
+/// when N % 4 == 0), in increasing index, keeping the first best; \p bad
+/// is set by a NaN or +inf.
+template <int N, class X>
+STRATA_FN void argmax_part(const X *x, int first, int step, float &best,
+                           int &bi, int &bad) {
   if constexpr (N % 4 == 0) {
 #pragma unroll 4
-    for (int i0 = tid_x() * 4; i0 < N; i0 += NT * 4) {
+    for (int i0 = first * 4; i0 < N; i0 += step * 4) {
       float v[4];
       ld4(x, i0, v);
 #pragma unroll
@@ -237,7 +233,7 @@ STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
       }
     }
   } else {
-    for (int i = tid_x(); i < N; i += NT) {
+    for (int i = first; i < N; i += step) {
       const float v = ld(x, i);
       bad |= !(v < __builtin_inff());
       const bool take = v > best;
@@ -245,7 +241,10 @@ STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
       bi = take ? i : bi;
     }
   }
-  // -inf everywhere leaves bi = kNone: no candidate, whatever its value.
+}
+
+/// The wave's best (value, index) and bad flag, in every lane.
+STRATA_FN void argmax_wave(float &best, int &bi, int &bad) {
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) {
     const float ov = shfl_xor_f(best, m);
@@ -253,6 +252,34 @@ STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
     argmax_pick(best, bi, ov, oi);
     bad |= shfl_xor_i(bad, m);
   }
+}
+
+/// argmax of each of the R rows of N values of a block's row into y[0..R):
+/// the first index of the largest, -1 when a value is NaN or +inf or every
+/// value is -inf (the CPU's rule, runtime/cpu/Reductions.cpp). Each thread
+/// keeps its first best over its values (in increasing index), then the
+/// wave, then the block picks by value and index, so the result does not
+/// depend on the reduction's order. One row (a logits row): the whole
+/// block; several: a wave a row. \p red and \p redi hold NT / 32.
+template <int R, int N, int NT, class X>
+STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
+  constexpr int kNone = 0x7fffffff;
+  if constexpr (R > 1) {
+    for (int r = tid_x() >> 5; r < R; r += NT / 32) {
+      float best = -__builtin_inff();
+      int bi = kNone, bad = 0;
+      argmax_part<N>(x + (long)r * N, lane_id(), 32, best, bi, bad);
+      argmax_wave(best, bi, bad);
+      if (lane_id() == 0)
+        y[r] = bad || bi == kNone ? -1 : bi;
+    }
+    return;
+  }
+  float best = -__builtin_inff();
+  int bi = kNone, bad = 0;
+  argmax_part<N>(x, tid_x(), NT, best, bi, bad);
+  // -inf everywhere leaves bi = kNone: no candidate, whatever its value.
+  argmax_wave(best, bi, bad);
   if (lane_id() == 0) {
     red[tid_x() >> 5] = best;
     redi[tid_x() >> 5] = bad ? -1 : bi;

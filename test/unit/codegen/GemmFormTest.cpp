@@ -102,7 +102,7 @@ codegen::GemmProblem quantTrunk(const std::string &target, bool state,
 } // namespace
 
 TEST(GemmForm, QuantisedTrunkByTokens) {
-  format::Plan plan; // defaults: gemm-decode-rows 8
+  format::Plan plan; // defaults: gemm-decode-rows 16
   // Prefill plan on gfx1151: the tiles, from 2,112 rows dequantised once
   // (dequantOnceFrom: the H200's 512 rows x 33 tiles / 8, its 212 GB/s
   // make the round trip through memory dear).
@@ -118,11 +118,13 @@ TEST(GemmForm, QuantisedTrunkByTokens) {
   g = codegen::selectGemm(quantTrunk("gfx1151", false, false), off);
   for (int64_t t : {1, 64, 600, 16384})
     EXPECT_EQ(g.at(t), Kind::Tile) << t;
-  // A generation plan: the decode forms up to 8 rows, then the tiles, and
-  // from 2,112 rows the dequantise-once tiles.
+  // A generation plan: the decode forms up to 16 rows, then the tiles,
+  // and from 2,112 rows the dequantise-once tiles.
   g = codegen::selectGemm(quantTrunk("gfx1151", true, false), plan);
-  EXPECT_EQ(g.decodeRows, 8);
+  EXPECT_EQ(g.decodeRows, 16);
   EXPECT_EQ(g.at(1), Kind::Decode);
+  EXPECT_EQ(g.at(16), Kind::Decode);
+  EXPECT_EQ(g.at(17), Kind::Tile);
   EXPECT_EQ(g.at(64), Kind::Tile);
   EXPECT_EQ(g.at(600), Kind::Tile);
   EXPECT_EQ(g.at(16384), Kind::Dequant);
@@ -170,12 +172,12 @@ TEST(GemmForm, F32WeightsTakeRowBlocksUntilTheTilesFill) {
   EXPECT_EQ(g.at(1), Kind::RowBlock);
   EXPECT_EQ(g.at(64), Kind::RowBlock);
   EXPECT_EQ(g.at(16384), Kind::Tile);
-  // With state: decode to 8 rows, the row blocks from 9.
+  // With state: decode to 16 rows, the row blocks from 17.
   p.state = true;
   g = codegen::selectGemm(p, plan);
   EXPECT_EQ(g.at(1), Kind::Decode);
-  EXPECT_EQ(g.rowBlockFrom, 9);
-  EXPECT_EQ(g.at(9), Kind::RowBlock);
+  EXPECT_EQ(g.rowBlockFrom, 17);
+  EXPECT_EQ(g.at(17), Kind::RowBlock);
   // gemm-f32-rows=off: the tiles at once.
   plan.options[codegen::optionKey(codegen::Opt::GemmF32Rows)] = 1;
   EXPECT_EQ(codegen::selectGemm(p, plan).rowBlockFrom, 0);

@@ -76,23 +76,31 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       EXPECT_EQ(k.grid[0].constant, 25);
       EXPECT_EQ(k.block[0], 256);
       // Its own code is the one-row form (a sequence's decode step); up to
-      // 8 rows (the default gemm-decode-rows) the form of 8 accumulators a
-      // column, from 2 rows; the tiles from 9 rows on.
+      // 16 rows (the default gemm-decode-rows) the form of 8 accumulators
+      // a column, from 2 rows, then from 9 (gemm-decode-mma) the
+      // matrix-unit form on sm_90 (bf16 activations, weights not f32) or
+      // else the form of 16 accumulators; the tiles from 17 rows on.
       EXPECT_NE(k.body.find("float acc0[1][1] = {};"), std::string::npos);
-      ASSERT_EQ(k.alternates.size(), 2u);
+      ASSERT_EQ(k.alternates.size(), 3u);
       EXPECT_EQ(k.alternates[0].minTokens, 2);
       EXPECT_EQ(k.alternates[0].symbol, k.symbol + "_rows");
       EXPECT_EQ(k.alternates[0].grid[0].constant, 25);
       EXPECT_NE(k.body.find("float acc0[1][8] = {};"), std::string::npos);
       EXPECT_EQ(k.alternates[1].minTokens, 9);
+      const bool mma = std::string(target) == "sm_90" &&
+                       type != format::GgmlType::F32;
+      EXPECT_EQ(k.alternates[1].symbol, k.symbol + (mma ? "_mma" : "_rows16"));
+      EXPECT_EQ(k.body.find("float acc0[1][16] = {};") != std::string::npos,
+                !mma);
+      EXPECT_EQ(k.alternates[2].minTokens, 17);
       // f32 and 16-bit weights: the row-block form from there (the tiles
       // would fill the GPU only from thousands of rows, and pay from
       // 64,000 / 200 = 320 for F16: both past this plan's 64).
       const bool rows =
           type == format::GgmlType::F32 || type == format::GgmlType::F16;
-      EXPECT_EQ(k.alternates[1].symbol,
+      EXPECT_EQ(k.alternates[2].symbol,
                 k.symbol + (rows ? "_rowblk" : "_tile"));
-      EXPECT_NE(k.alternates[1].grid[0].coef + k.alternates[1].grid[1].coef, 0)
+      EXPECT_NE(k.alternates[2].grid[0].coef + k.alternates[2].grid[1].coef, 0)
           << "the tiles' (or row blocks') grid follows T";
     }
 }
@@ -137,13 +145,26 @@ TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
   EXPECT_EQ(tiles.body,
             emit(matmulPlan("sm_90", format::GgmlType::Q4_K, false)).body);
 
-  // More decode rows: the tiles start later, the accumulators follow.
-  format::Plan wide = matmulPlan("gfx1151", format::GgmlType::Q8_0, true);
-  ASSERT_TRUE(codegen::setOption(wide, "gemm-decode-rows=16", error)) << error;
-  codegen::EmittedKernel k = emit(wide);
+  // Fewer decode rows: the tiles start earlier, the accumulators follow.
+  format::Plan narrow = matmulPlan("gfx1151", format::GgmlType::Q8_0, true);
+  ASSERT_TRUE(codegen::setOption(narrow, "gemm-decode-rows=6", error))
+      << error;
+  codegen::EmittedKernel k = emit(narrow);
   ASSERT_EQ(k.alternates.size(), 2u);
-  EXPECT_EQ(k.alternates[1].minTokens, 17);
-  EXPECT_NE(k.body.find("float acc0[1][16] = {};"), std::string::npos);
+  EXPECT_EQ(k.alternates[1].minTokens, 7);
+  EXPECT_NE(k.body.find("float acc0[1][6] = {};"), std::string::npos);
+  EXPECT_EQ(k.body.find("float acc0[1][8] = {};"), std::string::npos);
+  // More: a form of each capacity 8, 16, 32 (to the rows asked), each from
+  // the row after the last.
+  format::Plan wide = matmulPlan("gfx1151", format::GgmlType::Q8_0, true);
+  ASSERT_TRUE(codegen::setOption(wide, "gemm-decode-rows=24", error)) << error;
+  k = emit(wide);
+  ASSERT_EQ(k.alternates.size(), 4u);
+  EXPECT_EQ(k.alternates[1].minTokens, 9);
+  EXPECT_EQ(k.alternates[2].minTokens, 17);
+  EXPECT_EQ(k.alternates[2].symbol, k.symbol + "_rows32");
+  EXPECT_NE(k.body.find("float acc0[1][24] = {};"), std::string::npos);
+  EXPECT_EQ(k.alternates[3].minTokens, 25);
 }
 
 TEST(GemvForm, SelectAtTheFullModelsDecodeShapes) {

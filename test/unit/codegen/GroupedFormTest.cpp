@@ -101,20 +101,23 @@ TEST(GroupedForm, FormsByTokensOnEachTarget) {
 
 TEST(GroupedForm, OptionsAndShapesChangeTheForms) {
   std::string error;
+  // The defaults: the experts' decode form to 8 rows, their tiles from 9,
+  // while the trunk decodes 16 (grouped-decode-rows apart from the GEMM
+  // chains' rows; H100, 12-layer Qwen4-Exp: see the option's help).
+  format::Plan defaults;
+  GroupedForm g =
+      codegen::selectGrouped(experts("sm_90", true, true), defaults);
+  EXPECT_EQ(g.decodeRows, 8);
+  EXPECT_EQ(g.at(8), Kind::Decode);
+  EXPECT_EQ(g.at(9), Kind::Tile);
+  // -1: follow gemm-decode-rows; 0: tiles from 1 row.
   format::Plan decode16;
-  ASSERT_TRUE(codegen::setOption(decode16, "gemm-decode-rows=16", error));
+  ASSERT_TRUE(codegen::setOption(decode16, "grouped-decode-rows=-1", error));
   GroupedForm f =
       codegen::selectGrouped(experts("sm_90", true, true), decode16);
   EXPECT_EQ(f.at(16), Kind::Decode);
   EXPECT_EQ(f.at(17), Kind::Tile);
-  // grouped-decode-rows apart from the GEMM chains' rows (the experts'
-  // tiles from 9 rows while the trunk decodes 16); 0: tiles from 1 row.
   format::Plan own = decode16;
-  ASSERT_TRUE(codegen::setOption(own, "grouped-decode-rows=8", error));
-  GroupedForm g = codegen::selectGrouped(experts("sm_90", true, true), own);
-  EXPECT_EQ(g.decodeRows, 8);
-  EXPECT_EQ(g.at(8), Kind::Decode);
-  EXPECT_EQ(g.at(9), Kind::Tile);
   ASSERT_TRUE(codegen::setOption(own, "grouped-decode-rows=0", error));
   EXPECT_EQ(codegen::selectGrouped(experts("sm_90", true, true), own).at(1),
             Kind::Tile);

@@ -921,6 +921,55 @@ TEST_F(TinyModel, SessionStepRunsChunksOfSeveralSlots) {
   EXPECT_EQ(mixed->runs(), runs);
 }
 
+/// Session::step with greedy flags: a flagged row's id is the argmax of
+/// the row step() returns without them; only the unflagged rows' logits
+/// come back, in order.
+TEST_F(TinyModel, SessionStepTakesTheGreedyIdsOfFlaggedRows) {
+  std::string error;
+  auto idsEx = make(withGreedyIds(recurrentPlan(16, kMaxT, false, 3)), error);
+  ASSERT_TRUE(idsEx) << error;
+  auto plainEx = make(recurrentPlan(16, kMaxT, false, 3), error);
+  ASSERT_TRUE(plainEx) << error;
+  auto flagged = Session::create(*idsEx, error);
+  ASSERT_TRUE(flagged) << error;
+  auto plain = Session::create(*plainEx, error);
+  ASSERT_TRUE(plain) << error;
+  std::vector<int32_t> a = {3, 9, 27}, b = {4, 8, 15}, c = {16, 23};
+  std::vector<float> got, want, one;
+  std::vector<int32_t> ids;
+  for (Session *s : {flagged.get(), plain.get()})
+    ASSERT_TRUE(s->append(0, a, one, error)) << error;
+  const std::vector<SessionStep> steps = {{0, 5}};
+  const std::vector<SessionChunk> chunks = {{2, c}, {1, b}};
+  // The decode row and slot 1's chunk by id, slot 2's chunk by logits.
+  const std::vector<bool> greedy = {true, false, true};
+  ASSERT_TRUE(flagged->step(steps, chunks, greedy, got, ids, error)) << error;
+  ASSERT_TRUE(plain->step(steps, chunks, want, error)) << error;
+  ASSERT_EQ(want.size(), size_t(3 * kV));
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], firstMax(want.data(), kV));
+  EXPECT_EQ(ids[1], -1);
+  EXPECT_EQ(ids[2], firstMax(want.data() + 2 * kV, kV));
+  EXPECT_EQ(got, std::vector<float>(want.begin() + kV, want.begin() + 2 * kV));
+  for (int32_t s : {0, 1, 2})
+    EXPECT_EQ(flagged->length(s), plain->length(s)) << s;
+  // Every row flagged: no logits at all.
+  const std::vector<SessionStep> all = {{0, 1}, {1, 2}, {2, 3}};
+  ASSERT_TRUE(flagged->step(all, {}, {true, true, true}, got, ids, error))
+      << error;
+  ASSERT_TRUE(plain->decode(all, want, error)) << error;
+  EXPECT_TRUE(got.empty());
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(ids[i], firstMax(want.data() + i * kV, kV)) << i;
+  // A flag for each wanted row, and a plan with ids.
+  EXPECT_FALSE(flagged->step(all, {}, {true}, got, ids, error));
+  EXPECT_EQ(error, "1 greedy flags for 3 rows whose logits are wanted");
+  EXPECT_FALSE(plain->step(all, {}, {true, true, true}, got, ids, error));
+  EXPECT_EQ(error, "greedy ids in a step need a plan that returns them and "
+                   "every row's logits (strata-compile --greedy-ids on "
+                   "--logits all)");
+}
+
 /// Speculative decoding makes the tokens, and the logits each was chosen
 /// from, of plain generation, greedy or sampled, over recurrent state.
 TEST_F(TinyModel, GeneratorSpeculationEqualsPlainGeneration) {
