@@ -728,8 +728,7 @@ bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
                             i, rows[i].pos, rows[i].seq);
         return false;
       }
-    return runPrepared(tokens, nullptr, nullptr, out, error, keep, ids,
-                       idRows);
+    return runPrepared(tokens, nullptr, nullptr, out, error, keep, ids, idRows);
   }
   // Before any kernel runs: every row inside the state, no two rows at one
   // place.

@@ -264,8 +264,7 @@ private:
   /// ids read instead of the logits).
   bool runRowsAs(const std::vector<Row> &rows, RunOutput &out,
                  std::string &error, const std::vector<int64_t> *keep,
-                 std::vector<int32_t> *ids,
-                 const std::vector<int64_t> *idRows);
+                 std::vector<int32_t> *ids, const std::vector<int64_t> *idRows);
   /// The error for greedy id -1 of output row \p row: where its logits
   /// hold NaN or +inf, or that they are all -inf.
   std::string badIdsRow(int64_t tokens, int64_t row);

@@ -467,8 +467,7 @@ bool Session::runStep(std::span<const SessionStep> steps,
     for (size_t i = 0, g = 0; i < wanted; ++i)
       if ((*greedy)[i])
         (*ids)[i] = got.at(g++);
-  } else if (!executor_.runRows(rows, out, error,
-                                allRows_ ? &keep : nullptr)) {
+  } else if (!executor_.runRows(rows, out, error, allRows_ ? &keep : nullptr)) {
     return false;
   }
   ++runs_;

@@ -233,8 +233,8 @@ void Scheduler::countRuns(size_t runsBefore) {
   metrics_.runRows.observe(static_cast<double>(session_.lastRunRows()));
 }
 
-void Scheduler::prefilled(size_t s, size_t rows,
-                          std::span<const float> logits, int32_t id) {
+void Scheduler::prefilled(size_t s, size_t rows, std::span<const float> logits,
+                          int32_t id) {
   Slot &slot = slots_[s];
   ++metrics_.prefillChunks;
   metrics_.promptTokens += rows;
@@ -327,8 +327,7 @@ void Scheduler::mixedStep() {
   for (size_t i = 0, k = 0; i < steps.size() + chunks.size(); ++i)
     logitRow.push_back(greedy.empty() || !greedy[i] ? k++ : SIZE_MAX);
   auto row = [&](size_t i) {
-    return std::span<const float>(logits_).subspan(logitRow[i] * vocab,
-                                                   vocab);
+    return std::span<const float>(logits_).subspan(logitRow[i] * vocab, vocab);
   };
   auto taken = [&](size_t i) { return !greedy.empty() && greedy[i]; };
   if (!steps.empty()) {

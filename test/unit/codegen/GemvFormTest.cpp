@@ -87,8 +87,8 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
       EXPECT_EQ(k.alternates[0].grid[0].constant, 25);
       EXPECT_NE(k.body.find("float acc0[1][8] = {};"), std::string::npos);
       EXPECT_EQ(k.alternates[1].minTokens, 9);
-      const bool mma = std::string(target) == "sm_90" &&
-                       type != format::GgmlType::F32;
+      const bool mma =
+          std::string(target) == "sm_90" && type != format::GgmlType::F32;
       EXPECT_EQ(k.alternates[1].symbol, k.symbol + (mma ? "_mma" : "_rows16"));
       EXPECT_EQ(k.body.find("float acc0[1][16] = {};") != std::string::npos,
                 !mma);
@@ -147,8 +147,7 @@ TEST(GemvForm, PrefillPlansAndTheOptionKeepTheTiles) {
 
   // Fewer decode rows: the tiles start earlier, the accumulators follow.
   format::Plan narrow = matmulPlan("gfx1151", format::GgmlType::Q8_0, true);
-  ASSERT_TRUE(codegen::setOption(narrow, "gemm-decode-rows=6", error))
-      << error;
+  ASSERT_TRUE(codegen::setOption(narrow, "gemm-decode-rows=6", error)) << error;
   codegen::EmittedKernel k = emit(narrow);
   ASSERT_EQ(k.alternates.size(), 2u);
   EXPECT_EQ(k.alternates[1].minTokens, 7);
