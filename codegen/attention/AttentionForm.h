@@ -103,6 +103,10 @@ constexpr int64_t kCachedKeyTile = 64;
 /// Slots a chunk takes at least: below it the q staging and the partials
 /// (group x (dv + 2) floats) outweigh the keys read.
 constexpr int64_t kCachedMinChunk = 32;
+/// attention_cached's decode form: runs of at most this many rows split
+/// each row over the chunks that fill the GPU (its own code), longer runs
+/// take the split of max_tokens rows (an alternate).
+constexpr int64_t kCachedDecodeRows = 16;
 /// The partials at max_tokens rows stay below this: the chunk count is a
 /// compile-time constant and the workspace grows with it and T.
 constexpr int64_t kCachedAttentionWorkspace = int64_t(64) << 20;

@@ -296,15 +296,26 @@ TEST(CachedKernel, CachedAttentionChunksFollowContextAndWorkspace) {
   ASSERT_TRUE(codegen::emitKernel(cachePlan("sm_90"), 2, "sm_90", small, error))
       << error;
   EXPECT_EQ(small.pre->grid[2].constant, 1);
-  // Many rows at once: fewer chunks, the partials of max_tokens rows within
+  // Many rows at once: decode steps (up to 16 rows, the own code) keep the
+  // split of a full context, a constant workspace; longer runs (an
+  // alternate) take fewer chunks, the partials of max_tokens rows within
   // 64 MiB.
   ASSERT_TRUE(
       codegen::emitKernel(cachePlan("sm_90", 4096), 2, "sm_90", wide, error))
       << error;
+  EXPECT_TRUE(wide.alternates.empty());
   format::Plan big = cachePlan("sm_90", 4096, 1 << 17);
   ASSERT_TRUE(codegen::emitKernel(big, 2, "sm_90", many, error)) << error;
-  EXPECT_LT(many.pre->grid[2].constant, wide.pre->grid[2].constant);
+  EXPECT_EQ(many.pre->grid[2].constant, wide.pre->grid[2].constant);
+  EXPECT_EQ(many.workspace.coef, 0);
   EXPECT_LE(many.workspace.at(big.maxTokens), int64_t(64) << 20);
+  ASSERT_EQ(many.alternates.size(), 1u);
+  const codegen::EmittedKernel &longRuns = many.alternates[0];
+  EXPECT_EQ(longRuns.minTokens, 17);
+  EXPECT_EQ(longRuns.suffix, "_long");
+  EXPECT_EQ(longRuns.args, many.args);
+  EXPECT_LT(longRuns.pre->grid[2].constant, many.pre->grid[2].constant);
+  EXPECT_LE(longRuns.workspace.at(big.maxTokens), int64_t(64) << 20);
 }
 
 TEST(CachedKernel, BlockSparseGatedAttention) {
