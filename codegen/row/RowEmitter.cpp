@@ -318,6 +318,24 @@ void RowEmitter::op(const BodyOp &op) {
     if (ax <= 0)
       throw Unsupported("a reduction over the row dim");
     int64_t len = x.shape[ax].constant, inner = constProduct(x.shape, ax + 1);
+    const char *mean = op.recipe == Recipe::ReduceMean ? " / {}.0f" : "";
+    if (inner == 1 && len >= 64) {
+      // Over the last axis: a warp an output, its lanes striding the
+      // contiguous values (a thread an output left all but a few threads
+      // idle: the stream norms' sums of 4 x 2,560 took 66 us a row on the
+      // H100).
+      e.line("  for (long o = tid_x() >> 5; o < {}L; o += {}) {{",
+             constProduct(y.shape, 1), kThreads / 32);
+      e.line("    float s = 0;");
+      e.line("    for (long j = lane_id(); j < {}L; j += 32) s += ld({}, o * "
+             "{}L + j);",
+             len, rowPtr(x), len);
+      e.line("    s = warp_sum(s);");
+      e.line("    if (lane_id() == 0) st({}, o, s{});", rowPtr(y),
+             fmt::format(fmt::runtime(mean), len));
+      e.line("  }}");
+      break;
+    }
     loop(y.shape, [&] {
       e.line("    long o = i / {}L, c = i % {}L;", inner, inner);
       e.line("    float s = 0;");
