@@ -135,12 +135,14 @@ fi
   fi
   echo "# plan: $(cat "$PLAN/OPTIONS")"
   echo "# server: $SERVE_FROM"
-  echo "#   $SERVE $PLAN --gguf $GGUF --host 127.0.0.1 --port 0 --parallel $N --queue 0 --synthetic-weights $SEED ${EXTRA[*]}"
+  echo "#   $SERVE $PLAN --gguf $GGUF --host 127.0.0.1 --port 0 --parallel $N --queue 0 --synthetic-weights $SEED ${EXTRA[*]} --chat-format none"
 } | tee -a "$out"
 
 LOG=$(mktemp)
+# The shapes-only GGUF has no chat template (strata-serve refuses to start
+# without one or --chat-format); the load test sends completions of ids.
 "${SERVE_ENV[@]}" "$SERVE" "$PLAN" --gguf "$GGUF" --host 127.0.0.1 --port 0 --parallel $N --queue 0 \
-  --synthetic-weights $SEED "${EXTRA[@]}" 2> "$LOG" &
+  --synthetic-weights $SEED "${EXTRA[@]}" --chat-format none 2> "$LOG" &
 SPID=$!
 stop_server() {
   [ -n "${SPID:-}" ] || return 0
