@@ -1860,6 +1860,26 @@ private:
     for (const std::string &a : c.args)
       if (!checkArg(a, k, c, what))
         return false;
+    // A code that is handed an output neither as a pointer nor through a
+    // tensor map cannot write it (an alternate whose arguments were left
+    // out launched with none).
+    auto reaches = [&](uint32_t o) {
+      if (std::find(c.args.begin(), c.args.end(),
+                    fmt::format("buffer:{}", o)) != c.args.end())
+        return true;
+      for (size_t m = 0; m < c.tensorMaps.size(); ++m)
+        if (!c.tensorMaps[m].operand.isWeight &&
+            c.tensorMaps[m].operand.index == o &&
+            std::find(c.args.begin(), c.args.end(),
+                      fmt::format("tmap:{}", m)) != c.args.end())
+          return true;
+      return false;
+    };
+    for (uint32_t o : k.outputs)
+      if (!reaches(o))
+        return fail(fmt::format("{}: its code '{}' takes no argument for the "
+                                "output {}, so it cannot write it",
+                                what, c.symbol, bufferName(o)));
     return true;
   }
 

@@ -369,7 +369,7 @@ TEST(Plan, TensorMapsRoundTripAndValidation) {
   c.symbol = "k";
   c.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
   c.block = {128, 1, 1};
-  c.args = {"buffer:0", "tmap:0", "T"};
+  c.args = {"buffer:0", "buffer:1", "tmap:0", "T"};
   PlanTensorMap m;
   m.operand = {false, 1};
   m.dtype = PlanDType::F32;
@@ -729,6 +729,12 @@ TEST(PlanTargets, FieldsTheTargetDoesNotAllowAreRefused) {
   p.kernels[1].code->args = {"arena"};
   EXPECT_NE(validationError(p).find("unknown argument 'arena'"),
             std::string::npos);
+  // Every code is handed the kernel's outputs.
+  p.kernels[1].code->args = {"buffer:1", "T"};
+  EXPECT_NE(validationError(p).find("takes no argument for the output "
+                                    "buffer 2"),
+            std::string::npos)
+      << validationError(p);
   p.kernels[1].code->args = {"buffer:1"};
   p.kernels[1].code->tensorMaps[0].operand = {false, 3};
   EXPECT_NE(validationError(p).find("tensor map 0: its operand (buffer 3) is "
