@@ -26,6 +26,7 @@ mode=${1:?prepare or run}
 shift
 if [ "$mode" = prepare ]; then
   set -e
+  . bench/variant_args.sh
   B=${BUILD:-build}/bin
   TYPES=$(sed -n "s/^TYPES='\(.*\)'\$/\1/p" bench/decode_prepare.sh)
   mkdir -p "$D"
@@ -38,14 +39,7 @@ if [ "$mode" = prepare ]; then
   for v in "$@"; do
     name=${v%%:*} opts=${v#*:}
     [ "$opts" = "$v" ] && opts=
-    args=()
-    IFS=, read -ra list <<< "$opts"
-    for o in "${list[@]}"; do
-      case $o in
-        --*) args+=("$o") ;; # a strata-compile flag, e.g. --greedy-ids=off
-        ?*) args+=(--codegen-opt "$o") ;;
-      esac
-    done
+    variant_args "$opts"
     rm -rf "${D:?}/$name"
     "$B/strata-compile" models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 64 --max-context 1344 \
       --max-batch 16 --logits all --target sm_90 ${args[@]+"${args[@]}"} -o "$D/$name" > /dev/null

@@ -32,6 +32,7 @@ PS=${GRID_PS:-"1024 4096 16384"}
 BS=${GRID_BS:-"1 4 16"}
 if [ "$mode" = prepare ]; then
   set -e
+  . bench/variant_args.sh
   B=${BUILD:-build}/bin
   TYPES='q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,*ffn_down_shexp*=q8_0'
   ARGS=(models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 1024 --max-context 16640
@@ -45,14 +46,7 @@ if [ "$mode" = prepare ]; then
   for v in "$@"; do
     name=${v%%:*} opts=${v#*:}
     [ "$opts" = "$v" ] && opts=
-    args=()
-    IFS=, read -ra list <<< "$opts"
-    for o in "${list[@]}"; do
-      case $o in
-        --*) args+=("$o") ;; # a strata-compile flag, e.g. --greedy-ids=off
-        ?*) args+=(--codegen-opt "$o") ;;
-      esac
-    done
+    variant_args "$opts"
     rm -rf "${D:?}/$name"
     "$B/strata-compile" "${ARGS[@]}" ${args[@]+"${args[@]}"} -o "$D/$name" > /dev/null
     find "$D/$name" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete

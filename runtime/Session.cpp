@@ -257,8 +257,8 @@ bool Session::checkSteps(std::span<const SessionStep> steps,
   return true;
 }
 
-bool Session::decode(std::span<const SessionStep> steps,
-                     std::vector<float> &logits, std::string &error) {
+bool Session::decodeRows(std::span<const SessionStep> steps,
+                         std::vector<Row> &rows, std::string &error) {
   if (steps.empty()) {
     error = "nothing to decode: no steps";
     return false;
@@ -266,11 +266,19 @@ bool Session::decode(std::span<const SessionStep> steps,
   std::vector<bool> used;
   if (!checkSteps(steps, used, error))
     return false;
-  std::vector<Row> rows;
+  rows.clear();
   for (const SessionStep &s : steps) {
     rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
     atCheckpoint_[s.slot] = false;
   }
+  return true;
+}
+
+bool Session::decode(std::span<const SessionStep> steps,
+                     std::vector<float> &logits, std::string &error) {
+  std::vector<Row> rows;
+  if (!decodeRows(steps, rows, error))
+    return false;
   logits.clear();
   logits.reserve(steps.size() * static_cast<size_t>(vocab_));
   RunOutput out;
@@ -301,18 +309,9 @@ bool Session::decodeGreedy(std::span<const SessionStep> steps,
             "--max-context)";
     return false;
   }
-  if (steps.empty()) {
-    error = "nothing to decode: no steps";
-    return false;
-  }
-  std::vector<bool> used;
-  if (!checkSteps(steps, used, error))
-    return false;
   std::vector<Row> rows;
-  for (const SessionStep &s : steps) {
-    rows.push_back({s.token, static_cast<int32_t>(length_[s.slot]), s.slot});
-    atCheckpoint_[s.slot] = false;
-  }
+  if (!decodeRows(steps, rows, error))
+    return false;
   ids.clear();
   std::vector<int32_t> got;
   // As decode(): one run of every row, or a run per slot on a --logits

@@ -218,6 +218,10 @@ private:
   /// room for them in the context.
   bool checkAppend(int32_t slot, std::span<const int32_t> ids,
                    std::string &error) const;
+  /// decode()'s checks of \p steps, then their rows (each slot's next
+  /// position), the slots marked as off their checkpoints.
+  bool decodeRows(std::span<const SessionStep> steps, std::vector<Row> &rows,
+                  std::string &error);
   /// Checks \p steps for a decode: at most chunk() of them, each a valid
   /// id of a distinct slot that is not full. Marks their slots in \p used
   /// (resized to slots()).
