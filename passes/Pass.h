@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ struct PassContext {
   /// decode).
   enum class GreedyIds { Off, WhereLogits, On };
   GreedyIds greedyIds = GreedyIds::Off;
+  /// The setting of `--greedy-ids on|off` (\p asked; none: the default)
+  /// for a plan that decodes (\p decodes: --max-context) or not.
+  static GreedyIds greedyIdsFor(std::optional<bool> asked, bool decodes) {
+    if (asked)
+      return *asked ? GreedyIds::On : GreedyIds::Off;
+    return decodes ? GreedyIds::WhereLogits : GreedyIds::Off;
+  }
   /// Generation (strata-compile --max-context N --max-batch B): the
   /// positions and sequence slots a plan's state holds, what the builtins
   /// max_context() and max_batch() give; generation() is maxContext > 0.

@@ -677,6 +677,23 @@ bool Executor::run(const std::vector<int32_t> &tokens, RunOutput &out,
   return runRows(rows, out, error);
 }
 
+namespace {
+
+/// The error for a NaN or +inf at [row, col] of the output \p name.
+std::string badOutputValue(const std::string &name, int64_t row, int64_t col,
+                           float value) {
+  if (std::isnan(value))
+    return fmt::format("the output '{}' holds NaN at [{}, {}]: a kernel read "
+                       "memory nobody wrote or computed NaN (the per-kernel "
+                       "NaN check names it)",
+                       name, row, col);
+  return fmt::format("the output '{}' holds +inf at [{}, {}]: a kernel "
+                     "overflowed",
+                     name, row, col);
+}
+
+} // namespace
+
 bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
                        std::string &error, const std::vector<int64_t> *keep) {
   return runRowsAs(rows, out, error, keep, nullptr, nullptr);
@@ -684,11 +701,6 @@ bool Executor::runRows(const std::vector<Row> &rows, RunOutput &out,
 
 bool Executor::runRowsIds(const std::vector<Row> &rows,
                           std::vector<int32_t> &ids, std::string &error) {
-  if (!hasGreedyIds()) {
-    error = "the plan returns no greedy ids (it was compiled with "
-            "strata-compile --greedy-ids off, or without --max-context)";
-    return false;
-  }
   RunOutput unused;
   const std::vector<int64_t> none;
   return runRowsAs(rows, unused, error, &none, &ids, nullptr);
@@ -699,11 +711,6 @@ bool Executor::runRowsIds(const std::vector<Row> &rows,
                           std::vector<int32_t> &ids,
                           const std::vector<int64_t> &keep, RunOutput &out,
                           std::string &error) {
-  if (!hasGreedyIds()) {
-    error = "the plan returns no greedy ids (it was compiled with "
-            "strata-compile --greedy-ids off, or without --max-context)";
-    return false;
-  }
   return runRowsAs(rows, out, error, &keep, &ids, &idRows);
 }
 
@@ -711,6 +718,11 @@ bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
                          std::string &error, const std::vector<int64_t> *keep,
                          std::vector<int32_t> *ids,
                          const std::vector<int64_t> *idRows) {
+  if (ids && !hasGreedyIds()) {
+    error = "the plan returns no greedy ids (it was compiled with "
+            "strata-compile --greedy-ids off, or without --max-context)";
+    return false;
+  }
   std::vector<int32_t> tokens, pos, seq;
   for (const Row &r : rows) {
     tokens.push_back(r.token);
@@ -777,10 +789,13 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
   }
   // The rows to keep are rows of the output: checked before any kernel
   // runs, so a wrong one changes no state.
-  if (keep) {
+  // The greedy ids' rows are the logits' (the validator checks).
+  for (const std::vector<int64_t> *rows : {keep, idRows}) {
+    if (!rows)
+      continue;
     const TensorArg o = bufferArg(main_, plan_.outputs[0], t);
     const int64_t outRows = o.shape.empty() ? 1 : o.shape[0];
-    for (int64_t r : *keep)
+    for (int64_t r : *rows)
       if (r < 0 || r >= outRows) {
         error = fmt::format("row {} of the output '{}' was asked for, but "
                             "this run's has {} rows",
@@ -869,7 +884,8 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
 
   if (ids) {
     // The greedy ids: a few bytes, not rows of logits; those of idRows (or
-    // of every row), each checked; then the logits of \p keep, if any.
+    // of every row, checked above), each a token; then the logits of
+    // \p keep, if any.
     const TensorArg a = bufferArg(main_, plan_.outputs[1], t);
     idStage_.resize(static_cast<size_t>(a.numElements()));
     if (!device_->download(idStage_.data(), a.data, a.bytes, error))
@@ -878,12 +894,6 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
     const size_t n = idRows ? idRows->size() : idStage_.size();
     for (size_t i = 0; i < n; ++i) {
       const int64_t r = idRows ? (*idRows)[i] : static_cast<int64_t>(i);
-      if (r < 0 || r >= static_cast<int64_t>(idStage_.size())) {
-        error = fmt::format("the greedy id of row {} was asked for, but the "
-                            "run has {} rows",
-                            r, idStage_.size());
-        return false;
-      }
       if (idStage_[r] < 0) {
         error = badIdsRow(t, r);
         return false;
@@ -911,10 +921,7 @@ bool Executor::runPrepared(const std::vector<int32_t> &tokens,
     nan |= v[i] != v[i];
   for (size_t i = 0; nan && i < nv; ++i)
     if (std::isnan(v[i])) {
-      error = fmt::format("the output '{}' holds NaN at [{}, {}]: a kernel "
-                          "read memory nobody wrote or computed NaN (the "
-                          "per-kernel NaN check names it)",
-                          plan_.buffers[ob].name, i / cols, i % cols);
+      error = badOutputValue(plan_.buffers[ob].name, i / cols, i % cols, v[i]);
       return false;
     }
   return true;
@@ -932,10 +939,7 @@ std::string Executor::badIdsRow(int64_t tokens, int64_t row) {
                        row, name, error);
   for (size_t i = 0; i < v.size(); ++i)
     if (!(v[i] < INFINITY))
-      return fmt::format("the output '{}' holds {} at [{}, {}]: a kernel "
-                         "read memory nobody wrote or computed {}",
-                         name, std::isnan(v[i]) ? "NaN" : "+inf", row, i,
-                         std::isnan(v[i]) ? "NaN" : "an overflow");
+      return badOutputValue(name, row, static_cast<int64_t>(i), v[i]);
   return fmt::format("row {} of the output '{}' is -inf everywhere: no "
                      "token can be taken",
                      row, name);

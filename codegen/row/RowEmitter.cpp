@@ -318,7 +318,10 @@ void RowEmitter::op(const BodyOp &op) {
     if (ax <= 0)
       throw Unsupported("a reduction over the row dim");
     int64_t len = x.shape[ax].constant, inner = constProduct(x.shape, ax + 1);
-    const char *mean = op.recipe == Recipe::ReduceMean ? " / {}.0f" : "";
+    // reduce_mean divides the sum as it is stored.
+    const std::string mean = op.recipe == Recipe::ReduceMean
+                                 ? fmt::format(" / {}.0f", len)
+                                 : std::string();
     if (inner == 1 && len >= 64) {
       // Over the last axis: a warp an output, its lanes striding the
       // contiguous values (a thread an output left all but a few threads
@@ -331,8 +334,7 @@ void RowEmitter::op(const BodyOp &op) {
              "{}L + j);",
              len, rowPtr(x), len);
       e.line("    s = warp_sum(s);");
-      e.line("    if (lane_id() == 0) st({}, o, s{});", rowPtr(y),
-             fmt::format(fmt::runtime(mean), len));
+      e.line("    if (lane_id() == 0) st({}, o, s{});", rowPtr(y), mean);
       e.line("  }}");
       break;
     }
@@ -342,9 +344,7 @@ void RowEmitter::op(const BodyOp &op) {
       e.line("    for (long j = 0; j < {}L; ++j) s += ld({}, (o * {}L + j) * "
              "{}L + c);",
              len, rowPtr(x), len, inner);
-      e.line("    st({}, i, s{});", rowPtr(y),
-             op.recipe == Recipe::ReduceMean ? fmt::format(" / {}.0f", len)
-                                             : "");
+      e.line("    st({}, i, s{});", rowPtr(y), mean);
     });
     break;
   }

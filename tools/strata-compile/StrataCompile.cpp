@@ -1122,10 +1122,7 @@ static int compileMain(int argc, char **argv) {
     ctx.precision = precision;
     ctx.kv = kv;
     ctx.lastPositionOnly = lastOnly;
-    using GreedyIds = passes::PassContext::GreedyIds;
-    ctx.greedyIds = greedyIds ? (*greedyIds ? GreedyIds::On : GreedyIds::Off)
-                    : context > 0 ? GreedyIds::WhereLogits
-                                  : GreedyIds::Off;
+    ctx.greedyIds = passes::PassContext::greedyIdsFor(greedyIds, context > 0);
     ctx.maxContext = context;
     ctx.maxBatch = context ? maxBatch : 0;
     if (!pm.run(m, ctx))

@@ -366,11 +366,8 @@ bool processChunk(const Options &o, const std::string &name,
     ctx.maxBatch = o.maxContext && !o.maxBatch ? 1 : o.maxBatch;
     ctx.target = o.target;
     ctx.lastPositionOnly = o.lastOnly;
-    using GreedyIds = passes::PassContext::GreedyIds;
-    ctx.greedyIds = o.greedyIds
-                        ? (*o.greedyIds ? GreedyIds::On : GreedyIds::Off)
-                    : o.maxContext > 0 ? GreedyIds::WhereLogits
-                                       : GreedyIds::Off;
+    ctx.greedyIds =
+        passes::PassContext::greedyIdsFor(o.greedyIds, o.maxContext > 0);
     ctx.kv = o.kv;
     ctx.precision = !o.precision.empty()              ? o.precision
                     : ir::lookupTarget(o.target)->gpu ? "bf16"

@@ -233,19 +233,15 @@ void Scheduler::countRuns(size_t runsBefore) {
   metrics_.runRows.observe(static_cast<double>(session_.lastRunRows()));
 }
 
-void Scheduler::prefilled(size_t s, size_t rows, std::span<const float> logits,
-                          int32_t id) {
+bool Scheduler::prefilled(size_t s, size_t rows) {
   Slot &slot = slots_[s];
   ++metrics_.prefillChunks;
   metrics_.promptTokens += rows;
   slot.prefilled += rows;
-  if (slot.prefilled == slot.job->spec().prompt.size()) {
-    slot.phase = Slot::Phase::Decode;
-    if (id >= 0)
-      next(s, id);
-    else
-      next(s, logits);
-  }
+  if (slot.prefilled != slot.job->spec().prompt.size())
+    return false;
+  slot.phase = Slot::Phase::Decode;
+  return true;
 }
 
 void Scheduler::decoding(std::vector<runtime::SessionStep> &steps,
@@ -329,7 +325,13 @@ void Scheduler::mixedStep() {
   auto row = [&](size_t i) {
     return std::span<const float>(logits_).subspan(logitRow[i] * vocab, vocab);
   };
-  auto taken = [&](size_t i) { return !greedy.empty() && greedy[i]; };
+  // Slot s's token from wanted row i: the plan's id or a draw.
+  auto decide = [&](size_t s, size_t i) {
+    if (!greedy.empty() && greedy[i])
+      take(s, ids_[i], {});
+    else
+      next(s, row(i));
+  };
   if (!steps.empty()) {
     ++metrics_.decodeSteps;
     metrics_.decodeBatch.observe(static_cast<double>(steps.size()));
@@ -338,20 +340,12 @@ void Scheduler::mixedStep() {
     ++metrics_.prefillRuns;
   if (!steps.empty() && !chunks.empty())
     ++metrics_.mixedRuns;
-  for (size_t i = 0; i < of.size(); ++i) {
-    if (taken(i))
-      next(of[i], ids_[i]);
-    else
-      next(of[i], row(i));
-  }
+  for (size_t i = 0; i < of.size(); ++i)
+    decide(of[i], i);
   // Each chunk's last row follows the decode rows' (Session::step).
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    const size_t i = steps.size() + c;
-    if (taken(i))
-      prefilled(prefilling[c], chunks[c].ids.size(), {}, ids_[i]);
-    else
-      prefilled(prefilling[c], chunks[c].ids.size(), row(i));
-  }
+  for (size_t c = 0; c < chunks.size(); ++c)
+    if (prefilled(prefilling[c], chunks[c].ids.size()))
+      decide(prefilling[c], steps.size() + c);
   metrics_.sampleTime.observe(seconds(Clock::now() - t1));
 }
 
@@ -377,7 +371,8 @@ void Scheduler::prefillStep() {
   Clock::time_point t1 = Clock::now();
   metrics_.modelRunTime.observe(seconds(t1 - t0));
   metrics_.prefillRuns += session_.runs() - runsBefore;
-  prefilled(s, n, logits_);
+  if (prefilled(s, n))
+    next(s, logits_);
   metrics_.sampleTime.observe(seconds(Clock::now() - t1));
 }
 
@@ -462,8 +457,6 @@ void Scheduler::next(size_t s, std::span<const float> logits) {
   }
   take(s, id, logits);
 }
-
-void Scheduler::next(size_t s, int32_t id) { take(s, id, {}); }
 
 void Scheduler::take(size_t s, int32_t id, std::span<const float> logits) {
   Slot &slot = slots_[s];

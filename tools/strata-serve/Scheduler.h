@@ -191,20 +191,15 @@ private:
   void prefillStep();
   /// Runs one token of every decoding slot (a run without prompt rows).
   void decodeStep();
-  /// Counts a prompt chunk of \p rows of slot \p s that ran and, when it
-  /// ends the prompt, samples the first token from \p logits (or takes
-  /// \p id, the plan's greedy id, when it is not -1).
-  void prefilled(size_t s, size_t rows, std::span<const float> logits,
-                 int32_t id = -1);
+  /// Counts a prompt chunk of \p rows of slot \p s that ran; true when it
+  /// ends the prompt (the slot then decodes: its first token is due).
+  bool prefilled(size_t s, size_t rows);
   /// Counts the runs the session made since it had made \p runsBefore and
   /// their rows (each call the scheduler makes is one run).
   void countRuns(size_t runsBefore);
   /// Samples from \p logits for slot \p s and handles the token (output,
   /// end of the job or the next decode).
   void next(size_t s, std::span<const float> logits);
-  /// The same with the token already chosen: \p id, the plan's greedy id
-  /// (the slot samples greedily and wants no logprobs).
-  void next(size_t s, int32_t id);
   /// Handles slot \p s's token \p id, chosen from \p logits (empty when
   /// it was the plan's greedy id: no logprobs were asked).
   void take(size_t s, int32_t id, std::span<const float> logits);
