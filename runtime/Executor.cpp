@@ -767,6 +767,13 @@ bool Executor::runRowsAs(const std::vector<Row> &rows, RunOutput &out,
       return false;
     }
   }
+  // The positions each slot's rows attend, for the profile's byte counts.
+  std::map<int32_t, int64_t> attended;
+  for (const Row &r : rows)
+    attended[r.seq] = std::max<int64_t>(attended[r.seq], int64_t(r.pos) + 1);
+  lastRunAttended_.clear();
+  for (const auto &[slot, positions] : attended)
+    lastRunAttended_.push_back(positions);
   return runPrepared(tokens, &pos, &seq, out, error, keep, ids, idRows);
 }
 

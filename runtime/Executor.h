@@ -198,6 +198,12 @@ public:
   void setProfile(bool on) { profile_ = on; }
   /// Per kernel of the plan, its time in the last profiled run.
   const std::vector<double> &kernelSeconds() const { return kernelSeconds_; }
+  /// Per slot the last run touched (in slot order), the positions its rows
+  /// attend: its last row's position + 1 (empty for a plan without state).
+  /// What the caches' reads of that run scale with (format::kernelRunBytes).
+  const std::vector<int64_t> &lastRunAttended() const {
+    return lastRunAttended_;
+  }
 
   /// Keep a copy (as f32) of the buffers named \p names right after the
   /// kernel that writes each, before the arena reuses their bytes. Names are
@@ -373,6 +379,7 @@ private:
   bool poisonEachRun_ = true;
   bool poisoned_ = false; ///< the arena has had its fill
   bool profile_ = false;
+  std::vector<int64_t> lastRunAttended_;
   std::vector<double> kernelSeconds_;
   std::map<uint32_t, std::string> capture_; ///< buffer index -> name
   std::map<std::string, RunOutput> captured_;

@@ -152,6 +152,61 @@ std::string PlanKernel::label() const {
   return isFused() ? "fused:" + fused : recipeInfo(recipe).name;
 }
 
+KernelRunBytes kernelRunBytes(const Plan &plan, const PlanKernel &k,
+                              int64_t rows,
+                              const std::vector<int64_t> &attended) {
+  KernelRunBytes r;
+  r.bytes = k.bytes.at(rows);
+  const bool attention = !k.isFused() && k.recipe == Recipe::AttentionCached;
+  const bool select = !k.isFused() && k.recipe == Recipe::QsaSelectCached;
+  auto context = plan.options.find("max_context");
+  if (!(attention || select) || attended.empty() ||
+      context == plan.options.end() || context->second < 1)
+    return r;
+  auto batch = plan.options.find("max_batch");
+  const double slots = batch == plan.options.end() || batch->second < 1
+                           ? 1.0
+                           : double(batch->second);
+  const double full = double(context->second);
+  // One slot's share of each cache the kernel reads (attention: inputs 1
+  // and 2, the keys and values; selection: input 1, the compressed keys).
+  double perSlot = 0;
+  for (size_t i = 1; i < (attention ? 3u : 2u) && i < k.inputs.size(); ++i)
+    if (k.inputs[i].isState && k.inputs[i].index < plan.states.size())
+      perSlot += double(plan.states[k.inputs[i].index].bytes) / slots;
+  // What the plan counted: min(rows, slots) slots of the whole cache.
+  const double counted = perSlot * std::min<double>(double(rows), slots);
+  const PlanAttr *block = k.attr("block");
+  const int64_t blockRows = block && block->i > 0 ? block->i : 0;
+  // Selection: the compressed blocks a slot holds; block-sparse attention:
+  // the index of the blocks each row takes (its last input).
+  const std::vector<uint64_t> *compressed =
+      select && k.inputs.size() > 1 && k.inputs[1].isState &&
+              k.inputs[1].index < plan.states.size()
+          ? &plan.states[k.inputs[1].index].shape
+          : nullptr;
+  const std::vector<PlanDim> *index =
+      attention && !k.inputs.empty() && k.inputs.back().isBuffer() &&
+              k.inputs.back().index < plan.buffers.size()
+          ? &plan.buffers[k.inputs.back().index].shape
+          : nullptr;
+  double read = 0;
+  for (int64_t positions : attended) {
+    double keys = std::min(double(positions), full), all = full;
+    if (select && blockRows > 0 && compressed && compressed->size() > 1) {
+      all = double((*compressed)[1]);
+      keys = std::min(all, double(positions) / double(blockRows));
+    } else if (attention && blockRows > 0 && index && index->size() > 1) {
+      keys = std::min<double>(keys,
+                              double((*index)[1].constant) * double(blockRows));
+    }
+    read += perSlot * std::min(1.0, keys / all);
+  }
+  r.bytes += read - counted;
+  r.cacheBytes = read;
+  return r;
+}
+
 uint64_t PlanKernel::workspaceBytes(int64_t t) const {
   uint64_t n = 0;
   for (const BodyTemp &tmp : temps)

@@ -335,6 +335,27 @@ std::string planToJson(const Plan &plan);
 /// it. Sets \p error to "plan: <what>" on failure.
 bool validatePlan(const Plan &plan, std::string &error);
 
+/// What a kernel moves in one run: all its bytes, and of those the bytes of
+/// the caches it reads (attention_cached's keys and values,
+/// qsa_select_cached's compressed keys).
+struct KernelRunBytes {
+  double bytes = 0;
+  double cacheBytes = 0;
+};
+
+/// The bytes kernel \p k of \p plan moves in a run of \p rows rows. The
+/// plan counts a cache read whole (the full context) for each slot a run
+/// touches, since it cannot know the positions; \p attended gives, per slot
+/// of the run, the positions its rows attend (its last row's position + 1),
+/// and the cache reads are scaled to them (QSA selection: the compressed
+/// blocks of those positions; block-sparse attention: at most its selected
+/// blocks). Empty \p attended, or a kernel that reads no cache: the plan's
+/// count, with cacheBytes 0. --report's decode step and strata-run
+/// --profile both count with it.
+KernelRunBytes kernelRunBytes(const Plan &plan, const PlanKernel &k,
+                              int64_t rows,
+                              const std::vector<int64_t> &attended);
+
 /// The storage sets of \p plan's buffers as its memory proof walks them
 /// (positions: plan inputs 0, kernel k at k + 1, the output read at
 /// kernels.size() + 1), each set's values buffer indices. For a plan

@@ -23,7 +23,15 @@
       row of LOGITS (--dump-logits: raw float32 [generated, VOCAB]).
   generation.py check-prefix SHORT.ids LONG.ids
       both have the same prompt, and SHORT's generated ids begin LONG's.
+  generation.py check-cache-bytes PLAN.json P1 OUT1 P2 OUT2 ...
+      each OUT is the stdout of a run with --profile=json whose last run
+      (a decode row) attends P positions (its position + 1): the text, then
+      the profile's JSON. Every attention_cached kernel's bytes must be its
+      own bytes plus, per attended position, one position of its key and
+      value caches (the states' bytes over slots x context): the same own
+      bytes in every run, the caches' share growing with P.
 """
+import json
 import struct
 import sys
 
@@ -99,6 +107,33 @@ def check_prefix(short_path, long_path):
         sys.exit(f"generation.py: {short_path} does not begin {long_path}")
 
 
+def check_cache_bytes(plan_path, runs):
+    plan = json.load(open(plan_path))
+    slots, context = plan["options"]["max_batch"], plan["options"]["max_context"]
+    attention = {i: k for i, k in enumerate(plan["kernels"])
+                 if k.get("recipe") == "attention_cached"}
+    if not attention:
+        sys.exit("generation.py: the plan has no attention_cached kernel")
+    own = {}
+    for positions, out in runs:
+        text = open(out, "rb").read()  # the generated text may not be UTF-8
+        profile = json.loads(text[text.index(b'{"backend"'):])
+        for k in profile["kernels"]:
+            if k["index"] not in attention:
+                continue
+            states = [i["state"] for i in attention[k["index"]]["inputs"]
+                      if "state" in i]
+            per_position = sum(plan["state"][s]["bytes"] for s in states) / (
+                slots * context)
+            rest = k["bytes"] - per_position * positions
+            if abs(own.setdefault(k["index"], rest) - rest) > 0.5:
+                sys.exit(f"generation.py: kernel {k['index']} at {positions} "
+                         f"positions moves {k['bytes']} bytes: {rest} besides "
+                         f"the caches, {own[k['index']]} in the first run")
+    if set(own) != set(attention):
+        sys.exit("generation.py: the profiles miss attention_cached kernels")
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "force-eos":
@@ -111,5 +146,8 @@ if __name__ == "__main__":
         check_greedy(args[0], args[1], int(args[2]))
     elif cmd == "check-prefix":
         check_prefix(*args)
+    elif cmd == "check-cache-bytes":
+        check_cache_bytes(args[0], [(int(args[i]), args[i + 1])
+                                    for i in range(1, len(args), 2)])
     else:
         sys.exit(f"generation.py: unknown command {cmd}")

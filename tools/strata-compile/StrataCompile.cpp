@@ -378,8 +378,9 @@ uint64_t maxBatchOf(const format::Plan &p) {
 /// One decode step of a plan with state: every slot decodes one row
 /// (T = B = max_batch) with P positions in its caches. The plan's byte
 /// counts are at T (expert stacks: the expected distinct experts of B rows);
-/// cache reads are counted there at the full context and scaled here to the
-/// P positions a row attends (QSA: at most its selected blocks).
+/// cache reads are counted there at the full context and scaled to the P
+/// positions a row attends (format::kernelRunBytes, as strata-run
+/// --profile counts a run's).
 struct DecodeStep {
   int64_t rows = 0, context = 0;
   double bytes = 0, cacheBytes = 0;
@@ -388,36 +389,12 @@ struct DecodeStep {
 DecodeStep decodeStep(const format::Plan &p, int64_t context) {
   DecodeStep d;
   d.rows = static_cast<int64_t>(maxBatchOf(p));
-  const double full = double(p.options.at("max_context"));
   d.context = std::min<int64_t>(context, p.options.at("max_context"));
-  context = d.context;
+  const std::vector<int64_t> attended(static_cast<size_t>(d.rows), d.context);
   for (const format::PlanKernel &k : p.kernels) {
-    double b = k.bytes.at(d.rows);
-    bool attention =
-        !k.isFused() && k.recipe == format::Recipe::AttentionCached;
-    bool select = !k.isFused() && k.recipe == format::Recipe::QsaSelectCached;
-    if (attention || select) {
-      // What the plan counts: min(B, S) slots of the whole cache.
-      double slots = double(maxBatchOf(p)), read = 0;
-      for (size_t i = 1; i < (attention ? 3u : 2u); ++i) {
-        const format::PlanState &st = p.states[k.inputs[i].index];
-        read += double(st.bytes) / slots * std::min<double>(d.rows, slots);
-      }
-      double keys = double(context), all = full;
-      auto block = k.attrs.find("block");
-      if (select && block != k.attrs.end() && block->second.i > 0) {
-        all = double(p.states[k.inputs[1].index].shape[1]);
-        keys = std::min(all, double(context) / double(block->second.i));
-      } else if (attention && block != k.attrs.end() && block->second.i > 0) {
-        const format::PlanBuffer &index = p.buffers[k.inputs.back().index];
-        keys = std::min<double>(keys, double(index.shape[1].constant) *
-                                          double(block->second.i));
-      }
-      double scaled = read * std::min(1.0, keys / all);
-      b += scaled - read;
-      d.cacheBytes += scaled;
-    }
-    d.bytes += b;
+    format::KernelRunBytes b = format::kernelRunBytes(p, k, d.rows, attended);
+    d.bytes += b.bytes;
+    d.cacheBytes += b.cacheBytes;
   }
   return d;
 }

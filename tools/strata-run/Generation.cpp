@@ -173,7 +173,7 @@ int decodeBatch(const Options &o, const format::Plan &plan,
   if (o.profile && steps1 > 0) {
     std::fflush(stdout);
     fmt::print("\n");
-    printProfile(plan, ex.kernelSeconds(), b, o.backend, o.profileJson);
+    printProfile(plan, ex, b, o.backend, o.profileJson);
   } else if (o.profile) {
     fmt::print(stderr, "--profile: no decode step ran (-n 1): nothing to "
                        "profile\n");
@@ -403,8 +403,7 @@ int generate(Options &o) {
   if (o.profile) {
     std::fflush(stdout);
     fmt::print("\n");
-    printProfile(plan, ex->kernelSeconds(), gen->lastRunRows(), o.backend,
-                 o.profileJson);
+    printProfile(plan, *ex, gen->lastRunRows(), o.backend, o.profileJson);
   }
   return 0;
 }

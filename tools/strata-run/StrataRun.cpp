@@ -172,11 +172,13 @@ double floorSeconds(const format::Plan &plan, const format::PlanKernel &k,
 
 /// The --profile tables: per kernel family (label), calls, time, share,
 /// achieved GB/s and TFLOP/s from the compiler's byte and FLOP counts at
-/// the run's T, the floor at the plan's roofline and the share of it
-/// reached; then the ten slowest kernels; totals with the sum of floors.
-/// --profile=json prints every kernel instead.
-void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
+/// the run's T (cache reads at the run's positions), the floor at the
+/// plan's roofline and the share of it reached; then the ten slowest
+/// kernels; totals with the sum of floors. --profile=json prints every
+/// kernel instead.
+void printProfile(const format::Plan &plan, const runtime::Executor &ex,
                   int64_t tokens, const std::string &backend, bool json) {
+  const std::vector<double> &seconds = ex.kernelSeconds();
   struct Row {
     std::string label;
     uint64_t calls = 0;
@@ -186,8 +188,12 @@ void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
   double total = 0, totalFloor = 0;
   for (size_t k = 0; k < plan.kernels.size() && k < seconds.size(); ++k) {
     const format::PlanKernel &pk = plan.kernels[k];
-    Row r{pk.label(),          1,          pk.bytes.at(tokens),
-          pk.flops.at(tokens), seconds[k], 0};
+    Row r{pk.label(),
+          1,
+          format::kernelRunBytes(plan, pk, tokens, ex.lastRunAttended()).bytes,
+          pk.flops.at(tokens),
+          seconds[k],
+          0};
     r.floor = floorSeconds(plan, pk, r.bytes, r.flops);
     kernels.push_back(r);
     auto it = std::find_if(families.begin(), families.end(),
@@ -342,10 +348,12 @@ constexpr const char *kUsage =
     "  --profile[=json]     time every kernel (device events in stream\n"
     "                       order) and print per kernel family: calls, ms,\n"
     "                       share, GB/s and TFLOP/s from the compiler's byte\n"
-    "                       and FLOP counts at the run's T, the floor at the\n"
-    "                       plan's roofline and the share of it reached; the\n"
-    "                       ten slowest kernels; totals, tokens/s and the sum\n"
-    "                       of floors (json: every kernel)\n"
+    "                       and FLOP counts at the run's T (the KV caches'\n"
+    "                       reads at the positions its rows attend), the\n"
+    "                       floor at the plan's roofline and the share of it\n"
+    "                       reached; the ten slowest kernels; totals,\n"
+    "                       tokens/s and the sum of floors (json: every\n"
+    "                       kernel)\n"
     "  --no-graphs          GPU backends: launch every kernel on its own in\n"
     "                       every run. By default the second run at a prompt\n"
     "                       length captures the plan's launches into one\n"
@@ -832,8 +840,8 @@ int run(int argc, char **argv) {
       fmt::print("graph: off ({})\n", graph.off);
   }
   if (o.profile)
-    printProfile(plan, ex->kernelSeconds(), static_cast<int64_t>(tokens.size()),
-                 o.backend, o.profileJson);
+    printProfile(plan, *ex, static_cast<int64_t>(tokens.size()), o.backend,
+                 o.profileJson);
   return 0;
 }
 

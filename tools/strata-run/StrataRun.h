@@ -84,9 +84,11 @@ std::string f32Bytes(const std::vector<float> &v);
 /// stderr, the dumps written at the end. Returns the exit status.
 int generate(Options &o);
 
-/// The --profile tables of one run of \p tokens rows (kernel times
-/// \p seconds, as Executor::kernelSeconds gives them).
-void printProfile(const format::Plan &plan, const std::vector<double> &seconds,
+/// The --profile tables of \p ex's last run, of \p tokens rows: its kernel
+/// times (Executor::kernelSeconds) against the bytes and FLOPs the plan
+/// counts at that run, the caches' reads at the positions its slots attend
+/// (Executor::lastRunAttended).
+void printProfile(const format::Plan &plan, const runtime::Executor &ex,
                   int64_t tokens, const std::string &backend, bool json);
 
 } // namespace strata::tools::run

@@ -848,6 +848,37 @@ TEST(PlanState, VersionThreeRoundTrip) {
   EXPECT_NE(planToJson(smallPlan()).find("\"version\": 2"), std::string::npos);
 }
 
+TEST(PlanState, CacheReadsScaleToThePositionsARunAttends) {
+  Plan p = statePlan();
+  // As the compiler counts attention_cached: 100 bytes of its own, and the
+  // whole cache (keys and values, 512 bytes a slot at 16 positions) for
+  // each slot a run touches, min(T, 2) slots.
+  PlanKernel &att = p.kernels[3];
+  att.bytes = PlanPoly::of({100, 512});
+  att.bytes.pieces.push_back({2, {100 + 1024}});
+  std::string err;
+  ASSERT_TRUE(validatePlan(p, err)) << err;
+  // No positions: the plan's count.
+  KernelRunBytes whole = kernelRunBytes(p, att, 2, {});
+  EXPECT_EQ(whole.bytes, 1124);
+  EXPECT_EQ(whole.cacheBytes, 0);
+  // Two slots attending 4 and 16 of 16 positions: a quarter and all.
+  KernelRunBytes two = kernelRunBytes(p, att, 2, {4, 16});
+  EXPECT_EQ(two.cacheBytes, 128 + 512);
+  EXPECT_EQ(two.bytes, 100 + 128 + 512);
+  // One row at position 7 (8 positions): half a slot's cache.
+  KernelRunBytes one = kernelRunBytes(p, att, 1, {8});
+  EXPECT_EQ(one.cacheBytes, 256);
+  EXPECT_EQ(one.bytes, 100 + 256);
+  // Past the context a slot reads no more than it holds.
+  EXPECT_EQ(kernelRunBytes(p, att, 1, {1000}).cacheBytes, 512);
+  // A kernel that reads no cache keeps its count.
+  p.kernels[0].bytes = PlanPoly::of({0, 32});
+  KernelRunBytes emb = kernelRunBytes(p, p.kernels[0], 3, {4, 16});
+  EXPECT_EQ(emb.bytes, 96);
+  EXPECT_EQ(emb.cacheBytes, 0);
+}
+
 TEST(PlanState, ReaderRefusesStateInVersionTwo) {
   std::string text = planToJson(statePlan());
   size_t at = text.find("\"version\": 3");
