@@ -36,6 +36,15 @@ fi
 # Tokenizer: the first byte picks text (round trip over a built-in
 # vocabulary), token ids to decode, or a GGUF image as the vocabulary.
 run strata-tokenizer-fuzzer test/fuzz/corpus/tokenizer -max_len=4096
+# strata-serve's request bodies (both endpoints) and chat templates: the
+# first byte of a seed ('0', '1', '2') picks which.
+if [ -x build-fuzz/bin/strata-request-fuzzer ]; then
+  run strata-request-fuzzer test/fuzz/corpus/request -max_len=4096 \
+    -dict=test/fuzz/request.dict
+else
+  echo "fuzz: strata-request-fuzzer SKIPPED (strata-serve's core is not" \
+    "built: PCRE2 or cpp-httplib missing)"
+fi
 # Plans: seeds are real plans of the four archs (tiny models, T = 4, host
 # and gfx1151 storage policies, and the stateful form with --max-context 16)
 # and hand-made minimal plans; each validating

@@ -235,7 +235,9 @@ bool readUnsupported(const json &v, const char *name, RequestError &error) {
       v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
       (v.is_number_integer() && v.get<int64_t>() >= 0 &&
        v.get<int64_t>() <= 1) ||
-      ((v.is_string() || v.is_array() || v.is_object()) && v.empty()) ||
+      // json::empty() is false for every string: "" is asked for here.
+      (v.is_string() && v.get_ref<const std::string &>().empty()) ||
+      ((v.is_array() || v.is_object()) && v.empty()) ||
       (v.is_object() && v.size() == 1 && v.contains("type") &&
        v["type"] == "text");
   if (nothing)
