@@ -36,8 +36,8 @@ fi
 # Tokenizer: the first byte picks text (round trip over a built-in
 # vocabulary), token ids to decode, or a GGUF image as the vocabulary.
 run strata-tokenizer-fuzzer test/fuzz/corpus/tokenizer -max_len=4096
-# strata-serve's request bodies (both endpoints) and chat templates: the
-# first byte of a seed ('0', '1', '2') picks which.
+# strata-serve's request bodies (both endpoints), chat templates and stop
+# strings: the first byte of a seed ('0' to '3') picks which.
 if [ -x build-fuzz/bin/strata-request-fuzzer ]; then
   run strata-request-fuzzer test/fuzz/corpus/request -max_len=4096 \
     -dict=test/fuzz/request.dict

@@ -1,7 +1,7 @@
 //===- RequestFuzzer.cpp - libFuzzer target for strata-serve's bodies -----===//
 //
-// The first byte, modulo 3 (the seeds' '0', '1' and '2'), picks what the
-// rest is:
+// The first byte, modulo 4 (the seeds' '0' to '3'), picks what the rest
+// is:
 //
 //   0-1: the body of POST /v1/completions (0) or /v1/chat/completions (1),
 //     read by parseRequest. A refused body has a message and names a field
@@ -12,14 +12,22 @@
 //     assistant's turn.
 //   2: a GGUF chat template (tokenizer.chat_template) to recognise: a known
 //     one gives a format, an unknown one an error naming --chat-format.
+//   3: a request's stop strings and a generated text (byte 1: the count of
+//     stops, 1 to 4; then each stop's length, 0 to 7, and bytes; the rest
+//     is the text). Streamed through StopStrings in pieces cut by the
+//     input's bytes, and one byte at a time, the text shown is the text
+//     before the stop completed first (then the longest), the same however
+//     it is cut, and no more than the longest stop's length - 1 is held.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Sampler.h"
+#include "runtime/tokenizer/StopStrings.h"
 #include "tools/strata-serve/ChatFormat.h"
 #include "tools/strata-serve/Request.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -134,17 +142,89 @@ void checkAccepted(const GenerationRequest &r, Endpoint endpoint,
     die("'none' is not the contents joined by newlines", plain);
 }
 
+/// What StopStrings must show of \p text: the text before the occurrence
+/// of a stop that ends first (of those ending together, the longest), or
+/// all of it.
+std::string shownOf(const std::vector<std::string> &stops,
+                    const std::string &text, std::string *matched) {
+  size_t first = std::string::npos, end = std::string::npos;
+  for (const std::string &s : stops) {
+    if (s.empty())
+      continue;
+    size_t at = text.find(s);
+    if (at != std::string::npos &&
+        (at + s.size() < end || (at + s.size() == end && at < first))) {
+      first = at;
+      end = at + s.size();
+      *matched = s;
+    }
+  }
+  return first == std::string::npos ? text : text.substr(0, first);
+}
+
+/// \p text streamed through \p stops in pieces of the given lengths (the
+/// last piece takes the rest).
+std::string streamed(const std::vector<std::string> &stops,
+                     const std::string &text, const std::vector<size_t> &pieces,
+                     std::string *matched, size_t maxHeld) {
+  tokenizer::StopStrings s(stops);
+  std::string out;
+  size_t at = 0;
+  for (size_t i = 0; at < text.size(); ++i) {
+    size_t n = i < pieces.size() ? pieces[i] : text.size() - at;
+    n = std::min(n, text.size() - at);
+    bool stop = s.push(std::string_view(text).substr(at, n), out);
+    at += n;
+    if (stop) {
+      *matched = std::string(s.matched());
+      return out;
+    }
+    if (s.heldBytes() > maxHeld)
+      die("StopStrings held more than the longest stop - 1", text);
+  }
+  s.finish(out);
+  return out;
+}
+
+void checkStops(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return;
+  std::vector<std::string> stops;
+  size_t at = 1, longest = 1;
+  for (int n = 1 + data[0] % 4; n > 0 && at < size; --n) {
+    size_t len = data[at++] % 8;
+    len = std::min(len, size - at);
+    stops.emplace_back(reinterpret_cast<const char *>(data) + at, len);
+    longest = std::max(longest, len);
+    at += len;
+  }
+  const std::string text(reinterpret_cast<const char *>(data) + at, size - at);
+  std::string want, got;
+  const std::string expect = shownOf(stops, text, &want);
+  // Pieces cut by the text's own bytes (0 to 7 long), and single bytes.
+  std::vector<size_t> cuts, ones(text.size(), 1);
+  for (unsigned char c : text)
+    cuts.push_back(c % 8);
+  for (const std::vector<size_t> *pieces : {&cuts, &ones}) {
+    std::string shown = streamed(stops, text, *pieces, &got, longest - 1);
+    if (shown != expect || got != want)
+      die("stop strings: the text shown depends on how it is cut",
+          "shown '" + shown + "', want '" + expect + "' (stop '" + got +
+              "', want '" + want + "')");
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0)
     return 0;
   const std::string body(reinterpret_cast<const char *>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
   case 0:
   case 1: {
     const Endpoint endpoint =
-        data[0] % 3 == 0 ? Endpoint::Completions : Endpoint::Chat;
+        data[0] % 4 == 0 ? Endpoint::Completions : Endpoint::Chat;
     GenerationRequest r;
     RequestError error;
     if (parseRequest(body, endpoint, r, error))
@@ -153,6 +233,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       checkRefused(error, body);
     return 0;
   }
+  case 3:
+    checkStops(data + 1, size - 1);
+    return 0;
   default: {
     ChatFormat format;
     std::string error;
