@@ -59,6 +59,9 @@ private:
   Shape rowShape; ///< the outputs' shape: dim 0 is the row
   /// qsa_select's form (codegen/qsa/QsaForm.h; blocks 0: no qsa_select).
   QsaSelectForm qsa;
+  /// Vector loads a thread issues before their first use (option
+  /// row-loads; 1: a load at a time).
+  int loads = 1;
 
   /// Pointer to the current row of \p t (which must be row-aligned).
   std::string rowPtr(const Tensor &t) {
@@ -209,6 +212,55 @@ void RowEmitter::elementwise(const BodyOp &op) {
   };
   bool vec = n % 4 == 0 && y.shape.size() >= 2 && innerOk(y) &&
              (y.isTemp || !y.quant());
+  // Chunks of C vector accesses a thread (option row-loads): every load
+  // of a chunk is issued before its first store, since y may share storage
+  // with an input and the compiler keeps the program's order of loads and
+  // stores to memory that may alias (a load at a time waits a memory
+  // latency per NT x 4 elements: a few rows a launch cannot hide it).
+  const int64_t trips = (n + kThreads * 4 - 1) / (kThreads * 4);
+  const int64_t chunk = std::min<int64_t>(loads, trips);
+  if (vec && chunk > 1) {
+    e.line("  for (long b0 = tid_x() * 4L; b0 < {}L; b0 += {} * 4L * {}) {{", n,
+           kThreads, chunk);
+    for (size_t k = 0; k < ins.size(); ++k)
+      e.line("    float a{}[{}][4];", k, chunk);
+    e.line("#pragma unroll");
+    e.line("    for (int c = 0; c < {}; ++c) {{", chunk);
+    e.line("      const long i0 = b0 + c * {} * 4L;", kThreads);
+    e.line("      if (i0 >= {}L) continue;", n);
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (innerOk(ins[k]))
+        e.line("      ld4({}, {}, a{}[c]);", ins[k].ptr,
+               elementIndex(ins[k], y.shape, "row", "i0"), k);
+      else
+        e.line("      for (int u = 0; u < 4; ++u) a{}[c][u] = ld({}, {});", k,
+               ins[k].ptr, elementIndex(ins[k], y.shape, "row", "(i0 + u)"));
+      if (!wrap[k].empty())
+        e.line("      for (int u = 0; u < 4; ++u) a{}[c][u] = {}(a{}[c][u]{});",
+               k, wrap[k], k, wrapExtra[k]);
+    }
+    e.line("    }}");
+    e.line("#pragma unroll");
+    e.line("    for (int c = 0; c < {}; ++c) {{", chunk);
+    e.line("      const long i0 = b0 + c * {} * 4L;", kThreads);
+    e.line("      if (i0 >= {}L) continue;", n);
+    e.line("      float r[4];");
+    e.line("#pragma unroll");
+    e.line("      for (int u = 0; u < 4; ++u) {{");
+    std::string args;
+    for (size_t k = 0; k < ins.size(); ++k)
+      args += fmt::format("{}a{}[c][u]", k ? ", " : "", k);
+    e.line("        r[u] = {};",
+           op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
+               ? args
+               : fmt::format("{}({}{})", fn, args, extra));
+    e.line("      }}");
+    e.line("      st4({}, {}, r);", y.ptr,
+           elementIndex(y, y.shape, "row", "i0"));
+    e.line("    }}");
+    e.line("  }}");
+    return;
+  }
   if (vec) {
     e.line("  for (long i0 = tid_x() * 4L; i0 < {}L; i0 += {} * 4L) {{", n,
            kThreads);
@@ -274,9 +326,11 @@ void RowEmitter::op(const BodyOp &op) {
     int64_t d = constProduct(x.shape, x.shape.size() - 1);
     int64_t gs = op.recipe == Recipe::RmsNorm ? d / e.intAttr(op, "groups") : d;
     auto [wn, w] = normWeight(op);
-    e.line("  row_rms_norm<{}, {}, {}, {}>({}, {}, {}, {}, red);", n, gs,
-           kThreads, wn, rowPtr(x), w, rowPtr(y),
-           floatLit(e.floatAttr(op, "eps")));
+    // The loads in flight only where the option asks (1: the template's
+    // default, the text of plans before the option).
+    e.line("  row_rms_norm<{}, {}, {}, {}{}>({}, {}, {}, {}, red);", n, gs,
+           kThreads, wn, loads > 1 ? fmt::format(", {}", loads) : "", rowPtr(x),
+           w, rowPtr(y), floatLit(e.floatAttr(op, "eps")));
     break;
   }
   case Recipe::L2Norm: {
@@ -774,6 +828,7 @@ void RowEmitter::convRows(const RowForm &form) {
 }
 
 void RowEmitter::run() {
+  loads = static_cast<int>(option(e.plan, codegen::Opt::RowLoads));
   Tensor y0 = e.tensor({format::BodyRef::Kind::Out, 0, {}});
   rowShape = y0.shape;
   if (rowShape.empty())

@@ -365,6 +365,14 @@ def reduction_cases() -> list[Case]:
         b(f"%y = rms_norm(%x{w}) {{{attrs}}}")
         b.output("%y", d, ("%x", d))
         cases.append(b.case(name, "reduction", f"rms_norm {doc}"))
+    # A row of 1,280 (a multiple of 128): a wave's 10 vector loads in a
+    # chunk of 8 and one of 2.
+    b = Body(1280)
+    b(f"%y = rms_norm(%x, {b.w('norm.weight', (1280,), init='norm')}) "
+      "{eps = 1e-6}")
+    b.output("%y", 1280, ("%x", 1280))
+    cases.append(b.case("rms_norm_wide1280", "reduction",
+                        "rms_norm of [T, 1280], weight [1280]"))
     for hd in (64, 128):
         b = Body(4 * hd)
         b(f"%x3 = reshape(%x) : f32[T, 4, {hd}]")
@@ -878,8 +886,9 @@ def hc_cases(types: tuple[str, ...]) -> list[Case]:
                             f"rank-{lr} {t} read gates; two write+norm sites "
                             "and the final read", types=(t,),
                             max_tokens=640, prompts=(1, 37, 100, 600)))
-    # Each hc op alone: no GEMM makes the gate, so nothing fuses.
-    for d, n in ((64, 4), (300, 3)):
+    # Each hc op alone: no GEMM makes the gate, so nothing fuses. 2,560 x 4
+    # is qwen4exp's: a wave's 20 loads of a stream in chunks of 8.
+    for d, n in ((64, 4), (300, 3), (2560, 4)):
         b = Body(d)
         g0 = b.table("g0", n * d, init="uniform", lo=0.0, hi=1.0)
         lam = b.table("lam", n, init="uniform", lo=0.0, hi=2.0)

@@ -99,35 +99,79 @@ STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
 /// RMS normalisation of one row of N elements in groups of GS (rms_norm,
 /// hc_norm): y = x * 1/sqrt(mean(x^2) + eps) [* w[i % WN]]. Groups of at
 /// most 1024 elements go one per wave; larger ones take the whole block.
-template <int N, int GS, int NT, int WN, class X, class W, class Y>
+/// CL: vector loads a lane issues at a time in the wave form (option
+/// row-loads).
+template <int N, int GS, int NT, int WN, int CL = 1, class X, class W, class Y>
 STRATA_FN void row_rms_norm(const X *x, const W *w, Y *y, float eps,
                             float *red) {
   constexpr int G = N / GS;
   if constexpr (GS % 128 == 0 && (WN == 0 || WN % 4 == 0)) {
-    // A wave per group, 4 adjacent elements per lane (vector accesses).
-    for (int g = tid_x() >> 5; g < G; g += NT / 32) {
-      float s = 0;
-      for (int i0 = lane_id() * 4; i0 < GS; i0 += 128) {
-        float v[4];
-        ld4(x, g * GS + i0, v);
+    // A wave per group, 4 adjacent elements per lane (vector accesses),
+    // a lane's loads issued CL at a time before any of their sums: C of a
+    // group's PER, and where a group has fewer than CL, the same loads of
+    // GB groups (the wave's g, g + NW, ...) at once. A load per loop turn
+    // waits a memory latency per 128 elements (the PTX's loop at CL = 1:
+    // an hc_norm of 4 x 2,560 at one row took ~15 us on the H100, twenty
+    // latencies a pass). Each group's sum keeps its order (k, then u) at
+    // any CL. The chunks stay a loop: unrolled, a lane held every load of
+    // its group (126 registers for 2,560).
+    constexpr int PER = GS / 128, C = PER < CL ? PER : CL;
+    constexpr int GB = PER < CL ? CL / PER : 1, NW = NT / 32;
+    const int lane4 = lane_id() * 4;
+    for (int g0 = tid_x() >> 5; g0 < G; g0 += NW * GB) {
+      float s[GB];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          s += v[u] * v[u];
+      for (int b = 0; b < GB; ++b)
+        s[b] = 0.0f;
+#pragma unroll 1
+      for (int k0 = 0; k0 < PER; k0 += C) {
+        float v[GB][C][4];
+#pragma unroll
+        for (int b = 0; b < GB; ++b)
+#pragma unroll
+          for (int c = 0; c < C; ++c)
+            if (g0 + NW * b < G && k0 + c < PER)
+              ld4(x, (g0 + NW * b) * GS + (k0 + c) * 128 + lane4, v[b][c]);
+#pragma unroll
+        for (int b = 0; b < GB; ++b)
+#pragma unroll
+          for (int c = 0; c < C; ++c)
+            if (g0 + NW * b < G && k0 + c < PER) {
+#pragma unroll
+              for (int u = 0; u < 4; ++u)
+                s[b] += v[b][c][u] * v[b][c][u];
+            }
       }
-      float scale = 1.0f / strata_sqrt(warp_sum(s) / GS + eps);
-      for (int i0 = lane_id() * 4; i0 < GS; i0 += 128) {
-        int j = g * GS + i0;
-        float v[4], wv[4];
-        ld4(x, j, v);
-        if constexpr (WN > 0)
-          ld4(w, j % WN, wv);
+      float scale[GB];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          v[u] *= scale;
-          if constexpr (WN > 0)
-            v[u] *= wv[u];
-        }
-        st4(y, j, v);
+      for (int b = 0; b < GB; ++b)
+        scale[b] = 1.0f / strata_sqrt(warp_sum(s[b]) / GS + eps);
+#pragma unroll 1
+      for (int k0 = 0; k0 < PER; k0 += C) {
+        float v[GB][C][4], wv[GB][C][4];
+#pragma unroll
+        for (int b = 0; b < GB; ++b)
+#pragma unroll
+          for (int c = 0; c < C; ++c)
+            if (g0 + NW * b < G && k0 + c < PER) {
+              const int j = (g0 + NW * b) * GS + (k0 + c) * 128 + lane4;
+              ld4(x, j, v[b][c]);
+              if constexpr (WN > 0)
+                ld4(w, j % WN, wv[b][c]);
+            }
+#pragma unroll
+        for (int b = 0; b < GB; ++b)
+#pragma unroll
+          for (int c = 0; c < C; ++c)
+            if (g0 + NW * b < G && k0 + c < PER) {
+#pragma unroll
+              for (int u = 0; u < 4; ++u) {
+                v[b][c][u] *= scale[b];
+                if constexpr (WN > 0)
+                  v[b][c][u] *= wv[b][c][u];
+              }
+              st4(y, (g0 + NW * b) * GS + (k0 + c) * 128 + lane4, v[b][c]);
+            }
       }
     }
   } else if constexpr (GS <= 1024 && G >= NT / 32) {

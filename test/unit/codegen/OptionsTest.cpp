@@ -13,22 +13,36 @@ using codegen::Opt;
 TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
   // The fifteen STRATA_GEMM_* / STRATA_ATTN_* variables the generator used
   // to read, each now one row of Options.def, and the options added since.
-  const std::set<std::string> want = {
-      "gemm-decode-rows",   "gemm-decode-pieces",
-      "gemm-decode-cols",   "gemm-decode-stage",
-      "gemm-tma",           "gemm-tma-quant",
-      "gemm-tma-grouped",   "gemm-tma-pair",
-      "gemm-tma-persist",   "gemm-staged",
-      "gemm-core",          "attn-sparse",
-      "attn-compact",       "attn-ws",
-      "attn-pingpong",      "attn-expfirst",
-      "attn-trace",         "attn-rolled",
-      "attn-smx",           "gemm-f32-rows",
-      "gemm-decode-int8",   "gemm-decode-blocks",
-      "moe-route-block",    "gemm-dequant-once",
-      "portable-forms",     "gemm-decode-prefetch",
-      "gemm-decode-mma",    "gemm-decode-wide",
-      "grouped-decode-rows"};
+  const std::set<std::string> want = {"gemm-decode-rows",
+                                      "gemm-decode-pieces",
+                                      "gemm-decode-cols",
+                                      "gemm-decode-stage",
+                                      "gemm-tma",
+                                      "gemm-tma-quant",
+                                      "gemm-tma-grouped",
+                                      "gemm-tma-pair",
+                                      "gemm-tma-persist",
+                                      "gemm-staged",
+                                      "gemm-core",
+                                      "attn-sparse",
+                                      "attn-compact",
+                                      "attn-ws",
+                                      "attn-pingpong",
+                                      "attn-expfirst",
+                                      "attn-trace",
+                                      "attn-rolled",
+                                      "attn-smx",
+                                      "gemm-f32-rows",
+                                      "gemm-decode-int8",
+                                      "gemm-decode-blocks",
+                                      "moe-route-block",
+                                      "gemm-dequant-once",
+                                      "portable-forms",
+                                      "gemm-decode-prefetch",
+                                      "gemm-decode-mma",
+                                      "gemm-decode-wide",
+                                      "grouped-decode-rows",
+                                      "row-loads"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
