@@ -384,9 +384,26 @@ void RowEmitter::op(const BodyOp &op) {
       e.line("  for (long o = tid_x() >> 5; o < {}L; o += {}) {{",
              constProduct(y.shape, 1), kThreads / 32);
       e.line("    float s = 0;");
-      e.line("    for (long j = lane_id(); j < {}L; j += 32) s += ld({}, o * "
-             "{}L + j);",
-             len, rowPtr(x), len);
+      // row-loads: a lane's loads C at a time, summed in their order.
+      const int64_t chunk = std::min<int64_t>(loads, (len + 31) / 32);
+      if (chunk > 1) {
+        e.line("    for (long j0 = lane_id(); j0 < {}L; j0 += 32 * {}) {{", len,
+               chunk);
+        e.line("      float v[{}];", chunk);
+        e.line("#pragma unroll");
+        e.line("      for (int c = 0; c < {}; ++c)", chunk);
+        e.line("        v[c] = j0 + 32 * c < {}L ? ld({}, o * {}L + j0 + 32 * "
+               "c) : 0.0f;",
+               len, rowPtr(x), len);
+        e.line("#pragma unroll");
+        e.line("      for (int c = 0; c < {}; ++c)", chunk);
+        e.line("        if (j0 + 32 * c < {}L) s += v[c];", len);
+        e.line("    }}");
+      } else {
+        e.line("    for (long j = lane_id(); j < {}L; j += 32) s += ld({}, o * "
+               "{}L + j);",
+               len, rowPtr(x), len);
+      }
       e.line("    s = warp_sum(s);");
       e.line("    if (lane_id() == 0) st({}, o, s{});", rowPtr(y), mean);
       e.line("  }}");
