@@ -352,7 +352,10 @@ void RowEmitter::op(const BodyOp &op) {
     Tensor x = in(op, 0);
     int64_t d = constProduct(x.shape, x.shape.size() - 1);
     // n rows of d values in the block's row ([T] ids: one logits row).
-    e.line("  row_argmax<{}, {}, {}>({}, {}, red, redi);", n, d, kThreads,
+    // row-loads: the loop unrolled 4 x C (at most 16) turns, its loads
+    // issued together.
+    e.line("  row_argmax<{}, {}, {}{}>({}, {}, red, redi);", n, d, kThreads,
+           loads > 1 ? fmt::format(", {}", std::min(16, 4 * loads)) : "",
            rowPtr(x), rowPtr(y));
     break;
   }

@@ -260,30 +260,45 @@ STRATA_FN void argmax_pick(float &v, int &i, float ov, int oi) {
 /// step, ... (4 adjacent ones a load from first = 4 * k with step = 4 * m
 /// when N % 4 == 0), in increasing index, keeping the first best; \p bad
 /// is set by a NaN or +inf.
-template <int N, class X>
+template <int N, int U = 4, class X>
 STRATA_FN void argmax_part(const X *x, int first, int step, float &best,
                            int &bi, int &bad) {
-  if constexpr (N % 4 == 0) {
+  auto take = [&](float v, int i) {
+    bad |= !(v < __builtin_inff());
+    const bool better = v > best;
+    best = better ? v : best;
+    bi = better ? i : bi;
+  };
+  if constexpr (N % 4 == 0 && U > 4) {
+    // U vector loads issued before any is compared (option row-loads: a
+    // logits row in one block is a long chain of turns), then taken in
+    // increasing index as below.
+    for (int b0 = first * 4; b0 < N; b0 += step * 4 * U) {
+      float v[U][4];
+#pragma unroll
+      for (int c = 0; c < U; ++c)
+        if (b0 + c * step * 4 < N)
+          ld4(x, b0 + c * step * 4, v[c]);
+#pragma unroll
+      for (int c = 0; c < U; ++c)
+        if (b0 + c * step * 4 < N) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            take(v[c][u], b0 + c * step * 4 + u);
+        }
+    }
+  } else if constexpr (N % 4 == 0) {
 #pragma unroll 4
     for (int i0 = first * 4; i0 < N; i0 += step * 4) {
       float v[4];
       ld4(x, i0, v);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        bad |= !(v[u] < __builtin_inff());
-        const bool take = v[u] > best;
-        best = take ? v[u] : best;
-        bi = take ? i0 + u : bi;
-      }
+      for (int u = 0; u < 4; ++u)
+        take(v[u], i0 + u);
     }
   } else {
-    for (int i = first; i < N; i += step) {
-      const float v = ld(x, i);
-      bad |= !(v < __builtin_inff());
-      const bool take = v > best;
-      best = take ? v : best;
-      bi = take ? i : bi;
-    }
+    for (int i = first; i < N; i += step)
+      take(ld(x, i), i);
   }
 }
 
@@ -305,14 +320,14 @@ STRATA_FN void argmax_wave(float &best, int &bi, int &bad) {
 /// wave, then the block picks by value and index, so the result does not
 /// depend on the reduction's order. One row (a logits row): the whole
 /// block; several: a wave a row. \p red and \p redi hold NT / 32.
-template <int R, int N, int NT, class X>
+template <int R, int N, int NT, int U = 4, class X>
 STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
   constexpr int kNone = 0x7fffffff;
   if constexpr (R > 1) {
     for (int r = tid_x() >> 5; r < R; r += NT / 32) {
       float best = -__builtin_inff();
       int bi = kNone, bad = 0;
-      argmax_part<N>(x + (long)r * N, lane_id(), 32, best, bi, bad);
+      argmax_part<N, U>(x + (long)r * N, lane_id(), 32, best, bi, bad);
       argmax_wave(best, bi, bad);
       if (lane_id() == 0)
         y[r] = bad || bi == kNone ? -1 : bi;
@@ -321,7 +336,7 @@ STRATA_FN void row_argmax(const X *x, int32_t *y, float *red, int *redi) {
   }
   float best = -__builtin_inff();
   int bi = kNone, bad = 0;
-  argmax_part<N>(x, tid_x(), NT, best, bi, bad);
+  argmax_part<N, U>(x, tid_x(), NT, best, bi, bad);
   // -inf everywhere leaves bi = kNone: no candidate, whatever its value.
   argmax_wave(best, bi, bad);
   if (lane_id() == 0) {
