@@ -1188,18 +1188,22 @@ static int compileMain(int argc, char **argv) {
         std::filesystem::remove_all(out, fsErr);
       return fail(error);
     }
+    // The plan with its code validates (an internal error if not) and each
+    // kernel can launch (else it would fail at run time only); a refusal
+    // leaves nothing half-written.
+    std::vector<std::optional<KernelUse>> uses;
+    std::string why;
     if (!format::planFromJson(format::planToJson(plan), "plan.json", check,
                               error))
-      return fail("internal error, the plan does not validate: " + error);
-    // A kernel that cannot launch would fail at run time only: refuse the
-    // plan here, leaving nothing half-written.
-    std::vector<std::optional<KernelUse>> uses;
-    if (!loadKernelUses(plan, out, *tgt, uses, error) ||
-        !checkLaunchable(plan, *tgt, uses, error)) {
+      why = "internal error, the plan does not validate: " + error;
+    else if (!loadKernelUses(plan, out, *tgt, uses, error) ||
+             !checkLaunchable(plan, *tgt, uses, error))
+      why = error;
+    if (!why.empty()) {
       std::filesystem::remove_all(out + "/kernels", fsErr);
       if (!existed)
         std::filesystem::remove_all(out, fsErr);
-      return fail(error);
+      return fail(why);
     }
   }
   if (!format::writePlanDir(out, plan, error))
