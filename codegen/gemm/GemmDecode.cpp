@@ -221,34 +221,60 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   // Warps in groups of `slices` per `cols` columns; slice j takes the
   // 256-element pieces j, j + slices, ... of K.
   e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
-  e.line("  const long n0 = ((long)(bid_x() - base) * {} + group) * {};",
-         kGemvWarps / slices, cols);
-  e.line("  const bool live = n0 < {}L;", g.n);
-  for (size_t b = 0; b < nb; ++b) {
-    const Tensor &w = g.w[b];
-    const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
-    // A column past N (the last group's) reads column 0 and stores nothing.
-    for (int c = 0; c < cols; ++c)
-      e.line("  const {} *wrow{}_{} = {} + ({} + (n0 + {} < {}L ? n0 + {} : "
-             "0L)) * {}L;",
-             w.quant() ? "uint8_t" : w.ctype, b, c, w.ptr, rowBase_, c, g.n, c,
-             rowBytes);
-  }
+  // The first column of a group (C expression \p at), the rows of its
+  // columns (a column past N, the last group's, reads column 0 and stores
+  // nothing) as prefix{b}_{c}.
+  auto columnRows = [&](const std::string &at, const std::string &prefix,
+                        const char *indent) {
+    for (size_t b = 0; b < nb; ++b) {
+      const Tensor &w = g.w[b];
+      const int64_t rowBytes =
+          w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
+      for (int c = 0; c < cols; ++c)
+        e.line("{}const {} *{}{}_{} = {} + ({} + ({} + {} < {}L ? {} + {} : "
+               "0L)) * {}L;",
+               indent, w.quant() ? "uint8_t" : w.ctype, prefix, b, c, w.ptr,
+               rowBase_, at, c, g.n, at, c, rowBytes);
+    }
+  };
   // gemm-decode-prefetch (sm_90): the warps of a column group ask L2 for
   // its rows' lines (128 bytes a thread) before A's quantisation and its
   // barriers, so that the first pieces' loads find them on chip.
-  if (e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0) {
-    e.line("  if (live) {{");
+  const bool prefetch =
+      e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0;
+  auto prefetchRows = [&](const std::string &prefix, const char *indent) {
     for (size_t b = 0; b < nb; ++b) {
       const Tensor &w = g.w[b];
       const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes
                                          : g.k * (w.ctype == "float" ? 4 : 2);
       for (int c = 0; c < cols; ++c)
-        e.line("    for (long o = (slice * 32L + lane) * 128L; o < {}L; o += "
+        e.line("{}for (long o = (slice * 32L + lane) * 128L; o < {}L; o += "
                "{}L) asm volatile(\"prefetch.global.L2 [%0];\" :: "
-               "\"l\"((const uint8_t *)wrow{}_{} + o));",
-               rowBytes, int64_t(slices) * 32 * 128, b, c);
+               "\"l\"((const uint8_t *){}{}_{} + o));",
+               indent, rowBytes, int64_t(slices) * 32 * 128, prefix, b, c);
     }
+  };
+  const int64_t groupCols = kGemvWarps / slices;
+  const bool loop = colLoop_.groups > 0;
+  if (!loop) {
+    e.line("  const long n0 = ((long)(bid_x() - base) * {} + group) * {};",
+           groupCols, cols);
+    e.line("  const bool live = n0 < {}L;", g.n);
+    columnRows("n0", "wrow", "  ");
+    if (prefetch) {
+      e.line("  if (live) {{");
+      prefetchRows("wrow", "    ");
+      e.line("  }}");
+    }
+  } else if (prefetch) {
+    // The block's first column group before A's quantisation, as above.
+    e.line("  {{");
+    e.line("  const long p0 = ((long)(bid_x() - base) * {} + group) * {};",
+           groupCols, cols);
+    columnRows("p0", "prow", "  ");
+    e.line("  if (p0 < {}L) {{", g.n);
+    prefetchRows("prow", "    ");
+    e.line("  }}");
     e.line("  }}");
   }
   e.line("  const long M = {};", end);
@@ -258,6 +284,26 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   const bool i8 = gemvInt8(g, rows);
   if (i8)
     gemvQuantA(g, rows);
+  if (loop) {
+    // gemm-decode-grid: the block's warps take column groups bid, bid +
+    // blocks, ... (a bound uniform in the block: the slices' barriers
+    // stay uniform), A quantised once for all of them.
+    e.line("  for (long cg = (long)(bid_x() - base); cg < {}L; cg += {}L) {{",
+           colLoop_.groups, colLoop_.stride);
+    e.line("  const long n0 = (cg * {} + group) * {};", groupCols, cols);
+    e.line("  const bool live = n0 < {}L;", g.n);
+    columnRows("n0", "wrow", "  ");
+    if (prefetch) {
+      // The warp's next group asked of L2 while this one's pieces load.
+      e.line("  {{");
+      e.line("  const long p0 = n0 + {}L;", colLoop_.stride * groupCols * cols);
+      columnRows("p0", "prow", "  ");
+      e.line("  if (p0 < {}L) {{", g.n);
+      prefetchRows("prow", "    ");
+      e.line("  }}");
+      e.line("  }}");
+    }
+  }
   for (size_t b = 0; b < nb; ++b)
     e.line("  float acc{}[{}][{}] = {{}};", b, cols, rows);
   e.line("  if (live) {{");
@@ -396,6 +442,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   }
   e.line("  }}");
   gemvReduce(g, rows, shape);
+  if (loop)
+    e.line("  }}"); // the passes of rows (gemvReduce closed the groups')
 }
 
 void GemmEmitter::gemvQuantA(const Gemm &g, int64_t rows) {
@@ -677,7 +725,14 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
         chains[ci].streamMean
             ? e.tensor(chains[ci].streamMean->inputs[0]).shape[2].constant
             : g.n;
-    const int64_t blocks = (outCols + cols - 1) / cols;
+    const int64_t groups = (outCols + cols - 1) / cols;
+    // gemm-decode-grid: a chain of many column groups launches fewer
+    // blocks, each looping over groups (gemvBody).
+    const int64_t blocks =
+        chains[ci].streamMean || rowBlock > 0
+            ? groups
+            : gemvLaunchBlocks(groups, option(e.plan, Opt::GemmDecodeGrid));
+    colLoop_ = blocks < groups ? ColumnLoop{groups, blocks} : ColumnLoop{};
     e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
     e.line("  const long base = {};", base);
     rowBase_ = "0L";
@@ -693,6 +748,7 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
     } else {
       gemvBody(g, rows * g.mPer, shape, "0L", g.mRows);
     }
+    colLoop_ = ColumnLoop{};
     e.line("  return;");
     e.line("  }}");
     base += blocks;

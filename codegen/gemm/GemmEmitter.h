@@ -385,7 +385,9 @@ private:
   /// dot products of its \p shape.cols columns over rows \p first ..
   /// \p end (C expressions, uniform in the block) in passes of \p rows,
   /// summed over \p shape.slices warps, then the epilogue of (column c,
-  /// row m0 + r) by lane c * rows + r of the column's first slice.
+  /// row m0 + r) by lane c * rows + r of the column's first slice. With
+  /// colLoop_ set, each pass of rows loops the block's warps over its
+  /// column groups after A's quantisation.
   void gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
                 const std::string &first, const std::string &end);
   /// The decode form of a chain with a stream mean (hyper-connection K3):
@@ -420,6 +422,14 @@ private:
   void gemvReduce(const Gemm &g, int64_t rows, GemvForm shape);
   /// W's first row in gemvBody (a C expression).
   std::string rowBase_ = "0L";
+  /// A chain's loop over column groups in gemvBody (gemm-decode-grid):
+  /// its \p groups groups of kGemvWarps / slices warps run on \p stride
+  /// blocks, block b taking groups b, b + stride, ...; groups 0: a block
+  /// a group (no loop). Set by emitGemv around each chain's body.
+  struct ColumnLoop {
+    int64_t groups = 0, stride = 0;
+  };
+  ColumnLoop colLoop_;
   /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
   /// the tiles stage once per block; the decode forms read the table
   /// itself (L1-resident: a block's few pieces do not repay the copy and

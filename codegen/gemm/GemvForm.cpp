@@ -29,6 +29,10 @@ GemvForm selectGemv(const GemvProblem &p) {
   return f;
 }
 
+int64_t gemvLaunchBlocks(int64_t groups, int64_t maxBlocks) {
+  return maxBlocks <= 0 ? groups : std::min(groups, maxBlocks);
+}
+
 GemvMmaForm selectGemvMma(const GemvMmaProblem &p) {
   const int64_t target = decodeWarpSlots();
   const int64_t groups = (p.n + 15) / 16, chunks = p.k / 32;

@@ -61,6 +61,15 @@ constexpr int kGemvWarps = 8;
 /// 20261203.txt).
 GemvForm selectGemv(const GemvProblem &p);
 
+/// Blocks a GEMM chain's decode form launches for its \p groups column
+/// groups (a block's worth of warps each): a block a group where
+/// \p maxBlocks is 0 (option gemm-decode-grid) or the groups fit; else
+/// \p maxBlocks, each block then looping over groups. A block quantises A
+/// into shared memory (a pass over K and two barriers) before its first
+/// weight load: Qwen4-Exp's LM head, 31,040 blocks of one group, paid that
+/// 31,040 times for 2,100 bytes a warp.
+int64_t gemvLaunchBlocks(int64_t groups, int64_t maxBlocks);
+
 /// What selection needs of a GEMM chain's matrix-unit decode form
 /// (codegen/gemm/GemmDecodeMma.cpp): a warp takes 16 columns, K in chunks
 /// of 32.

@@ -5,7 +5,8 @@ For every bundled model (tiny GGUFs with the quantised mix the goldens use;
 qwen4exp also in its stateful form, --max-context 128 --max-batch 4, with
 the KV caches in f32, bf16 and int8) and the
 full-size shapes-only qwen4exp (UD-IQ4_XS-like layout, T = 16384; and its
-decode plan with row-loads=8),
+decode plan with the decode options at their costliest: row-loads=8,
+gemm-decode-grid=1056 with gemm-decode-prefetch, moe-sort-one),
 for gfx1151 and sm_90:
   - strata-compile generates and compiles every kernel (cold, into a fresh
     cache), then again warm (the cache answers: the second run's time is
@@ -125,7 +126,7 @@ def check_plan(tag, target, plan_dir, report, failures):
     # one warpgroup per 64 rows) wgmma in the PTX. Not in decode plans of
     # 64-row runs: their GEMMs take the warp and row-block forms at every
     # T they run (the variant names the prefill tile).
-    if tag.endswith("rowloads8"):
+    if tag.endswith("decodeopts"):
         return len(symbols), have_res
     od = objdump()
     checked = 0
@@ -216,10 +217,16 @@ def main():
              "--seed", "0", "--types", FULL_TYPES, "--shapes-only", "-o", full])
         cases.append(("qwen4exp-full", full, 16384, []))
         # Its decode plan with row-loads=8 (the row family's loads in
-        # chunks: more registers a thread, which must not spill).
-        cases.append(("qwen4exp-rowloads8", full, 64,
+        # chunks: more registers a thread, which must not spill) and the
+        # GEMV chains' column loops with the next group's L2 prefetch, and
+        # moe_sort in one launch (the counts beside the ranks' arrays in
+        # static shared memory).
+        cases.append(("qwen4exp-decodeopts", full, 64,
                        ["--max-context", "4096", "--max-batch", "16",
-                        "--codegen-opt", "row-loads=8"]))
+                        "--codegen-opt", "row-loads=8",
+                        "--codegen-opt", "gemm-decode-grid=1056",
+                        "--codegen-opt", "gemm-decode-prefetch=1",
+                        "--codegen-opt", "moe-sort-one=1"]))
     failures = []
     lines = []
     for target in ["gfx1151", "sm_90"]:

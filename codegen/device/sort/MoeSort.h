@@ -1,7 +1,8 @@
 //===- MoeSort.h - moe_sort across blocks ---------------------------------===//
 //
 // moe_sort's two launches: per slice of slots the experts' counts, then
-// the offsets and the stable permutation of each slice's slots.
+// the offsets and the stable permutation of each slice's slots; and its one
+// launch for runs of one slice (moe_sort_one).
 //
 // A piece of the device library: DeviceLib.h includes it at its place in
 // the emitted translation unit, and codegen/EmbedText.cmake inlines it
@@ -110,4 +111,22 @@ STRATA_FN void moe_sort_scatter(const int32_t *ids, const int32_t *counts,
       wc[w * E + e] = 0;
     sync_block();
   }
+}
+
+/// moe_sort in one launch of one block, for runs whose S slots fit one
+/// slice (S < SL: a decode step's rows x k): the experts' counts in shared
+/// memory, then moe_sort_scatter's scan and ranks over them (the counts of
+/// one block, as the two launches' with one slice), so the permutation and
+/// offsets are the two launches' exactly.
+template <int E, int NT, int SL>
+STRATA_FN void moe_sort_one(const int32_t *ids, int32_t *off, int32_t *perm,
+                            int32_t *rows, long S) {
+  STRATA_SHARED int32_t counts[E];
+  for (int e = tid_x(); e < E; e += NT)
+    counts[e] = 0;
+  sync_block();
+  for (long s = tid_x(); s < S; s += NT)
+    __atomic_fetch_add(&counts[ids[s]], 1, __ATOMIC_RELAXED);
+  sync_block();
+  moe_sort_scatter<E, NT, SL>(ids, counts, off, perm, rows, S);
 }

@@ -398,3 +398,49 @@ TEST(GemvForm, SelectTheMatrixUnitDecodeForm) {
   EXPECT_EQ(f.slices, 1);
   EXPECT_EQ(f.unroll, 2);
 }
+
+TEST(GemvForm, LaunchBlocksCapTheGridAtTheOption) {
+  EXPECT_EQ(codegen::gemvLaunchBlocks(31040, 0), 31040);
+  EXPECT_EQ(codegen::gemvLaunchBlocks(31040, 528), 528);
+  EXPECT_EQ(codegen::gemvLaunchBlocks(25, 528), 25);
+}
+
+TEST(GemvForm, CappedGridLoopsTheBlocksOverColumnGroups) {
+  for (const char *target : {"sm_90", "gfx1151"}) {
+    SCOPED_TRACE(target);
+    // N = 200, K = 256: a warp a column, 8 columns a block, 25 groups.
+    format::Plan p = matmulPlan(target, format::GgmlType::Q6_K, true);
+    p.options["bf16_activations"] = 1;
+    codegen::EmittedKernel plain = emit(p);
+    EXPECT_EQ(plain.grid[0].constant, 25);
+    EXPECT_EQ(plain.body.find("for (long cg"), std::string::npos);
+    // gemm-decode-grid=4: 4 blocks, each over groups b, b + 4, ... after A's
+    // quantisation (the row forms too); the columns' sums as before.
+    format::Plan capped = p;
+    std::string why;
+    ASSERT_TRUE(codegen::setOption(capped, "gemm-decode-grid=4", why)) << why;
+    codegen::EmittedKernel k = emit(capped);
+    EXPECT_EQ(k.grid[0].constant, 4);
+    const size_t quant = k.body.find("strata_qa8(av, q, &s, &t);");
+    const size_t loop = k.body.find(
+        "for (long cg = (long)(bid_x() - base); cg < 25L; cg += 4L) {");
+    ASSERT_NE(quant, std::string::npos);
+    ASSERT_NE(loop, std::string::npos);
+    EXPECT_LT(quant, loop);
+    // The 2-to-8-row form (an alternate in the same source) loops too.
+    ASSERT_FALSE(k.alternates.empty());
+    EXPECT_EQ(k.alternates[0].grid[0].constant, 4);
+    EXPECT_NE(k.body.find("cg += 4L", loop + 1), std::string::npos);
+    // A cap of at least the groups keeps the kernel's text.
+    format::Plan wide = p;
+    ASSERT_TRUE(codegen::setOption(wide, "gemm-decode-grid=25", why)) << why;
+    EXPECT_EQ(emit(wide).body, plain.body);
+    // With gemm-decode-prefetch (sm_90) each warp asks L2 for its next
+    // group's rows, 4 groups of 8 columns on.
+    format::Plan pre = capped;
+    ASSERT_TRUE(codegen::setOption(pre, "gemm-decode-prefetch=1", why)) << why;
+    const std::string body = emit(pre).body;
+    EXPECT_EQ(body.find("const long p0 = n0 + 32L;") != std::string::npos,
+              std::string(target) == "sm_90");
+  }
+}

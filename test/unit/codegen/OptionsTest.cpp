@@ -42,7 +42,9 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-decode-mma",
                                       "gemm-decode-wide",
                                       "grouped-decode-rows",
-                                      "row-loads"};
+                                      "row-loads",
+                                      "gemm-decode-grid",
+                                      "moe-sort-one"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);

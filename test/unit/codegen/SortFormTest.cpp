@@ -32,3 +32,31 @@ TEST(SortForm, BlocksByTokens) {
   for (auto [tokens, blocks] : cases)
     EXPECT_EQ(f.blocks(tokens * 10), blocks) << tokens;
 }
+
+TEST(SortForm, OneLaunchWhereTheOptionAsksInPlansWithState) {
+  codegen::SortProblem p;
+  p.experts = 512;
+  p.state = true;
+  p.oneOption = true;
+  p.rowsAreTokens = true;
+  codegen::SortForm f = codegen::selectSort(p);
+  // 512 x 19 words (the counts beside the two launches' arrays) fit.
+  EXPECT_TRUE(f.oneFits);
+  EXPECT_TRUE(f.one);
+  // Top 10: runs of up to 204 tokens (2,040 slots) in one slice; from 205
+  // (2,050) the two launches.
+  EXPECT_EQ(f.twoLaunchTokens(10), 205);
+  EXPECT_EQ(f.twoLaunchTokens(1), 2048);
+  // Off by default, in prefill-only plans, over rows other than T.
+  for (int which = 0; which < 3; ++which) {
+    codegen::SortProblem q = p;
+    (which == 0 ? q.oneOption : which == 1 ? q.state : q.rowsAreTokens) = false;
+    EXPECT_FALSE(codegen::selectSort(q).one) << which;
+  }
+  // 1,024 experts at 256 threads: 11 words an expert fill the budget
+  // exactly; 2,048 fit neither form.
+  p.experts = 1024;
+  EXPECT_TRUE(codegen::selectSort(p).one);
+  p.experts = 2048;
+  EXPECT_FALSE(codegen::selectSort(p).one);
+}
