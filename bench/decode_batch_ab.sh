@@ -17,7 +17,8 @@
 #     after 256-token prompts, 32 steps through CUDA graphs), the variants
 #     interleaved over ROUNDS (default 2) rounds; BATCHES="1 4 16" times
 #     those row counts too (default 16). CHECKS=0 skips the
-#     checks. One results file
+#     checks. A variant named check* is checked, not timed (options that
+#     only the tiny models' shapes exercise, such as gemm-decode-grid=4). One results file
 #     decode-batch-STAMP.txt (machine, date, commit, every number).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -93,6 +94,7 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
   for r in $(seq 1 "$ROUNDS"); do
     for b in ${BATCHES:-16}; do
       for v in $variants; do
+        case $v in check*) continue ;; esac
         line=$(timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
           --tokens-file "$D/tokens-256.txt" -n 33 --batch "$b" 2>&1 > /dev/null | grep -E "timings|error")
         echo "round $r $v B=$b: $line"
