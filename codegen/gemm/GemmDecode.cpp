@@ -154,11 +154,15 @@ int64_t GemmEmitter::gemvInt8Words(const Gemm &g, int64_t rows) const {
 }
 
 bool GemmEmitter::gemvWide(const Gemm &g, int64_t rows) const {
-  return option(e.plan, Opt::GemmDecodeWide) != 0 && gemvInt8(g, rows) &&
-         g.k % 256 == 0 &&
-         std::all_of(g.w.begin(), g.w.end(), [](const Tensor &w) {
-           return w.ggml == format::GgmlType::Q4_K;
-         });
+  // 1: Q4_K chains; 2: Q6_K chains too. Every matrix of the chain of the
+  // same type: the pieces of A a lane reads follow its type's layout.
+  const int64_t mode = option(e.plan, Opt::GemmDecodeWide);
+  const format::GgmlType t = g.w[0].ggml;
+  const bool typed =
+      t == format::GgmlType::Q4_K || (mode >= 2 && t == format::GgmlType::Q6_K);
+  return mode != 0 && typed && gemvInt8(g, rows) && g.k % 256 == 0 &&
+         std::all_of(g.w.begin(), g.w.end(),
+                     [&](const Tensor &w) { return w.ggml == t; });
 }
 
 void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym) {
@@ -369,12 +373,16 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("      }}");
     e.line("    }}");
   };
-  // The wide pieces (gemm-decode-wide): a lane's 32 values of one Q4_K
-  // super-block, sub-blocks 2 g and 2 g + 1 from the same 16 quant bytes
-  // (strata_di8w_q4_k), each row's four pieces of A (8 values, a scale
-  // and a scaled sum each) read two at a time; the products and their
-  // scales are the eight-value form's.
+  // The wide pieces (gemm-decode-wide): a lane's 32 values of one
+  // super-block, two halves of 16 from the same quant bytes (Q4_K: sub-blocks
+  // 2 g and 2 g + 1, 32 values apart, strata_di8w_q4_k; Q6_K: 64 apart,
+  // strata_di8w_q6_k), each row's four pieces of A (8 values, a scale and
+  // a scaled sum each) read two at a time; the products and their scales
+  // are the eight-value form's.
   auto pieceWide = [&](const std::string &k, const std::string &from) {
+    const bool q6 = g.w[0].ggml == format::GgmlType::Q6_K;
+    // A's pieces of the high half: 32 (Q4_K) or 64 (Q6_K) values on.
+    const int hiPieces = q6 ? 8 : 4;
     e.line("    const long k = {};", k);
     for (size_t b = 0; b < nb; ++b)
       e.line("    uint32_t wl{}[{}][4], wh{}[{}][4]; float wd{}[{}][2], "
@@ -382,22 +390,26 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
              b, cols, b, cols, b, cols, b, cols);
     for (int c = 0; c < cols; ++c)
       for (size_t b = 0; b < nb; ++b)
-        e.line("    strata_di8w_q4_k({}{}_{} + k / 256 * {}, (int)(k % 256), "
+        e.line("    strata_di8w_{}({}{}_{} + k / 256 * {}, (int)(k % 256), "
                "wl{}[{}], wh{}[{}], wd{}[{}], wm{}[{}]);",
-               from, b, c, g.w[b].blockBytes, b, c, b, c, b, c, b, c);
+               q6 ? "q6_k" : "q4_k", from, b, c, g.w[b].blockBytes, b, c, b, c,
+               b, c, b, c);
     e.line("#pragma unroll");
     e.line("    for (int r = 0; r < {}; ++r) {{", rows);
     e.line("      if (m0 + r >= M) break;");
     e.line("      const long ap = r * {}L + k / 8;", g.k / 8);
     e.line("      const aq16_t alo = *(const aq16_t *)&aq8[ap], ahi = "
-           "*(const aq16_t *)&aq8[ap + 4];");
+           "*(const aq16_t *)&aq8[ap + {}];",
+           hiPieces);
     e.line("      const aqf2_t slo = *(const aqf2_t *)&aqs[ap], shi = "
-           "*(const aqf2_t *)&aqs[ap + 4];");
-    e.line("      const aqf2_t tlo = *(const aqf2_t *)&aqt[ap], thi = "
-           "*(const aqf2_t *)&aqt[ap + 4];");
+           "*(const aqf2_t *)&aqs[ap + {}];",
+           hiPieces);
+    if (!q6)
+      e.line("      const aqf2_t tlo = *(const aqf2_t *)&aqt[ap], thi = "
+             "*(const aqf2_t *)&aqt[ap + 4];");
     e.line("#pragma unroll");
     e.line("      for (int c = 0; c < {}; ++c) {{", cols);
-    // Piece p of the four: sub-block p / 2 (lo, hi), words 2 (p % 2) on.
+    // Piece p of the four: half p / 2 (lo, hi), words 2 (p % 2) on.
     struct WidePiece {
       const char *words; ///< the quant words' array (wl: lo, wh: hi)
       int word;          ///< its first word of the piece
@@ -417,7 +429,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
                "{}, 0));",
                b, b, sub, q.scale, q.words, b, q.word + 1, q.a1, q.words, b,
                q.word, q.a0);
-        e.line("        acc{}[c][r] -= wm{}[c][{}] * {};", b, b, sub, q.min);
+        if (!q6)
+          e.line("        acc{}[c][r] -= wm{}[c][{}] * {};", b, b, sub, q.min);
       }
     e.line("      }}");
     e.line("    }}");
@@ -541,11 +554,16 @@ void GemmEmitter::gemvDirectWide(
     const std::function<void(const std::string &, const std::string &)>
         &piece) {
   // As gemvDirect, in steps of 1024 values a warp (four super-blocks, eight
-  // lanes each); a last partial step checks the lane's super-block.
+  // lanes each); a last partial step checks the lane's super-block. A
+  // lane's first value in its super-block: Q4_K 64 g + 16 h (g < 4, h < 2:
+  // its halves 32 apart), Q6_K 128 h + 32 p + 16 l (h, p, l < 2: 64 apart).
   const int64_t span = 1024 * int64_t(shape.slices);
+  const bool q6 = g.w[0].ggml == format::GgmlType::Q6_K;
   gemvLoop(g, span, std::clamp<int64_t>(shape.unroll / 2, 1, g.k / span),
-           "(slice * 1024L + (lane >> 3) * 256L + ((lane & 7) >> 1) * 64L + "
-           "(lane & 1) * 16L)",
+           q6 ? "(slice * 1024L + (lane >> 3) * 256L + ((lane >> 2) & 1) * "
+                "128L + ((lane >> 1) & 1) * 32L + (lane & 1) * 16L)"
+              : "(slice * 1024L + (lane >> 3) * 256L + ((lane & 7) >> 1) * "
+                "64L + (lane & 1) * 16L)",
            piece);
 }
 

@@ -330,8 +330,9 @@ private:
   /// quantised rows (16 bytes a piece of 8) within int8ABytes().
   bool gemvInt8(const Gemm &g, int64_t rows) const;
   /// Whether \p g's int8 decode form over \p rows rows takes the wide
-  /// pieces (option gemm-decode-wide): every matrix Q4_K, K whole
-  /// super-blocks, a chain's own rows (not the grouped experts').
+  /// pieces (option gemm-decode-wide): every matrix Q4_K (or, at 2, every
+  /// matrix Q6_K), K whole super-blocks, a chain's own rows (not the
+  /// grouped experts').
   bool gemvWide(const Gemm &g, int64_t rows) const;
   /// Words of shared memory of \p g's int8 rows of A (0: not int8).
   int64_t gemvInt8Words(const Gemm &g, int64_t rows) const;
@@ -402,9 +403,10 @@ private:
   void gemvStaged(const Gemm &g, int64_t rows, GemvForm shape,
                   const std::function<void(const std::string &,
                                            const std::string &)> &piece);
-  /// gemvDirect for the wide pieces: a lane's 32 values at
-  /// 1024 slice + 256 (lane / 8) + 64 ((lane % 8) / 2) + 16 (lane % 2) of
-  /// each step of 1024 slices values.
+  /// gemvDirect for the wide pieces: a lane's 32 values at 1024 slice +
+  /// 256 (lane / 8) + its place in the super-block (Q4_K: 64 ((lane % 8) /
+  /// 2) + 16 (lane % 2); Q6_K: 128 (lane / 4 % 2) + 32 (lane / 2 % 2) + 16
+  /// (lane % 2)) of each step of 1024 slices values.
   void gemvDirectWide(const Gemm &g, GemvForm shape,
                       const std::function<void(const std::string &,
                                                const std::string &)> &piece);

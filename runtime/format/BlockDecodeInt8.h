@@ -202,6 +202,59 @@ STRATA_FN void strata_di8w_q4_k(const uint8_t *block, int i0, uint32_t *lo,
   }
 }
 
+/// The sixteen bytes at \p p, 2-byte aligned, as four little-endian words:
+/// where the includer's loads may be wide (STRATA_ALIGNED_LOADS), the five
+/// aligned words from p rounded down to 4 joined by funnel shifts, else
+/// four word reads. The words may reach 2 bytes before \p p and 4 past its
+/// 16: strata_di8w_q6_k's runs end at least 14 bytes before their block's
+/// end, and start 2 bytes past a word only where a block (not the tensor,
+/// whose start is aligned) lies before them.
+STRATA_FN void strata_load16w_a2(const uint8_t *p, uint32_t *w) {
+#ifdef STRATA_ALIGNED_LOADS
+  const int off = static_cast<int>(reinterpret_cast<uint64_t>(p) & 3);
+  const uint8_t *a4 = p - off;
+  const uint32_t sh = static_cast<uint32_t>(off) * 8; // 0 or 16
+  uint32_t v[5];
+  for (int k = 0; k < 5; ++k)
+    v[k] = *reinterpret_cast<const uint32_t *>(a4 + 4 * k);
+  for (int k = 0; k < 4; ++k)
+    w[k] = static_cast<uint32_t>(
+        ((static_cast<uint64_t>(v[k + 1]) << 32) | v[k]) >> sh);
+#else
+  for (int k = 0; k < 4; ++k)
+    w[k] = strata_load_u32(p + 4 * k);
+#endif
+}
+
+/// Q6_K's wide integer form (gemm-decode-wide=2): the 32 elements of one
+/// lane, i0 = 128 h + 32 p + 16 l (h, p, l < 2): elements i0 .. i0 + 15 in
+/// lo (four a word, q - 32 as strata_di8_q6_k) and i0 + 64 .. i0 + 79 in hi,
+/// the low and high nibbles of the same 16 ql bytes with their two bits of
+/// the same 16 qh bytes, with d[0] and d[1] their scales, bit for bit those
+/// of strata_di8_q6_k (no min: \p dm is left alone). Two 16-byte runs read
+/// as aligned words (blocks of 210 bytes start 2-byte aligned) and three
+/// narrow loads, where the eight-element form takes ten a piece.
+STRATA_FN void strata_di8w_q6_k(const uint8_t *block, int i0, uint32_t *lo,
+                                uint32_t *hi, float *d, float *) {
+  const int h = i0 >> 7, p = (i0 >> 5) & 1, l = i0 & 31;
+  uint32_t ql[4], qh[4];
+  strata_load16w_a2(block + 64 * h + 32 * p + l, ql);
+  strata_load16w_a2(block + 128 + 32 * h + l, qh);
+  const float dd = strata_f16_to_f32(strata_load_u16_a2(block + 208));
+  d[0] = dd * static_cast<float>(static_cast<int8_t>(block[192 + (i0 >> 4)]));
+  d[1] =
+      dd * static_cast<float>(static_cast<int8_t>(block[192 + (i0 >> 4) + 4]));
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t a =
+        (ql[k] & 0x0f0f0f0fu) | (((qh[k] >> (2 * p)) & 0x03030303u) << 4);
+    const uint32_t b = ((ql[k] >> 4) & 0x0f0f0f0fu) |
+                       (((qh[k] >> (2 * p + 4)) & 0x03030303u) << 4);
+    // Bytes 0..63 minus 32 without borrows between bytes (as di8_q6_k).
+    lo[k] = ((a | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+    hi[k] = ((b | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+  }
+}
+
 /// Q5_K (see strata_dq8_q5_k): 5-bit values unsigned, the min in \p dm.
 STRATA_FN void strata_di8_q5_k(const uint8_t *block, int i0, uint32_t *q,
                                float *d, float *dm) {

@@ -6,7 +6,8 @@ qwen4exp also in its stateful form, --max-context 128 --max-batch 4, with
 the KV caches in f32, bf16 and int8) and the
 full-size shapes-only qwen4exp (UD-IQ4_XS-like layout, T = 16384; and its
 decode plan with the decode options at their costliest: row-loads=8,
-gemm-decode-grid=1056 with gemm-decode-prefetch, moe-sort-one),
+gemm-decode-grid=1056 with gemm-decode-prefetch, moe-sort-one, the Q6_K
+wide pieces),
 for gfx1151 and sm_90:
   - strata-compile generates and compiles every kernel (cold, into a fresh
     cache), then again warm (the cache answers: the second run's time is
@@ -220,13 +221,14 @@ def main():
         # chunks: more registers a thread, which must not spill) and the
         # GEMV chains' column loops with the next group's L2 prefetch, and
         # moe_sort in one launch (the counts beside the ranks' arrays in
-        # static shared memory).
+        # static shared memory), and Q6_K's wide pieces (the LM head).
         cases.append(("qwen4exp-decodeopts", full, 64,
                        ["--max-context", "4096", "--max-batch", "16",
                         "--codegen-opt", "row-loads=8",
                         "--codegen-opt", "gemm-decode-grid=1056",
                         "--codegen-opt", "gemm-decode-prefetch=1",
-                        "--codegen-opt", "moe-sort-one=1"]))
+                        "--codegen-opt", "moe-sort-one=1",
+                        "--codegen-opt", "gemm-decode-wide=2"]))
     failures = []
     lines = []
     for target in ["gfx1151", "sm_90"]:

@@ -444,3 +444,34 @@ TEST(GemvForm, CappedGridLoopsTheBlocksOverColumnGroups) {
               std::string(target) == "sm_90");
   }
 }
+
+TEST(GemvForm, Q6KChainsTakeTheWidePiecesAtWideTwo) {
+  for (const char *target : {"sm_90", "gfx1151"}) {
+    SCOPED_TRACE(target);
+    format::Plan p = matmulPlan(target, format::GgmlType::Q6_K, true);
+    p.options["bf16_activations"] = 1;
+    // The default (1): Q4_K chains only; Q6_K's eight-value pieces.
+    codegen::EmittedKernel narrow = emit(p);
+    EXPECT_NE(narrow.body.find("strata_di8_q6_k("), std::string::npos);
+    EXPECT_EQ(narrow.body.find("strata_di8w_q6_k("), std::string::npos);
+    // 2: a lane's 32 values (halves 64 apart: A's pieces 8 on), no min.
+    format::Plan wide = p;
+    std::string why;
+    ASSERT_TRUE(codegen::setOption(wide, "gemm-decode-wide=2", why)) << why;
+    codegen::EmittedKernel k = emit(wide);
+    EXPECT_NE(k.body.find("strata_di8w_q6_k("), std::string::npos);
+    EXPECT_EQ(k.body.find("strata_di8_q6_k("), std::string::npos);
+    EXPECT_NE(k.body.find("ahi = *(const aq16_t *)&aq8[ap + 8];"),
+              std::string::npos);
+    EXPECT_NE(k.body.find("((lane >> 2) & 1) * 128L + ((lane >> 1) & 1) * "
+                          "32L + (lane & 1) * 16L"),
+              std::string::npos);
+    EXPECT_EQ(k.body.find("-= wm0"), std::string::npos);
+    // Q4_K chains keep their form at 2.
+    format::Plan q4 = matmulPlan(target, format::GgmlType::Q4_K, true);
+    q4.options["bf16_activations"] = 1;
+    format::Plan q4wide = q4;
+    ASSERT_TRUE(codegen::setOption(q4wide, "gemm-decode-wide=2", why)) << why;
+    EXPECT_EQ(emit(q4wide).body, emit(q4).body);
+  }
+}

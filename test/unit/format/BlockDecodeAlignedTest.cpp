@@ -192,4 +192,38 @@ TEST(BlockDecodeAligned, Q4KWideFormAsBytes) {
     }
 }
 
+// Q6_K's wide form (aligned words joined by funnel shifts: rows 256-byte
+// aligned, 210-byte blocks, so odd blocks start 2 bytes past a word)
+// against the eight-element form read by bytes.
+TEST(BlockDecodeAligned, Q6KWideFormAsBytes) {
+  const uint32_t seed = testSeed();
+  std::mt19937 gen(seed);
+  constexpr int kBlocks = 37;
+  const int64_t size = ggmlTypeInfo(GgmlType::Q6_K).typeSize;
+  std::vector<uint8_t> storage;
+  const uint8_t *row = alignedRandomRow(kBlocks * size, gen, storage);
+  for (int b = 0; b < kBlocks; ++b)
+    for (int i0 = 0; i0 < 256; i0 += 16) {
+      if (i0 % 128 >= 64)
+        continue;
+      uint32_t lo[4], hi[4];
+      float d[2], dm[2] = {0, 0};
+      aligned::strata_di8w_q6_k(row + b * size, i0, lo, hi, d, dm);
+      for (int p = 0; p < 4; ++p) {
+        const int s = p / 2, at = i0 + 64 * s + 8 * (p % 2);
+        uint32_t q[2];
+        float d8 = 0, dm8 = 0;
+        strata_di8_q6_k(row + b * size, at, q, &d8, &dm8);
+        const uint32_t *w = s == 0 ? lo : hi;
+        ASSERT_EQ(w[2 * (p % 2)], q[0])
+            << "block " << b << " at " << at << " seed " << seed;
+        ASSERT_EQ(w[2 * (p % 2) + 1], q[1])
+            << "block " << b << " at " << at << " seed " << seed;
+        if (!std::isnan(d8))
+          ASSERT_EQ(bitsOf(d[s]), bitsOf(d8))
+              << "block " << b << " at " << at << " seed " << seed;
+      }
+    }
+}
+
 } // namespace

@@ -210,6 +210,40 @@ TEST_F(BlockDecode, Q4KWideFormIsFourEightElementPieces) {
   }
 }
 
+// Q6_K's wide form holds the eight-element form's bytes and scales for its
+// 32 elements (lo: i0 .. i0 + 15, hi: i0 + 64 .. i0 + 79), at blocks 2-byte
+// aligned as rows of 210-byte blocks place them.
+TEST_F(BlockDecode, Q6KWideFormIsFourEightElementPieces) {
+  const BlockCase *c = nullptr;
+  for (const BlockCase &bc : blockCases())
+    if (bc.type == GgmlType::Q6_K)
+      c = &bc;
+  ASSERT_NE(c, nullptr);
+  constexpr int64_t kBlocks = 64;
+  const int64_t size = ggmlTypeInfo(GgmlType::Q6_K).typeSize;
+  std::vector<uint8_t> bytes = randomBlocks(*c, kBlocks, gen_);
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    const uint8_t *block = bytes.data() + b * size;
+    for (int i0 = 0; i0 < 256; i0 += 16) {
+      if (i0 % 128 >= 64)
+        continue; // the high half is the lane at i0 - 64's
+      uint32_t lo[4], hi[4];
+      float d[2], dm[2] = {0, 0};
+      strata_di8w_q6_k(block, i0, lo, hi, d, dm);
+      for (int p = 0; p < 4; ++p) {
+        const int s = p / 2, at = i0 + 64 * s + 8 * (p % 2);
+        uint32_t q[2];
+        float d8 = 0, dm8 = 0;
+        strata_di8_q6_k(block, at, q, &d8, &dm8);
+        const uint32_t *w = s == 0 ? lo : hi;
+        EXPECT_EQ(w[2 * (p % 2)], q[0]) << "block " << b << " at " << at;
+        EXPECT_EQ(w[2 * (p % 2) + 1], q[1]) << "block " << b << " at " << at;
+        EXPECT_EQ(bitsOf(d[s]), bitsOf(d8)) << "block " << b << " at " << at;
+      }
+    }
+  }
+}
+
 TEST_F(BlockDecode, Dp4aIsTheSumOfSignedByteProducts) {
   for (int i = 0; i < 10000; ++i) {
     uint32_t a = gen_(), b = gen_();
