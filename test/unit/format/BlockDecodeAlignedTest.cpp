@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/format/BlockDecodeHost.h"
 #include "runtime/format/GgmlType.h"
+#include "test/unit/format/WideForms.h"
 
 #include <gtest/gtest.h>
 
@@ -159,71 +160,27 @@ TEST(BlockDecodeAligned, IntegerFormsWideAsBytes) {
   }
 }
 
-// Q4_K's wide form (16-byte loads: rows 256-byte aligned, 144-byte
-// super-blocks) against the eight-element form read by bytes.
-TEST(BlockDecodeAligned, Q4KWideFormAsBytes) {
+// The wide forms at the device's loads (Q4_K: 16-byte loads, rows 256-byte
+// aligned, 144-byte super-blocks; Q6_K: aligned words joined by funnel
+// shifts, 210-byte blocks, so odd blocks start 2 bytes past a word) against
+// the eight-element forms read by bytes.
+TEST(BlockDecodeAligned, WideFormsAsBytes) {
+  const widecheck::WideCase forms[] = {
+      {GgmlType::Q4_K, aligned::strata_di8w_q4_k, strata_di8_q4_k, 32, true},
+      {GgmlType::Q6_K, aligned::strata_di8w_q6_k, strata_di8_q6_k, 64, false}};
   const uint32_t seed = testSeed();
   std::mt19937 gen(seed);
-  constexpr int kBlocks = 37;
-  const int64_t size = ggmlTypeInfo(GgmlType::Q4_K).typeSize;
-  std::vector<uint8_t> storage;
-  const uint8_t *row = alignedRandomRow(kBlocks * size, gen, storage);
-  for (int b = 0; b < kBlocks; ++b)
-    for (int i0 = 0; i0 < 256; i0 += 16) {
-      if (i0 % 64 >= 32)
-        continue;
-      uint32_t lo[4], hi[4];
-      float d[2], dm[2];
-      aligned::strata_di8w_q4_k(row + b * size, i0, lo, hi, d, dm);
-      for (int p = 0; p < 4; ++p) {
-        const int s = p / 2, at = i0 + 32 * s + 8 * (p % 2);
-        uint32_t q[2];
-        float d8 = 0, dm8 = 0;
-        strata_di8_q4_k(row + b * size, at, q, &d8, &dm8);
-        const uint32_t *w = s == 0 ? lo : hi;
-        ASSERT_EQ(w[2 * (p % 2)], q[0]) << "block " << b << " at " << at;
-        ASSERT_EQ(w[2 * (p % 2) + 1], q[1]) << "block " << b << " at " << at;
-        if (!std::isnan(d8))
-          ASSERT_EQ(bitsOf(d[s]), bitsOf(d8)) << "block " << b << " at " << at;
-        if (!std::isnan(dm8))
-          ASSERT_EQ(bitsOf(dm[s]), bitsOf(dm8))
-              << "block " << b << " at " << at << " seed " << seed;
-      }
-    }
-}
-
-// Q6_K's wide form (aligned words joined by funnel shifts: rows 256-byte
-// aligned, 210-byte blocks, so odd blocks start 2 bytes past a word)
-// against the eight-element form read by bytes.
-TEST(BlockDecodeAligned, Q6KWideFormAsBytes) {
-  const uint32_t seed = testSeed();
-  std::mt19937 gen(seed);
-  constexpr int kBlocks = 37;
-  const int64_t size = ggmlTypeInfo(GgmlType::Q6_K).typeSize;
-  std::vector<uint8_t> storage;
-  const uint8_t *row = alignedRandomRow(kBlocks * size, gen, storage);
-  for (int b = 0; b < kBlocks; ++b)
-    for (int i0 = 0; i0 < 256; i0 += 16) {
-      if (i0 % 128 >= 64)
-        continue;
-      uint32_t lo[4], hi[4];
-      float d[2], dm[2] = {0, 0};
-      aligned::strata_di8w_q6_k(row + b * size, i0, lo, hi, d, dm);
-      for (int p = 0; p < 4; ++p) {
-        const int s = p / 2, at = i0 + 64 * s + 8 * (p % 2);
-        uint32_t q[2];
-        float d8 = 0, dm8 = 0;
-        strata_di8_q6_k(row + b * size, at, q, &d8, &dm8);
-        const uint32_t *w = s == 0 ? lo : hi;
-        ASSERT_EQ(w[2 * (p % 2)], q[0])
-            << "block " << b << " at " << at << " seed " << seed;
-        ASSERT_EQ(w[2 * (p % 2) + 1], q[1])
-            << "block " << b << " at " << at << " seed " << seed;
-        if (!std::isnan(d8))
-          ASSERT_EQ(bitsOf(d[s]), bitsOf(d8))
-              << "block " << b << " at " << at << " seed " << seed;
-      }
-    }
+  for (const widecheck::WideCase &f : forms) {
+    constexpr int kBlocks = 37;
+    const int64_t size = ggmlTypeInfo(f.type).typeSize;
+    std::vector<uint8_t> storage;
+    const uint8_t *row = alignedRandomRow(kBlocks * size, gen, storage);
+    for (int b = 0; b < kBlocks; ++b)
+      widecheck::expectWideIsPieces(
+          f.wide, f.piece, f.span, f.min, row + b * size,
+          std::string(ggmlTypeInfo(f.type).name) + " block " +
+              std::to_string(b) + " seed " + std::to_string(seed));
+  }
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "runtime/format/BlockDecodeHost.h"
 #include "runtime/format/GgmlType.h"
 #include "runtime/format/Quants.h"
+#include "test/unit/format/WideForms.h"
 
 #include <gtest/gtest.h>
 
@@ -176,71 +177,28 @@ TEST_F(BlockDecode, IntegerFormTimesScaleIsTheFloatDecode) {
   }
 }
 
-// Q4_K's wide form holds the eight-element form's bytes and scales for its
-// 32 elements, so the wide GEMV sums the same products.
-TEST_F(BlockDecode, Q4KWideFormIsFourEightElementPieces) {
-  const BlockCase *c = nullptr;
-  for (const BlockCase &bc : blockCases())
-    if (bc.type == GgmlType::Q4_K)
-      c = &bc;
-  ASSERT_NE(c, nullptr);
-  constexpr int64_t kBlocks = 64;
-  const int64_t size = ggmlTypeInfo(GgmlType::Q4_K).typeSize;
-  std::vector<uint8_t> bytes = randomBlocks(*c, kBlocks, gen_);
-  for (int64_t b = 0; b < kBlocks; ++b) {
-    const uint8_t *block = bytes.data() + b * size;
-    for (int i0 = 0; i0 < 256; i0 += 16) {
-      if (i0 % 64 >= 32)
-        continue; // the high half is the lane at i0 - 32's
-      uint32_t lo[4], hi[4];
-      float d[2], dm[2];
-      strata_di8w_q4_k(block, i0, lo, hi, d, dm);
-      for (int p = 0; p < 4; ++p) {
-        const int s = p / 2, at = i0 + 32 * s + 8 * (p % 2);
-        uint32_t q[2];
-        float d8 = 0, dm8 = 0;
-        strata_di8_q4_k(block, at, q, &d8, &dm8);
-        const uint32_t *w = s == 0 ? lo : hi;
-        EXPECT_EQ(w[2 * (p % 2)], q[0]) << "block " << b << " at " << at;
-        EXPECT_EQ(w[2 * (p % 2) + 1], q[1]) << "block " << b << " at " << at;
-        EXPECT_EQ(bitsOf(d[s]), bitsOf(d8)) << "block " << b << " at " << at;
-        EXPECT_EQ(bitsOf(dm[s]), bitsOf(dm8)) << "block " << b << " at " << at;
-      }
-    }
-  }
-}
-
-// Q6_K's wide form holds the eight-element form's bytes and scales for its
-// 32 elements (lo: i0 .. i0 + 15, hi: i0 + 64 .. i0 + 79), at blocks 2-byte
-// aligned as rows of 210-byte blocks place them.
-TEST_F(BlockDecode, Q6KWideFormIsFourEightElementPieces) {
-  const BlockCase *c = nullptr;
-  for (const BlockCase &bc : blockCases())
-    if (bc.type == GgmlType::Q6_K)
-      c = &bc;
-  ASSERT_NE(c, nullptr);
-  constexpr int64_t kBlocks = 64;
-  const int64_t size = ggmlTypeInfo(GgmlType::Q6_K).typeSize;
-  std::vector<uint8_t> bytes = randomBlocks(*c, kBlocks, gen_);
-  for (int64_t b = 0; b < kBlocks; ++b) {
-    const uint8_t *block = bytes.data() + b * size;
-    for (int i0 = 0; i0 < 256; i0 += 16) {
-      if (i0 % 128 >= 64)
-        continue; // the high half is the lane at i0 - 64's
-      uint32_t lo[4], hi[4];
-      float d[2], dm[2] = {0, 0};
-      strata_di8w_q6_k(block, i0, lo, hi, d, dm);
-      for (int p = 0; p < 4; ++p) {
-        const int s = p / 2, at = i0 + 64 * s + 8 * (p % 2);
-        uint32_t q[2];
-        float d8 = 0, dm8 = 0;
-        strata_di8_q6_k(block, at, q, &d8, &dm8);
-        const uint32_t *w = s == 0 ? lo : hi;
-        EXPECT_EQ(w[2 * (p % 2)], q[0]) << "block " << b << " at " << at;
-        EXPECT_EQ(w[2 * (p % 2) + 1], q[1]) << "block " << b << " at " << at;
-        EXPECT_EQ(bitsOf(d[s]), bitsOf(d8)) << "block " << b << " at " << at;
-      }
-    }
+// The wide forms hold the eight-element forms' bytes and scales for their
+// 32 elements (Q4_K: halves 32 apart; Q6_K: 64 apart, at blocks only 2-byte
+// aligned as rows of 210-byte blocks place them), so the wide GEMV sums the
+// same products.
+TEST_F(BlockDecode, WideFormsAreFourEightElementPieces) {
+  const widecheck::WideCase forms[] = {
+      {GgmlType::Q4_K, strata_di8w_q4_k, strata_di8_q4_k, 32, true},
+      {GgmlType::Q6_K, strata_di8w_q6_k, strata_di8_q6_k, 64, false}};
+  for (const widecheck::WideCase &f : forms) {
+    const BlockCase *c = nullptr;
+    for (const BlockCase &bc : blockCases())
+      if (bc.type == f.type)
+        c = &bc;
+    ASSERT_NE(c, nullptr);
+    constexpr int64_t kBlocks = 64;
+    const int64_t size = ggmlTypeInfo(f.type).typeSize;
+    std::vector<uint8_t> bytes = randomBlocks(*c, kBlocks, gen_);
+    for (int64_t b = 0; b < kBlocks; ++b)
+      widecheck::expectWideIsPieces(
+          f.wide, f.piece, f.span, f.min, bytes.data() + b * size,
+          std::string(ggmlTypeInfo(f.type).name) + " block " +
+              std::to_string(b) + " seed " + std::to_string(seed_));
   }
 }
 
