@@ -384,18 +384,31 @@ uint64_t maxBatchOf(const format::Plan &p) {
 struct DecodeStep {
   int64_t rows = 0, context = 0;
   double bytes = 0, cacheBytes = 0;
+  /// (bytes, kernel index) of the step's kernels, most bytes first.
+  std::vector<std::pair<double, size_t>> byKernel;
 };
+
+/// Kernels of a decode step --report names, most bytes first: where a
+/// one-row step's floor lies (Qwen4-Exp's LM head is 30 % of the 12-layer
+/// model's row).
+constexpr size_t kStepLargest = 5;
 
 DecodeStep decodeStep(const format::Plan &p, int64_t context) {
   DecodeStep d;
   d.rows = static_cast<int64_t>(maxBatchOf(p));
   d.context = std::min<int64_t>(context, p.options.at("max_context"));
   const std::vector<int64_t> attended(static_cast<size_t>(d.rows), d.context);
-  for (const format::PlanKernel &k : p.kernels) {
-    format::KernelRunBytes b = format::kernelRunBytes(p, k, d.rows, attended);
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    format::KernelRunBytes b =
+        format::kernelRunBytes(p, p.kernels[i], d.rows, attended);
     d.bytes += b.bytes;
     d.cacheBytes += b.cacheBytes;
+    d.byKernel.push_back({b.bytes, i});
   }
+  // Most bytes first; the earlier kernel first among equals.
+  std::stable_sort(
+      d.byKernel.begin(), d.byKernel.end(),
+      [](const auto &a, const auto &b) { return a.first > b.first; });
   return d;
 }
 
@@ -515,11 +528,16 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                  p.states.size(), stateBytes(p), stateBytes(p) / maxBatchOf(p),
                  kv);
       DecodeStep d = decodeStep(p, decodeContext);
+      std::string largest;
+      for (size_t i = 0; i < d.byKernel.size() && i < kStepLargest; ++i)
+        largest += fmt::format("{}{{\"kernel\": {}, \"bytes\": {:.0f}}}",
+                               i ? ", " : "", d.byKernel[i].second,
+                               d.byKernel[i].first);
       fmt::print(" \"decode_step\": {{\"rows\": {}, \"context\": {}, "
                  "\"bytes\": {:.0f}, \"cache_bytes\": {:.0f}, "
-                 "\"floor_seconds\": {:.6g}}},\n",
+                 "\"floor_seconds\": {:.6g}, \"largest\": [{}]}},\n",
                  d.rows, d.context, d.bytes, d.cacheBytes,
-                 d.bytes / (target.memGBs * 1e9));
+                 d.bytes / (target.memGBs * 1e9), largest);
     }
     fmt::print(" \"hc_sites\": {{\"sites\": {}, \"bytes\": {:.0f}, "
                "\"three_kernel_floor\": {:.0f}, \"one_pass_bound\": {:.0f}, "
@@ -608,6 +626,16 @@ void printReport(const format::Plan &p, const ir::Target &target, bool json,
                d.rows, d.context, human(d.bytes, "B"), human(d.cacheBytes, "B"),
                p.kernels.size(), human(floor, "s"), target.memGBs,
                floor > 0 ? 1 / floor : 0.0);
+    // The kernels that hold most of it (a line of its own: scripts grep
+    // the line above).
+    std::string largest;
+    for (size_t i = 0; i < d.byKernel.size() && i < kStepLargest; ++i) {
+      const auto &[bytes, k] = d.byKernel[i];
+      largest += fmt::format("{}#{} {} {} ({:.1f} %)", i ? ", " : "", k,
+                             p.kernels[k].label(), human(bytes, "B"),
+                             d.bytes > 0 ? 100 * bytes / d.bytes : 0.0);
+    }
+    fmt::print("  largest of its bytes: {}\n", largest);
   }
   if (hc.sites)
     fmt::print("hyper-connection sites: {}, {} per site; three-kernel floor {} "
