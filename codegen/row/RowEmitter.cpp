@@ -219,6 +219,15 @@ void RowEmitter::elementwise(const BodyOp &op) {
   // latency per NT x 4 elements: a few rows a launch cannot hide it).
   const int64_t trips = (n + kThreads * 4 - 1) / (kThreads * 4);
   const int64_t chunk = std::min<int64_t>(loads, trips);
+  // The op on element u of the inputs' vectors a<k><at>[4] (both loops).
+  auto result = [&](const std::string &at) {
+    std::string args;
+    for (size_t k = 0; k < ins.size(); ++k)
+      args += fmt::format("{}a{}{}[u]", k ? ", " : "", k, at);
+    return op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
+               ? args
+               : fmt::format("{}({}{})", fn, args, extra);
+  };
   if (vec && chunk > 1) {
     e.line("  for (long b0 = tid_x() * 4L; b0 < {}L; b0 += {} * 4L * {}) {{", n,
            kThreads, chunk);
@@ -247,13 +256,7 @@ void RowEmitter::elementwise(const BodyOp &op) {
     e.line("      float r[4];");
     e.line("#pragma unroll");
     e.line("      for (int u = 0; u < 4; ++u) {{");
-    std::string args;
-    for (size_t k = 0; k < ins.size(); ++k)
-      args += fmt::format("{}a{}[c][u]", k ? ", " : "", k);
-    e.line("        r[u] = {};",
-           op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
-               ? args
-               : fmt::format("{}({}{})", fn, args, extra));
+    e.line("        r[u] = {};", result("[c]"));
     e.line("      }}");
     e.line("      st4({}, {}, r);", y.ptr,
            elementIndex(y, y.shape, "row", "i0"));
@@ -279,13 +282,7 @@ void RowEmitter::elementwise(const BodyOp &op) {
     e.line("    float r[4];");
     e.line("#pragma unroll");
     e.line("    for (int u = 0; u < 4; ++u) {{");
-    std::string args;
-    for (size_t k = 0; k < ins.size(); ++k)
-      args += fmt::format("{}a{}[u]", k ? ", " : "", k);
-    e.line("      r[u] = {};",
-           op.recipe == Recipe::Cast || op.recipe == Recipe::Reshape
-               ? args
-               : fmt::format("{}({}{})", fn, args, extra));
+    e.line("      r[u] = {};", result(""));
     e.line("    }}");
     e.line("    st4({}, {}, r);", y.ptr, elementIndex(y, y.shape, "row", "i0"));
     e.line("  }}");
