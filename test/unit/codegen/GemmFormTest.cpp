@@ -296,14 +296,14 @@ TEST(GemmForm, EmittedKernelsRunTheSelectedForms) {
 TEST(GemmForm, DecodePrefetchOptionOnlyOnSm90) {
   // gemm-decode-prefetch: the decode forms ask L2 for their weight rows
   // before A's quantisation (sm_90's prefetch.global.L2); gfx1151 has no
-  // such hint and prints none; off (the default) prints none anywhere.
+  // such hint and prints none (on is the default); off prints none
+  // anywhere.
   for (const char *target : {"sm_90", "gfx1151"})
     for (int on : {0, 1}) {
       SCOPED_TRACE(std::string(target) + (on ? " on" : " off"));
       format::Plan p =
           matmulPlan(target, format::GgmlType::Q8_0, 512, 512, 64, true);
-      if (on)
-        p.options[codegen::optionKey(codegen::Opt::GemmDecodePrefetch)] = 1;
+      p.options[codegen::optionKey(codegen::Opt::GemmDecodePrefetch)] = on;
       codegen::EmittedKernel k;
       std::string error;
       ASSERT_TRUE(codegen::emitKernel(p, 0, target, k, error)) << error;

@@ -107,9 +107,14 @@ TEST(GemvForm, GenerationPlansDecodeFewRowsAndTileTheRest) {
 
 TEST(GemvForm, ShapeFollowsColumnsAndK) {
   // Many short columns: two a warp (16,384 x 2 warps would leave the
-  // H200's 8,448 warp slots less than half full).
-  codegen::EmittedKernel wide =
-      emit(matmulPlan("sm_90", format::GgmlType::Q4_K, true, 16384, 256));
+  // H200's 8,448 warp slots less than half full). The grid uncapped
+  // (gemm-decode-grid=0) shows the groups.
+  std::string error;
+  format::Plan widePlan =
+      matmulPlan("sm_90", format::GgmlType::Q4_K, true, 16384, 256);
+  ASSERT_TRUE(codegen::setOption(widePlan, "gemm-decode-grid=0", error))
+      << error;
+  codegen::EmittedKernel wide = emit(widePlan);
   EXPECT_EQ(wide.grid[0].constant, 16384 / (8 * 2));
   EXPECT_NE(wide.body.find("wrow0_1"), std::string::npos);
   EXPECT_EQ(wide.body.find("wrow0_2"), std::string::npos);
@@ -123,9 +128,7 @@ TEST(GemvForm, ShapeFollowsColumnsAndK) {
   EXPECT_NE(tall.body.find("red[0][wave + j][lane]"), std::string::npos);
   EXPECT_EQ(tall.body.find("wrow0_1"), std::string::npos);
   // The option caps the columns a warp takes.
-  format::Plan one =
-      matmulPlan("sm_90", format::GgmlType::Q4_K, true, 16384, 256);
-  std::string error;
+  format::Plan one = widePlan;
   ASSERT_TRUE(codegen::setOption(one, "gemm-decode-cols=1", error)) << error;
   EXPECT_EQ(emit(one).grid[0].constant, 16384 / 8);
 }
@@ -450,15 +453,17 @@ TEST(GemvForm, Q6KChainsTakeTheWidePiecesAtWideTwo) {
     SCOPED_TRACE(target);
     format::Plan p = matmulPlan(target, format::GgmlType::Q6_K, true);
     p.options["bf16_activations"] = 1;
-    // The default (1): Q4_K chains only; Q6_K's eight-value pieces.
-    codegen::EmittedKernel narrow = emit(p);
+    // 1: Q4_K chains only; Q6_K's eight-value pieces.
+    format::Plan narrowPlan = p;
+    std::string why;
+    ASSERT_TRUE(codegen::setOption(narrowPlan, "gemm-decode-wide=1", why))
+        << why;
+    codegen::EmittedKernel narrow = emit(narrowPlan);
     EXPECT_NE(narrow.body.find("strata_di8_q6_k("), std::string::npos);
     EXPECT_EQ(narrow.body.find("strata_di8w_q6_k("), std::string::npos);
-    // 2: a lane's 32 values (halves 64 apart: A's pieces 8 on), no min.
-    format::Plan wide = p;
-    std::string why;
-    ASSERT_TRUE(codegen::setOption(wide, "gemm-decode-wide=2", why)) << why;
-    codegen::EmittedKernel k = emit(wide);
+    // 2 (the default): a lane's 32 values (halves 64 apart: A's pieces 8
+    // on), no min.
+    codegen::EmittedKernel k = emit(p);
     EXPECT_NE(k.body.find("strata_di8w_q6_k("), std::string::npos);
     EXPECT_EQ(k.body.find("strata_di8_q6_k("), std::string::npos);
     EXPECT_NE(k.body.find("ahi = *(const aq16_t *)&aq8[ap + 8];"),
@@ -468,10 +473,10 @@ TEST(GemvForm, Q6KChainsTakeTheWidePiecesAtWideTwo) {
               std::string::npos);
     EXPECT_EQ(k.body.find("-= wm0"), std::string::npos);
     // Q4_K chains keep their form at 2.
-    format::Plan q4 = matmulPlan(target, format::GgmlType::Q4_K, true);
-    q4.options["bf16_activations"] = 1;
-    format::Plan q4wide = q4;
-    ASSERT_TRUE(codegen::setOption(q4wide, "gemm-decode-wide=2", why)) << why;
+    format::Plan q4wide = matmulPlan(target, format::GgmlType::Q4_K, true);
+    q4wide.options["bf16_activations"] = 1;
+    format::Plan q4 = q4wide;
+    ASSERT_TRUE(codegen::setOption(q4, "gemm-decode-wide=1", why)) << why;
     EXPECT_EQ(emit(q4wide).body, emit(q4).body);
   }
 }
