@@ -3,7 +3,9 @@
 # memory and launch sections for one decode launch (T = 1: the kernel's own
 # symbol, which the prefill chunks' alternates do not share) of each named
 # kernel of a decode plan, after a 1024-token prompt; one text file per
-# kernel under OUT. Clocks left alone (--clock-control none).
+# kernel under OUT. Clocks left alone (--clock-control none). BATCH=B
+# profiles a step of B sequences instead (strata-run --batch B: SYMBOL
+# then names the row form, e.g. 'hc_up_mix_.*_rows16': a regex).
 #   bash bench/ncu_decode.sh PLAN_DIR GGUF TOKENS OUT_DIR SYMBOL ...
 # (build-rt/bin/strata-run must be built: test/device/build_runtime.sh)
 set -uo pipefail
@@ -23,6 +25,6 @@ for k in "$@"; do
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
     --section LaunchStats --section MemoryWorkloadAnalysis --metrics "$STALLS" \
     build-rt/bin/strata-run "$PLAN" --gguf "$GGUF" --synthetic-weights 1 --tokens-file "$TOKENS" \
-    -n 4 --ignore-eos --no-graphs 2>&1 | grep -v '^==PROF==' > "$DEST/ncu-$k.txt"
-  echo "$k: rc=${PIPESTATUS[0]}, $DEST/ncu-$k.txt"
+    -n 4 ${BATCH:+--batch "$BATCH"} --ignore-eos --no-graphs 2>&1 | grep -v '^==PROF==' > "$DEST/ncu-${k//[^A-Za-z0-9_]/}.txt"
+  echo "$k: rc=${PIPESTATUS[0]}, $DEST/ncu-${k//[^A-Za-z0-9_]/}.txt"
 done

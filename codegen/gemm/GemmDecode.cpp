@@ -15,6 +15,8 @@
 #include "runtime/format/GgmlType.h"
 
 #include <algorithm>
+#include <bit>
+#include <cassert>
 
 namespace strata::codegen::detail::gemm {
 
@@ -76,11 +78,20 @@ GemvForm GemmEmitter::gemvShape(const Gemm &g, int64_t columns, int64_t rows,
   return selectGemv(p);
 }
 
-void GemmEmitter::gemvRows(const Gemm &g, int64_t rows) {
+void GemmEmitter::gemvRows(const Gemm &g, int64_t rows, bool hoist) {
   e.line("#pragma unroll");
   e.line("    for (int r = 0; r < {}; ++r) {{", rows);
-  e.line("      if (m0 + r >= M) break;");
-  e.line("      const long m = m0 + r;");
+  if (hoist) {
+    // Rows past M repeat row M - 1 (their sums are never stored) instead of
+    // leaving the loop: with no exit in the unrolled loop every row's loads
+    // of A issue before the first FMA waits (ncu, 16-row step of the
+    // 12-layer Qwen4-Exp: hc_down_inject stalled 29 cycles an instruction
+    // on them, one load of A in flight a warp).
+    e.line("      const long m = m0 + r < M ? m0 + r : M - 1;");
+  } else {
+    e.line("      if (m0 + r >= M) break;");
+    e.line("      const long m = m0 + r;");
+  }
   e.line("      {}", aRowOf(g));
   e.line("      float av[8];");
   e.line("      ld8(arow, k, av);");
@@ -225,6 +236,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   // Warps in groups of `slices` per `cols` columns; slice j takes the
   // 256-element pieces j, j + slices, ... of K.
   e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
+  // A decode run's rows (from 0): their loads of A all issued at once.
+  const bool hoist = first == "0L";
   // The first column of a group (C expression \p at), the rows of its
   // columns (a column past N, the last group's, reads column 0 and stores
   // nothing) as prefix{b}_{c}.
@@ -321,7 +334,7 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
       for (size_t b = 0; b < nb; ++b)
         decodeW(g.w[b], fmt::format("{}{}_{}", from, b, c), "k",
                 fmt::format("w{}[{}]", b, c));
-    gemvRows(g, rows);
+    gemvRows(g, rows, hoist);
     e.line("#pragma unroll");
     e.line("      for (int c = 0; c < {}; ++c)", cols);
     e.line("#pragma unroll");
@@ -451,7 +464,13 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   } else if (stage > 0) {
     gemvStaged(g, rows, shape, form);
   } else {
-    gemvDirect(g, shape, form);
+    // The float form of several rows a turn at a time: the turn's loads of
+    // A (a row each) are the loads in flight; unrolled turns would hold
+    // theirs too, past the registers.
+    GemvForm turn = shape;
+    if (!i8 && hoist && rows > 1)
+      turn.unroll = 1;
+    gemvDirect(g, turn, form);
   }
   e.line("  }}");
   gemvReduce(g, rows, shape);
@@ -588,17 +607,25 @@ void GemmEmitter::gemvLoop(
 void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvForm shape) {
   const size_t nb = g.w.size();
   const int slices = shape.slices, cols = shape.cols;
-  // Sum over the warp; lane c * rows + r then holds (column c, row r).
-  e.line("  float mine[{}] = {{}};", nb);
-  e.line("#pragma unroll");
-  e.line("  for (int c = 0; c < {}; ++c)", cols);
-  e.line("#pragma unroll");
-  e.line("  for (int r = 0; r < {}; ++r) {{", rows);
+  // Sum over the warp; lane c * rows + r then holds (column c, row r):
+  // the cols x rows sums in one warp_sum_many (acc's order is that index),
+  // padded to a power of two.
+  const int64_t n = int64_t(cols) * rows, p2 = std::bit_ceil(uint64_t(n));
+  assert(n <= 32 && "a lane a (column, row): selectGemv keeps cols x rows "
+                    "within the warp");
+  e.line("  float mine[{}];", nb);
   for (size_t b = 0; b < nb; ++b) {
-    e.line("    const float s{} = warp_sum(acc{}[c][r]);", b, b);
-    e.line("    if (lane == c * {} + r) mine[{}] = s{};", rows, b, b);
+    e.line("  {{");
+    e.line("  float t[{}];", p2);
+    e.line("#pragma unroll");
+    e.line("  for (int i = 0; i < {}; ++i) t[i] = acc{}[i / {}][i % {}];", n, b,
+           rows, rows);
+    if (p2 > n)
+      e.line("  for (int i = {}; i < {}; ++i) t[i] = 0.0f;", n, p2);
+    e.line("  warp_sum_many<{}>(t);", p2);
+    e.line("  mine[{}] = t[0];", b);
+    e.line("  }}");
   }
-  e.line("  }}");
   const std::string at = fmt::format("lane < {}", rows * cols);
   if (slices > 1) {
     // Each slice hands its sums to the group's slice 0, which adds the
@@ -636,13 +663,45 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   Tensor y = e.tensor(c.streamMean->outputs[0]);
   const int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
   const Tensor &w = g.w[0];
+  // Several rows a pass: the block's warps (columns) share the pass's rows
+  // of A, copied once into shared memory where they fit (the loads of A
+  // from L2, one row at a time a warp, stalled hc_up_mix's 16-row form:
+  // ncu, 7.3 cycles an instruction on them).
+  const int64_t aSize = g.a.ctype == "float" ? 4 : 2;
+  const bool staged =
+      rows > 1 && g.k % 8 == 0 && rows * g.k * aSize <= kGemvStageA;
   e.line("  const long dc = (long)(bid_x() - base) * {} + wave;", kGemvWarps);
-  e.line("  if (dc >= {}L) return;", d);
+  if (staged) {
+    // The block stays whole for its barriers: a warp past D reads column
+    // D - 1 and stores nothing.
+    e.line("  const bool live = dc < {}L;", d);
+    e.line("  const long dw = live ? dc : {}L;", d - 1);
+    e.line("  STRATA_SHARED __attribute__((aligned(16))) {} as[{}];", g.a.ctype,
+           rows * g.k);
+    e.line("  typedef uint32_t as16_t __attribute__((ext_vector_type(4)));");
+  } else {
+    e.line("  if (dc >= {}L) return;", d);
+    e.line("  const bool live = true;");
+    e.line("  const long dw = dc;");
+  }
   e.line("  const long M = {};", g.mRows);
   for (int64_t st = 0; st < ns; ++st)
-    e.line("  const {} *wrow{} = {} + ({}L + dc) * {}L;", w.ctype, st, w.ptr,
+    e.line("  const {} *wrow{} = {} + ({}L + dw) * {}L;", w.ctype, st, w.ptr,
            st * d, g.k);
   e.line("  for (long m0 = 0; m0 < M; m0 += {}) {{", rows);
+  if (staged) {
+    // 16 bytes a thread a turn; rows past M repeat row M - 1.
+    const int64_t per = 16 / aSize;
+    e.line("  sync_block();");
+    e.line("  for (long q = tid_x() * {}L; q < {}L; q += {}L) {{", per,
+           rows * g.k, kGemvWarps * 32 * per);
+    e.line("    const long m = m0 + q / {}L < M ? m0 + q / {}L : M - 1;", g.k,
+           g.k);
+    e.line("    {}", aRowOf(g));
+    e.line("    *(as16_t *)&as[q] = *(const as16_t *)&arow[q % {}L];", g.k);
+    e.line("  }}");
+    e.line("  sync_block();");
+  }
   e.line("  float acc[{}][{}] = {{}};", ns, rows);
   const int64_t pieces = (g.k + 255) / 256;
   e.line("#pragma unroll");
@@ -652,13 +711,31 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   e.line("    float wv[{}][8];", ns);
   for (int64_t st = 0; st < ns; ++st)
     decodeW(w, fmt::format("wrow{}", st), "k", fmt::format("wv[{}]", st));
-  gemvRows(g, rows);
+  if (staged) {
+    e.line("#pragma unroll");
+    e.line("    for (int r = 0; r < {}; ++r) {{", rows);
+    // Rows past M skipped, not an exit: gfx1151's unroller leaves a loop
+    // with exits rolled (acc then in scratch); nor repeated, as the global
+    // form's are: all rows' reads of shared memory at once took 225
+    // registers there and spilled on sm_90.
+    e.line("      if (m0 + r >= M) continue;");
+    e.line("      const {} *arow = as + r * {}L;", g.a.ctype, g.k);
+    e.line("      float av[8];");
+    e.line("      ld8(arow, k, av);");
+  } else {
+    gemvRows(g, rows, false);
+  }
   e.line("#pragma unroll");
   e.line("      for (int s = 0; s < {}; ++s)", ns);
   e.line("#pragma unroll");
   e.line("        for (int u = 0; u < 8; ++u) acc[s][r] += av[u] * wv[s][u];");
   e.line("    }}");
   e.line("  }}");
+  if (std::has_single_bit(uint64_t(ns))) {
+    gemvStreamReduce(g, c, rows);
+    e.line("  }}");
+    return;
+  }
   e.line("#pragma unroll");
   e.line("  for (int s = 0; s < {}; ++s)", ns);
   e.line("#pragma unroll");
@@ -666,7 +743,7 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
          rows);
   // Lane m - m0: each stream's gate (the chain's epilogue at column s D +
   // dc) times the image, averaged over the streams as streamReduce does.
-  e.line("  if (lane < {} && m0 + lane < M) {{", rows);
+  e.line("  if (live && lane < {} && m0 + lane < M) {{", rows);
   e.line("    const long m = m0 + lane;");
   e.line("    float a = 0;");
   e.line("#pragma unroll");
@@ -685,6 +762,60 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   e.line("    }}");
   e.line("    st({}, m * {}L + dc, a / {}.0f);", y.ptr, d, ns);
   e.line("  }}");
+  e.line("  }}");
+}
+
+void GemmEmitter::gemvStreamReduce(const Gemm &g, const Chain &c,
+                                   int64_t rows) {
+  Tensor xn = e.tensor(c.streamMean->inputs[0]);
+  Tensor y = e.tensor(c.streamMean->outputs[0]);
+  const int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;
+  // The ns x rows sums in one warp_sum_many, index r ns + s, padded to a
+  // power of two P: lane l < min(P, 32) holds V = max(P / 32, 1) of them,
+  // l V + j, so G = ns / V lanes hold a row (l / G), streams (l % G) V + j.
+  // Each lane takes its sums' gates (the chain's epilogue at column s D +
+  // dc); lane G r gathers the row's ns gates and averages gate x image over
+  // the streams in order, as streamReduce does: each sum and the average
+  // bit for bit those of a warp_sum a (stream, row).
+  const int64_t n = ns * rows, p2 = std::bit_ceil(uint64_t(n));
+  const int64_t lanes = std::min<int64_t>(p2, 32), v = p2 / lanes, gr = ns / v;
+  e.line("  float t[{}];", p2);
+  e.line("#pragma unroll");
+  e.line("  for (int i = 0; i < {}; ++i) t[i] = acc[i % {}][i / {}];", n, ns,
+         ns);
+  if (p2 > n)
+    e.line("  for (int i = {}; i < {}; ++i) t[i] = 0.0f;", n, p2);
+  e.line("  warp_sum_many<{}>(t);", p2);
+  e.line("  const int lr = lane % {};", lanes);
+  e.line("  const long r = lr / {};", gr);
+  e.line("  const long m = m0 + r < M ? m0 + r : M - 1;");
+  e.line("  float gate[{}];", v);
+  e.line("#pragma unroll");
+  e.line("  for (int j = 0; j < {}; ++j) {{", v);
+  e.line("    const float v = t[j];");
+  e.line("    const long n = ((lr % {}) * {} + j) * {}L + dc;", gr, v, d);
+  // The epilogue without its last line (the tiles' store of the gate into
+  // Cs).
+  for (size_t l = 0; l + 1 < g.epilogue.size(); ++l)
+    e.line("    {}", g.epilogue[l]);
+  e.line("    gate[j] = {};", c.gateVar);
+  e.line("  }}");
+  e.line("  float gs[{}];", ns);
+  e.line("#pragma unroll");
+  e.line("  for (int s = 0; s < {}; ++s) gs[s] = shfl_f(gate[s % {}], lane - "
+         "lane % {} + s / {});",
+         ns, v, gr, v);
+  e.line("  if (live && lane < {} && lane % {} == 0 && r < {} && m0 + r < M) "
+         "{{",
+         lanes, gr, rows);
+  e.line("    float a = 0;");
+  e.line("#pragma unroll");
+  e.line("    for (int s = 0; s < {}; ++s) {{", ns);
+  e.line("      const long row = m, i = s * {}L + dc; (void)row;", d);
+  e.line("      a += gs[s] * ld({}, {});", xn.ptr,
+         elementIndex(xn, xn.shape, "row", "i"));
+  e.line("    }}");
+  e.line("    st({}, m * {}L + dc, a / {}.0f);", y.ptr, d, ns);
   e.line("  }}");
 }
 

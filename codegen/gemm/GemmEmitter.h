@@ -357,9 +357,13 @@ private:
   static int64_t pieceBytes(const Tensor &w) {
     return 256 / w.blockSize * w.blockBytes;
   }
+  /// The stream-mean chain's sums over the warp and its average over the
+  /// streams (a power of two of them), a row's gates gathered by shuffles.
+  void gemvStreamReduce(const Gemm &g, const Chain &c, int64_t rows);
   /// Opens the decode forms' loop over the rows m0 + r < M of a K piece
-  /// (at most \p rows): `m`, `arow` and the piece of A, `av`, defined.
-  void gemvRows(const Gemm &g, int64_t rows);
+  /// (at most \p rows): `m`, `arow` and the piece of A, `av`, defined;
+  /// with \p hoist, rows past M repeat the last (no exit from the loop).
+  void gemvRows(const Gemm &g, int64_t rows, bool hoist);
   /// The int8 form's prologue of a pass (gemvInt8): the block quantises
   /// rows m0 .. m0 + \p rows - 1 (< M) of A into aq8, 16 bytes a piece of
   /// 8 (strata_qa8: two words of int8, the scale, the scaled sum).

@@ -48,6 +48,9 @@ struct GemvForm {
 
 /// Warps of a block in the decode forms.
 constexpr int kGemvWarps = 8;
+/// Bytes of shared memory a stream-mean chain's decode form may hold the
+/// pass's rows of A in (16 rows of K = 320 bf16: 10 KB).
+constexpr int64_t kGemvStageA = 16384;
 
 /// The shape for \p p: K split into slices while the columns alone leave the
 /// GPU short of warps (decodeWarpSlots()) and each slice keeps two pieces;

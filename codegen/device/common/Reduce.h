@@ -13,6 +13,37 @@ STRATA_FN float warp_sum(float v) {
     v += shfl_xor_f(v, m);
   return v;
 }
+/// One step of warp_sum_many: N values left at lane offset O.
+template <int N, int O> STRATA_FN void warp_sum_step(float *v) {
+  if constexpr (O >= 1) {
+    if constexpr (N >= 2 * O) {
+      // Halve: the lanes with bit O keep the upper half of the values and
+      // send the lower half to their partner, which keeps the lower.
+      const bool hi = (lane_id() & O) != 0;
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        const float lo = v[i], up = v[i + N / 2];
+        const float keep = hi ? up : lo, send = hi ? lo : up;
+        v[i] = keep + shfl_xor_f(send, O);
+      }
+      warp_sum_step<N / 2, O / 2>(v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        v[i] += shfl_xor_f(v[i], O);
+      warp_sum_step<N, O / 2>(v);
+    }
+  }
+}
+/// Sums each of the N values \p v (N a power of two) over the warp, with
+/// warp_sum's pairs of lanes in its order (each sum bit for bit
+/// warp_sum's), halving the values where the lanes still to pair can hold
+/// them: 31 shuffles for 32 values where 32 warp_sums take 160. Lane l
+/// ends with V = max(N / 32, 1) sums in v[0 .. V): those of values
+/// (l % min(N, 32)) * V + j.
+template <int N> STRATA_FN void warp_sum_many(float *v) {
+  warp_sum_step<N, 16>(v);
+}
 STRATA_FN float warp_max(float v) {
   for (int m = 16; m >= 1; m >>= 1) {
     float o = shfl_xor_f(v, m);
