@@ -44,7 +44,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "grouped-decode-rows",
                                       "row-loads",
                                       "gemm-decode-grid",
-                                      "moe-sort-one"};
+                                      "moe-sort-one",
+                                      "conv-by-slot"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
