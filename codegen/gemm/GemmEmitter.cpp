@@ -23,7 +23,9 @@ void GemmEmitter::runChains() {
       if (op.inputs[0].kind != BodyRef::Kind::In ||
           op.inputs[1].kind != BodyRef::Kind::In)
         throw Unsupported("a matmul over a value computed in the kernel");
-      chains.push_back({&op, {}, nullptr, {}});
+      Chain chain;
+      chain.mm = &op;
+      chains.push_back(std::move(chain));
       std::string v = fmt::format("x{}", nextVar++);
       chains.back().epi.push_back(fmt::format("float {} = v;", v));
       vars[key(op.outputs[0])] = {chains.size() - 1, v};
