@@ -17,7 +17,11 @@
 #     after 256-token prompts, 32 steps through CUDA graphs), the variants
 #     interleaved over ROUNDS (default 2) rounds; BATCHES="1 4 16" times
 #     those row counts too (default 16). CHECKS=0 skips the
-#     checks. A variant named check* is checked, not timed (options that
+#     checks; CHECK_BATCHES="2 4 9 16" checks at those row counts (default
+#     16: 2 to 8 rows run the 8-row forms, 9 the 16-row forms part full).
+#     PROFILE_BATCHES="1 16" adds each variant's --profile of a step of
+#     those rows, grouped by bench/profile_groups.py (15 slowest groups).
+#     A variant named check* is checked, not timed (options that
 #     only the tiny models' shapes exercise, such as gemm-decode-grid=4). One results file
 #     decode-batch-STAMP.txt (machine, date, commit, every number).
 set -uo pipefail
@@ -83,11 +87,13 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
   for v in $variants; do
     [ "${CHECKS:-1}" = 1 ] || break
     for t in $D/tiny/*; do
-      line=$(timeout 300 $B/strata-run "$t/$v" --gguf "$t/model.gguf" --synthetic-weights 1 --tokens 1,2,3,4,5,6,7,8,9,10,11 -n 6 \
-        --batch 16 --check 2>&1 > /dev/null | grep -E "check|error|timings" | tr '\n' ' ')
-      rc=${PIPESTATUS[0]}
-      echo "check $v $(basename "$t") B=16: rc $rc: $line"
-      [ "$rc" = 0 ] || fails=$((fails + 1))
+      for cb in ${CHECK_BATCHES:-16}; do
+        line=$(timeout 300 $B/strata-run "$t/$v" --gguf "$t/model.gguf" --synthetic-weights 1 --tokens 1,2,3,4,5,6,7,8,9,10,11 -n 6 \
+          --batch "$cb" --check 2>&1 > /dev/null | grep -E "check|error|timings" | tr '\n' ' ')
+        rc=${PIPESTATUS[0]}
+        echo "check $v $(basename "$t") B=$cb: rc $rc: $line"
+        [ "$rc" = 0 ] || fails=$((fails + 1))
+      done
     done
   done
   echo "checks failed: $fails"
@@ -99,6 +105,18 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
           --tokens-file "$D/tokens-256.txt" -n 33 --batch "$b" 2>&1 > /dev/null | grep -E "timings|error")
         echo "round $r $v B=$b: $line"
       done
+    done
+  done
+  for b in ${PROFILE_BATCHES:-}; do
+    for v in $variants; do
+      case $v in check*) continue ;; esac
+      prof=$(mktemp)
+      timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
+        --tokens-file "$D/tokens-256.txt" -n 33 --batch "$b" --profile=json 2> /dev/null | sed -n '/^{/,$p' > "$prof"
+      echo "profile $v B=$b:"
+      python3 bench/profile_groups.py "$prof" > "$prof.txt" 2>&1
+      head -16 "$prof.txt"
+      rm -f "$prof" "$prof.txt"
     done
   done
 } 2>&1 | tee "$out"
