@@ -610,19 +610,13 @@ void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvForm shape) {
   // Sum over the warp; lane c * rows + r then holds (column c, row r):
   // the cols x rows sums in one warp_sum_many (acc's order is that index),
   // padded to a power of two.
-  const int64_t n = int64_t(cols) * rows, p2 = std::bit_ceil(uint64_t(n));
+  const int64_t n = int64_t(cols) * rows;
   assert(n <= 32 && "a lane a (column, row): selectGemv keeps cols x rows "
                     "within the warp");
   e.line("  float mine[{}];", nb);
   for (size_t b = 0; b < nb; ++b) {
     e.line("  {{");
-    e.line("  float t[{}];", p2);
-    e.line("#pragma unroll");
-    e.line("  for (int i = 0; i < {}; ++i) t[i] = acc{}[i / {}][i % {}];", n, b,
-           rows, rows);
-    if (p2 > n)
-      e.line("  for (int i = {}; i < {}; ++i) t[i] = 0.0f;", n, p2);
-    e.line("  warp_sum_many<{}>(t);", p2);
+    warpSumMany(fmt::format("acc{}[i / {}][i % {}]", b, rows, rows), n);
     e.line("  mine[{}] = t[0];", b);
     e.line("  }}");
   }
@@ -765,6 +759,16 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   e.line("  }}");
 }
 
+void GemmEmitter::warpSumMany(const std::string &value, int64_t n) {
+  const int64_t p2 = std::bit_ceil(uint64_t(n));
+  e.line("  float t[{}];", p2);
+  e.line("#pragma unroll");
+  e.line("  for (int i = 0; i < {}; ++i) t[i] = {};", n, value);
+  if (p2 > n)
+    e.line("  for (int i = {}; i < {}; ++i) t[i] = 0.0f;", n, p2);
+  e.line("  warp_sum_many<{}>(t);", p2);
+}
+
 void GemmEmitter::gemvStreamReduce(const Gemm &g, const Chain &c,
                                    int64_t rows) {
   Tensor xn = e.tensor(c.streamMean->inputs[0]);
@@ -779,13 +783,7 @@ void GemmEmitter::gemvStreamReduce(const Gemm &g, const Chain &c,
   // bit for bit those of a warp_sum a (stream, row).
   const int64_t n = ns * rows, p2 = std::bit_ceil(uint64_t(n));
   const int64_t lanes = std::min<int64_t>(p2, 32), v = p2 / lanes, gr = ns / v;
-  e.line("  float t[{}];", p2);
-  e.line("#pragma unroll");
-  e.line("  for (int i = 0; i < {}; ++i) t[i] = acc[i % {}][i / {}];", n, ns,
-         ns);
-  if (p2 > n)
-    e.line("  for (int i = {}; i < {}; ++i) t[i] = 0.0f;", n, p2);
-  e.line("  warp_sum_many<{}>(t);", p2);
+  warpSumMany(fmt::format("acc[i % {}][i / {}]", ns, ns), n);
   e.line("  const int lr = lane % {};", lanes);
   e.line("  const long r = lr / {};", gr);
   e.line("  const long m = m0 + r < M ? m0 + r : M - 1;");

@@ -357,6 +357,10 @@ private:
   static int64_t pieceBytes(const Tensor &w) {
     return 256 / w.blockSize * w.blockBytes;
   }
+  /// Declares `float t[P]` (P: \p n rounded up to a power of two) holding
+  /// \p value at i < n (a C expression in `i`), zeros after, and sums each
+  /// over the warp (warp_sum_many<P>).
+  void warpSumMany(const std::string &value, int64_t n);
   /// The stream-mean chain's sums over the warp and its average over the
   /// streams (a power of two of them), a row's gates gathered by shuffles.
   void gemvStreamReduce(const Gemm &g, const Chain &c, int64_t rows);

@@ -42,22 +42,21 @@ void emitConv1dCached(Emitter &e, const BodyOp &op) {
   const bool silu = e.hasAttr(op, "act") && e.strAttr(op, "act") == "silu";
   // A row's window: its slot's earlier inputs from the ring (this thread
   // wrote them), then its own input stored there.
-  auto row = [&](const char *ind) {
-    e.line("{}  float *ring = in0 + s * {}L;", ind, win * c);
-    e.line("{}  const float xv = ld(in1, r * {}L + c);", ind, c);
-    e.line("{}  float sum = 0.0f;", ind);
-    e.line("{}  for (long j = 0; j < {}L; ++j) {{", ind, kw);
-    e.line("{}    const long back = ({}L - j) * {}L, src = p - back;", ind,
-           kw - 1, dil);
-    e.line("{}    if (src < 0) continue;", ind);
-    e.line("{}    const float v = back == 0 ? xv : ring[(src % {}L) * {}L + "
+  auto row = [&]() {
+    e.line("    float *ring = in0 + s * {}L;", win * c);
+    e.line("    const float xv = ld(in1, r * {}L + c);", c);
+    e.line("    float sum = 0.0f;");
+    e.line("    for (long j = 0; j < {}L; ++j) {{", kw);
+    e.line("      const long back = ({}L - j) * {}L, src = p - back;", kw - 1,
+           dil);
+    e.line("      if (src < 0) continue;");
+    e.line("      const float v = back == 0 ? xv : ring[(src % {}L) * {}L + "
            "c];",
-           ind, win, c);
-    e.line("{}    sum += ld(in2, c * {}L + j) * v;", ind, kw);
-    e.line("{}  }}", ind);
-    e.line("{}  st(out0, r * {}L + c, {});", ind, c,
-           silu ? "sm_silu(sum)" : "sum");
-    e.line("{}  ring[(p % {}L) * {}L + c] = xv;", ind, win, c);
+           win, c);
+    e.line("      sum += ld(in2, c * {}L + j) * v;", kw);
+    e.line("    }}");
+    e.line("    st(out0, r * {}L + c, {});", c, silu ? "sm_silu(sum)" : "sum");
+    e.line("    ring[(p % {}L) * {}L + c] = xv;", win, c);
   };
   const format::PlanDim channels{0, (c + kCachedThreads - 1) / kCachedThreads,
                                  1};
@@ -70,7 +69,7 @@ void emitConv1dCached(Emitter &e, const BodyOp &op) {
     e.line("  for (long r = 0; r < T; ++r) {{");
     e.line("    const long s = in3[r], p = in4[r];");
     e.line("    if (s < 0 || s >= {}L || p < 0) continue;", ws[0]);
-    row("  ");
+    row();
     e.line("  }}");
     e.line("}}");
     e.out.grid = {channels, {0, 1, 1}, {0, 1, 1}};
@@ -98,7 +97,7 @@ void emitConv1dCached(Emitter &e, const BodyOp &op) {
   e.line("  for (long r = r0; r < T; ++r) {{");
   e.line("    const long s = in3[r], p = in4[r];");
   e.line("    if (s != s0 || p < 0) continue;");
-  row("  ");
+  row();
   e.line("  }}");
   e.line("}}");
   e.out.grid = {channels, {1, 0, 1}, {0, 1, 1}};
