@@ -57,7 +57,7 @@ struct PassContext {
   int64_t maxBatch = 0;
   /// Filled by expand: every metadata key the description looked up and
   /// the value folded in (ir::EvalEnv::baked).
-  std::map<std::string, std::string> bakedMeta;
+  std::map<std::string, std::string> bakedMeta = {};
 };
 
 /// A transformation of a module.

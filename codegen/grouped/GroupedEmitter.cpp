@@ -22,13 +22,25 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   const GemvForm shape = gemvShape(g, slotsPerToken * g.n, rows);
   const int64_t cols = kGemvWarps / shape.slices * shape.cols;
   const int64_t colBlocks = (g.n + cols - 1) / cols;
+  // grouped-decode-grid: a slot's column groups on fewer blocks, each
+  // looping over groups (gemvBody), so that the per-block work before the
+  // first weight load (IQ3_S's grid, the expert's search, A's
+  // quantisation: three barriers) is paid once for several groups.
+  const int64_t cap = option(e.plan, Opt::GroupedDecodeGrid);
+  int64_t perSlot = colBlocks;
+  if (cap > 0 && slotsPerToken * colBlocks > cap) {
+    const int64_t loops = (slotsPerToken * colBlocks + cap - 1) / cap;
+    perSlot = (colBlocks + loops - 1) / loops;
+  }
+  colLoop_ =
+      perSlot < colBlocks ? ColumnLoop{colBlocks, perSlot} : ColumnLoop{};
   gemvOpen(std::any_of(g.w.begin(), g.w.end(),
                        [](const Tensor &w) {
                          return w.ggml == format::GgmlType::IQ3_S;
                        }),
            sym, gemvStage(g, shape), gemvInt8Words(g, rows));
-  e.line("  const long s = bid_x() / {}L;", colBlocks);
-  e.line("  const long base = s * {}L;", colBlocks);
+  e.line("  const long s = bid_x() / {}L;", perSlot);
+  e.line("  const long base = s * {}L;", perSlot);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);
   // The slot's expert: the one whose slots [off[x], off[x + 1]) hold s,
   // looked for by all the block's threads at once (one round of loads; a
@@ -45,10 +57,11 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   e.line("  if ({}[ex] != s) return;", off.ptr);
   rowBase_ = fmt::format("(long)ex * {}L", g.n);
   gemvBody(g, rows, shape, "s", fmt::format("{}[ex + 1]", off.ptr));
+  colLoop_ = ColumnLoop{};
   gemvClose();
-  // (slot, column group) pairs of T * slotsPerToken slots: grid x, which
-  // holds them at any T.
-  e.out.grid = {{slotsPerToken * colBlocks, 0, 1}, {0, 1, 1}, {0, 1, 1}};
+  // (slot, block of its column groups) pairs of T * slotsPerToken slots:
+  // grid x, which holds them at any T.
+  e.out.grid = {{slotsPerToken * perSlot, 0, 1}, {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kGemvWarps * 32, 1, 1};
   e.out.sharedBytes = 0;
 }

@@ -35,54 +35,21 @@ struct RowOf {
 };
 
 /// moe_route of one token (a decode step) by the whole block: each
-/// wave's top K of its experts, then wave 0's top K of those (a wave
-/// form took K rounds of dependent shuffles and rescans in one wave:
-/// 16 us a layer on the H200, bench/results/ncu-decode-20261204/).
+/// wave's top K of its experts by K rounds of a wave argmax of route_keys
+/// (RouteOrder.h), then the block's top K of the waves' picks by rank (a
+/// wave form took K rounds of dependent shuffles and rescans in one wave:
+/// 16 us a layer on the H200, bench/results/ncu-decode-20261204/; a second
+/// K rounds over the picks in wave 0 and route_better's NaN-aware compares
+/// left the block form at 13 us, latency-bound).
 void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
   Tensor x = e.tensor(op.inputs.at(0)), y = e.tensor(op.outputs.at(0)),
          ids = e.tensor(op.outputs.at(1));
   const int64_t ne = constProduct(x.shape, 1), k = e.intAttr(op, "k");
   const int64_t pl = (ne + kRouteThreads - 1) / kRouteThreads;
-  const int64_t waves = kRouteThreads / 32, pc = (waves * k + 31) / 32;
+  const int64_t waves = kRouteThreads / 32, picks = waves * k;
+  if (k > 32 || picks > kRouteThreads) // selectRoute's bounds
+    throw Unsupported("moe_route's block form takes k <= 32");
   const bool softmax = e.strAttr(op, "func") == "softmax";
-  // A wave's top K of its lanes' PL candidates (id < 0: none) in route
-  // order (RouteOrder.h), round s's winner left in lane s; ids are unique,
-  // so the lane whose best it was marks it taken and finds its next.
-  e.line("template <int PL>");
-  e.line("STRATA_FN void @SYMBOL@_top(const float *p, const int *id, float "
-         "&mv, int &mi) {{");
-  e.line("  const int lane = lane_id();");
-  e.line("  uint32_t taken = 0;");
-  e.line("  float lv = 0;");
-  e.line("  int li = -1;");
-  e.line("#pragma unroll");
-  e.line("  for (int i = 0; i < PL; ++i)");
-  e.line("    if (route_better(p[i], id[i], lv, li)) lv = p[i], li = id[i];");
-  e.line("  mv = 0;");
-  e.line("  mi = -1;");
-  e.line("#pragma unroll 1");
-  e.line("  for (int s = 0; s < {}; ++s) {{", k);
-  e.line("    float bv = lv;");
-  e.line("    int bi = li;");
-  e.line("#pragma unroll");
-  e.line("    for (int d = 16; d >= 1; d >>= 1) {{");
-  e.line("      const float ov = shfl_xor_f(bv, d);");
-  e.line("      const int oi = shfl_xor_i(bi, d);");
-  e.line("      if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;");
-  e.line("    }}");
-  e.line("    if (lane == s) mv = bv, mi = bi;");
-  e.line("    if (bi >= 0 && li == bi) {{");
-  e.line("      lv = 0;");
-  e.line("      li = -1;");
-  e.line("#pragma unroll");
-  e.line("      for (int i = 0; i < PL; ++i) {{");
-  e.line("        taken |= id[i] == bi ? 1u << i : 0u;");
-  e.line("        if (!(taken >> i & 1u) && route_better(p[i], id[i], lv, "
-         "li)) lv = p[i], li = id[i];");
-  e.line("      }}");
-  e.line("    }}");
-  e.line("  }}");
-  e.line("}}");
   std::string params = e.params();
   e.line("STRATA_KERNEL({}) void @SYMBOL@({}) {{", kRouteThreads, params);
   e.prologue();
@@ -90,29 +57,29 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
   e.line("  const long row = 0;");
   e.line("  const int lane = lane_id(), wave = tid_x() >> 5;");
   e.line("  STRATA_SHARED float red[{}];", waves);
-  e.line("  STRATA_SHARED float cv[{}];", waves * k);
-  e.line("  STRATA_SHARED int ci[{}];", waves * k);
+  e.line("  STRATA_SHARED uint64_t cand[{}];", picks);
+  e.line("  STRATA_SHARED uint64_t pick[{}];", k);
   // Expert tid + NT i: its probability (softmax by block reductions, or
   // sigmoid), as wave_moe_route computes them.
   e.line("  float p[{}];", pl);
-  e.line("  int id[{}];", pl);
   e.line("#pragma unroll");
   e.line("  for (int i = 0; i < {}; ++i) {{", pl);
   e.line("    const int x = tid_x() + {} * i;", kRouteThreads);
   e.line("    p[i] = x < {} ? ld({}, x) : 0.0f;", ne, rowPtr(x));
-  e.line("    id[i] = x < {} ? x : -1;", ne);
   e.line("  }}");
   if (softmax) {
     e.line("  float m = -__builtin_inff();");
     e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i)", pl);
-    e.line("    m = id[i] >= 0 && p[i] > m ? p[i] : m;");
+    e.line("    m = tid_x() + {} * i < {} && p[i] > m ? p[i] : m;",
+           kRouteThreads, ne);
     e.line("  m = block_max<{}>(m, red);", kRouteThreads);
     e.line("  float sum = 0;");
     e.line("#pragma unroll");
     e.line("  for (int i = 0; i < {}; ++i) {{", pl);
     e.line("    p[i] = strata_exp(p[i] - m);");
-    e.line("    sum += id[i] >= 0 ? p[i] : 0.0f;");
+    e.line("    sum += tid_x() + {} * i < {} ? p[i] : 0.0f;", kRouteThreads,
+           ne);
     e.line("  }}");
     e.line("  sum = block_sum<{}>(sum, red);", kRouteThreads);
     e.line("#pragma unroll");
@@ -123,27 +90,52 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
     e.line("  for (int i = 0; i < {}; ++i)", pl);
     e.line("    p[i] = sm_sigmoid(p[i]);");
   }
-  e.line("  float mv;");
-  e.line("  int mi;");
-  e.line("  @SYMBOL@_top<{}>(p, id, mv, mi);", pl);
-  e.line("  if (lane < {}) {{", k);
-  e.line("    cv[wave * {} + lane] = mv;", k);
-  e.line("    ci[wave * {} + lane] = mi;", k);
+  // The wave's top K: round s's winner left in lane s; keys are unique, so
+  // the lane whose best won is the one that holds it.
+  e.line("  uint64_t key[{}];", pl);
+  e.line("  uint64_t lk = 0;");
+  e.line("#pragma unroll");
+  e.line("  for (int i = 0; i < {}; ++i) {{", pl);
+  e.line("    const int x = tid_x() + {} * i;", kRouteThreads);
+  e.line("    key[i] = route_key(p[i], x < {} ? x : -1);", ne);
+  e.line("    lk = key[i] > lk ? key[i] : lk;");
+  e.line("  }}");
+  e.line("  uint64_t mk = 0;");
+  e.line("#pragma unroll 1");
+  e.line("  for (int s = 0; s < {}; ++s) {{", k);
+  e.line("    uint64_t bk = lk;");
+  e.line("#pragma unroll");
+  e.line("    for (int d = 16; d >= 1; d >>= 1)");
+  e.line("      bk = route_key_max_xor(bk, d);");
+  e.line("    if (lane == s) mk = bk;");
+  e.line("    if (bk != 0 && lk == bk) {{");
+  e.line("      lk = 0;");
+  e.line("#pragma unroll");
+  e.line("      for (int i = 0; i < {}; ++i) {{", pl);
+  e.line("        key[i] = key[i] == bk ? 0 : key[i];");
+  e.line("        lk = key[i] > lk ? key[i] : lk;");
+  e.line("      }}");
+  e.line("    }}");
+  e.line("  }}");
+  e.line("  if (lane < {}) cand[wave * {} + lane] = mk;", k, k);
+  e.line("  if (tid_x() < {}) pick[tid_x()] = 0;", k);
+  e.line("  sync_block();");
+  // The block's top K: each wave's list holds every pick of the whole top
+  // K among its experts, so a candidate's rank among all the lists is its
+  // place (keys unique; none, 0, ranks past every pick).
+  e.line("  if (tid_x() < {}) {{", picks);
+  e.line("    const uint64_t c = cand[tid_x()];");
+  e.line("    int rank = 0;");
+  e.line("#pragma unroll 8");
+  e.line("    for (int j = 0; j < {}; ++j)", picks);
+  e.line("      rank += cand[j] > c ? 1 : 0;");
+  e.line("    if (c != 0 && rank < {}) pick[rank] = c;", k);
   e.line("  }}");
   e.line("  sync_block();");
   e.line("  if (wave != 0) return;");
-  // Wave 0: the top K of the waves' picks (each wave's list holds every
-  // pick of the whole top K among its experts).
-  e.line("  float q[{}];", pc);
-  e.line("  int qi[{}];", pc);
-  e.line("#pragma unroll");
-  e.line("  for (int j = 0; j < {}; ++j) {{", pc);
-  e.line("    const int c = lane + 32 * j;");
-  e.line("    q[j] = c < {} ? cv[c] : 0.0f;", waves * k);
-  e.line("    qi[j] = c < {} ? ci[c] : -1;", waves * k);
-  e.line("  }}");
-  e.line("  @SYMBOL@_top<{}>(q, qi, mv, mi);", pc);
-  // The picks' values summed in round order (as wave_moe_route does).
+  e.line("  const uint64_t ck = lane < {} ? pick[lane] : 0;", k);
+  e.line("  const float mv = route_key_value(ck);");
+  // The picks' values summed in rank order (as wave_moe_route does).
   e.line("  float total = 0;");
   if (e.boolAttr(op, "norm")) {
     e.line("#pragma unroll 1");
@@ -151,7 +143,7 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
     e.line("    total += shfl_f(mv, s);");
   }
   e.line("  if (lane < {}) {{", k);
-  e.line("    {}[lane] = mi;", rowPtr(ids));
+  e.line("    {}[lane] = route_key_id(ck);", rowPtr(ids));
   e.line("    st({}, lane, {});", rowPtr(y),
          e.boolAttr(op, "norm") ? "mv / total" : "mv");
   e.line("  }}");

@@ -13,10 +13,11 @@
 /// no block barrier): lane l holds probabilities l, l + 32, ... in
 /// registers (softmax by wave reductions, or sigmoid), then the top K
 /// (descending, ties to the lower id, NaN never before a number, as
-/// row_moe_route) by K rounds of a wave argmax over each lane's best
-/// untaken candidate; only the winning lane looks for its next best. A
-/// block-wide round (row_moe_route) made 8 waves repeat every reduction: the
-/// kernel was instruction-bound (ncu: IPC 3.1) at 0.6 ms a layer.
+/// row_moe_route) by K rounds of a wave argmax of route_keys over each
+/// lane's best untaken candidate; only the winning lane looks for its next
+/// best. A block-wide round (row_moe_route) made 8 waves repeat every
+/// reduction: the kernel was instruction-bound (ncu: IPC 3.1) at 0.6 ms a
+/// layer.
 template <int E, int K, bool SOFTMAX, bool NORM, class X, class W>
 STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
   constexpr int PL = (E + 31) / 32;
@@ -58,40 +59,41 @@ STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
     for (int i = 0; i < PL; ++i)
       p[i] = sm_sigmoid(p[i]);
   }
-  auto best = [&](float &bv, int &bi) {
-    bv = 0;
-    bi = -1;
+  // Each candidate as its route_key (0 once taken or past E).
+  uint64_t key[PL];
+#pragma unroll
+  for (int i = 0; i < PL; ++i)
+    key[i] = taken >> i & 1u ? 0 : route_key(p[i], lane + 32 * i);
+  auto best = [&]() {
+    uint64_t b = 0;
 #pragma unroll
     for (int i = 0; i < PL; ++i)
-      if (!(taken >> i & 1u) && route_better(p[i], lane + 32 * i, bv, bi))
-        bv = p[i], bi = lane + 32 * i;
+      b = key[i] > b ? key[i] : b;
+    return b;
   };
-  float lv;
-  int li;
-  best(lv, li);
+  uint64_t lk = best();
   // Round s's winner is kept by lane s. The rounds stay a loop: unrolled,
   // the kernel's code (K rounds of the rescan) took longer to fetch than
-  // to run at one token (18.8 us a layer on the H200).
-  float mv = 0;
-  int mi = -1;
+  // to run at one token (18.8 us a layer on the H200). Keys are unique, so
+  // the lane whose best won is the one that holds it.
+  uint64_t mk = 0;
 #pragma unroll 1
   for (int s = 0; s < K; ++s) {
-    float bv = lv;
-    int bi = li;
+    uint64_t bk = lk;
 #pragma unroll
-    for (int d = 16; d >= 1; d >>= 1) {
-      float ov = shfl_xor_f(bv, d);
-      int oi = shfl_xor_i(bi, d);
-      if (route_better(ov, oi, bv, bi))
-        bv = ov, bi = oi;
-    }
+    for (int d = 16; d >= 1; d >>= 1)
+      bk = route_key_max_xor(bk, d);
     if (lane == s)
-      mv = bv, mi = bi;
-    if (bi >= 0 && (bi & 31) == lane) {
-      taken |= 1u << (bi >> 5);
-      best(lv, li);
+      mk = bk;
+    if (bk != 0 && lk == bk) {
+#pragma unroll
+      for (int i = 0; i < PL; ++i)
+        key[i] = key[i] == bk ? 0 : key[i];
+      lk = best();
     }
   }
+  const float mv = route_key_value(mk);
+  const int mi = route_key_id(mk);
   // The rounds' values summed in order (as row_moe_route does).
   float sum = 0;
   if (NORM) {

@@ -41,6 +41,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-decode-prefetch",
                                       "gemm-decode-mma",
                                       "gemm-decode-wide",
+                                      "grouped-decode-grid",
                                       "grouped-decode-rows",
                                       "row-loads",
                                       "gemm-decode-grid",

@@ -108,7 +108,9 @@ TEST(RouteForm, EmittedKernelFollowsTheSelection) {
     // 8 tokens a block.
     EXPECT_EQ(k.grid[0].coef, 0);
     EXPECT_EQ(k.grid[0].constant, 1);
-    EXPECT_NE(k.body.find("_top<2>(p, id, mv, mi);"), std::string::npos);
+    // The waves' picks ranked by the block (the block form's merge).
+    EXPECT_NE(k.body.find("if (c != 0 && rank < 10) pick[rank] = c;"),
+              std::string::npos);
     ASSERT_EQ(k.alternates.size(), 1u);
     EXPECT_EQ(k.alternates[0].suffix, "_waves");
     EXPECT_EQ(k.alternates[0].minTokens, 2);
@@ -120,7 +122,7 @@ TEST(RouteForm, EmittedKernelFollowsTheSelection) {
                                     target, pre, error))
         << error;
     EXPECT_TRUE(pre.alternates.empty());
-    EXPECT_EQ(pre.body.find("_top<"), std::string::npos);
+    EXPECT_EQ(pre.body.find("pick[rank]"), std::string::npos);
     // The option turns the block off: the same kernel as without state.
     format::Plan off = routePlan(target, 512, 10, true);
     ASSERT_TRUE(codegen::setOption(off, "moe-route-block=0", error)) << error;
