@@ -100,9 +100,14 @@ def report(a):
     frags = []
     for p in a.fragments:
         try:
-            frags.append(json.load(open(p)))
+            f = json.load(open(p))
         except (OSError, ValueError) as e:
             print("skipping %s: %s" % (p, e), file=sys.stderr)
+            continue
+        if not isinstance(f, dict) or not {"model", "synth", "date"} <= f.keys():
+            print("skipping %s: not a model's fragment" % p, file=sys.stderr)
+            continue
+        frags.append(f)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     lines = ["# llama.cpp (CUDA, llama-bench) against strata on the same GGUF files",
              "# %s; %s" % (now, a.machine),

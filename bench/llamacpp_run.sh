@@ -226,10 +226,14 @@ bench_model() {
   # bench/peer_profile.sh).
   local first=${PP%%,*}
   say "-- strata-run plan-prefill, $first tokens, --profile (grouped by bench/profile_groups.py)"
+  # (Beside the results, not among them: the report reads results/*.json
+  # as the models' fragments.)
+  mkdir -p "$W/profiles"
   timeout $(tmo 30) "$SB/strata-run" "$PLANS/$m/plan-prefill" --gguf "$g" \
     --tokens-file "$PLANS/$m/tokens-$first.txt" --profile=json 2> /dev/null |
-    sed -n '/^{"backend"/,$p' > "$W/results/$m-pp$first-profile.json" &&
-    python3 bench/profile_groups.py "$W/results/$m-pp$first-profile.json" | head -24 | tee -a "$LOG" > /dev/null
+    sed -n '/^{"backend"/,$p' > "$W/profiles/$m-pp$first.json" &&
+    python3 bench/profile_groups.py "$W/profiles/$m-pp$first.json" > "$W/profiles/$m-pp$first.txt" &&
+    head -24 "$W/profiles/$m-pp$first.txt" >> "$LOG"
   say "-- strata-run plan-decode, $PEER_TG_PROMPT-token prompt, -n $((PEER_TG + 1))"
   timeout $(tmo 10) "$SB/strata-run" "$PLANS/$m/plan-decode" --gguf "$g" \
     --tokens-file "$PLANS/$m/tokens-$PEER_TG_PROMPT.txt" -n $((PEER_TG + 1)) --ignore-eos 2>&1 > /dev/null |

@@ -22,13 +22,19 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   const GemvForm shape = gemvShape(g, slotsPerToken * g.n, rows);
   const int64_t cols = kGemvWarps / shape.slices * shape.cols;
   const int64_t colBlocks = (g.n + cols - 1) / cols;
-  // grouped-decode-grid: a slot's column groups on fewer blocks, each
-  // looping over groups (gemvBody), so that the per-block work before the
-  // first weight load (IQ3_S's grid, the expert's search, A's
-  // quantisation: three barriers) is paid once for several groups.
+  // grouped-decode-grid, in the forms of several rows: a slot's column
+  // groups on fewer blocks, each looping over groups (gemvBody), so that
+  // the per-block work before the first weight load (IQ3_S's grid, the
+  // expert's search, A's quantisation: three barriers) is paid once for
+  // several groups, and the slots past the first of their expert (most
+  // of T x k at a few rows) exit as fewer blocks. One row keeps a block a
+  // group: there the loop's groups in a row cost more than the blocks'
+  // setup (H100, 12-layer Qwen4-Exp: the gate/up 22.4 against 27.3 us,
+  // four rows 3.54 against 3.83 ms a step;
+  // bench/results/decode-batch-full12-route-20261206T201225Z-h100.txt).
   const int64_t cap = option(e.plan, Opt::GroupedDecodeGrid);
   int64_t perSlot = colBlocks;
-  if (cap > 0 && slotsPerToken * colBlocks > cap) {
+  if (cap > 0 && rows > 1 && slotsPerToken * colBlocks > cap) {
     const int64_t loops = (slotsPerToken * colBlocks + cap - 1) / cap;
     perSlot = (colBlocks + loops - 1) / loops;
   }
