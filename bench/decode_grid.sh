@@ -23,7 +23,10 @@
 # decode-grid-STAMP.txt (machine, date, commit, every timing line).
 # GRID_DIR=DIR keeps the files in DIR (both modes); GRID_PS and GRID_BS
 # replace the lists of P and B; PRESET=full12 prepares
-# the 12-layer full-width model (it fits an H100's 80 GB).
+# the 12-layer full-width model (it fits an H100's 80 GB; the full one does
+# not: its weights ran out of an H100's memory at layer 23's experts,
+# 2026-12-06); GRID_MAX_CONTEXT (default 16640) sizes the plan's caches
+# (4352 with GRID_PS="1024 4096": 5.8 GB of state instead of 17).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=${GRID_DIR:-build-decode-grid}
@@ -35,7 +38,7 @@ if [ "$mode" = prepare ]; then
   . bench/variant_args.sh
   B=${BUILD:-build}/bin
   TYPES='q4_k,*hc_*down*=f16,*hc_*up*=f16,output.weight=q6_k,per_layer_token_embd*=q8_0,*ple_key*=q8_0,*ple_value*=q8_0,*attn_v*=q6_k,*indexer*=q8_0,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl,*ffn_down_shexp*=q8_0'
-  ARGS=(models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 1024 --max-context 16640
+  ARGS=(models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 1024 --max-context "${GRID_MAX_CONTEXT:-16640}"
     --max-batch 16 --logits all --target sm_90)
   mkdir -p "$D"
   [ -f "$D/full.gguf" ] ||
@@ -84,7 +87,7 @@ BIN=build-rt/bin
 {
   echo "# decode grid of the full Qwen4-Exp (shapes-only GGUF, synthetic weights)"
   echo "# $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-  echo "# plans: --max-tokens 1024 --max-context 16640 --max-batch 16 --logits all --target sm_90 (f32 KV cache)"
+  echo "# plans: --max-tokens 1024 --max-context $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['options'].get('max_context'))" "$D/${VS[0]}/plan.json") --max-batch 16 --logits all --target sm_90 (f32 KV cache)"
   for v in "${VS[@]}"; do
     echo "# variant $v: commit $(cat "$D/$v/COMMIT"), codegen options $(cat "$D/$v/OPTIONS")"
     sed "s/^/# $v floor: /" "$D/$v/decode-report.txt"
