@@ -17,29 +17,22 @@
 
 #include <gtest/gtest.h>
 
-namespace route_host {
+#include "runtime/ScalarMathCpu.h"
+
+// RouteOrder.h beside the CPU's scalar math (strata::scalar: sm_bits,
+// sm_isnan, ...), as the device library includes it after ScalarMath.h.
+namespace strata::scalar {
 #define STRATA_FN inline
-#define strata_exp(x) std::exp(x)
-#define strata_log(x) std::log(x)
-#define strata_log1p(x) std::log1p(x)
-#define strata_sqrt(x) std::sqrt(x)
-#define strata_tanh(x) std::tanh(x)
-#include "runtime/ScalarMath.h"
 /// One lane: a shuffle returns the lane's own value (route_key_max_xor is
 /// then the identity, as for a wave whose lanes all hold the same key).
 inline int shfl_xor_i(int v, int) { return v; }
 #include "codegen/device/sort/RouteOrder.h"
 #undef STRATA_FN
-#undef strata_exp
-#undef strata_log
-#undef strata_log1p
-#undef strata_sqrt
-#undef strata_tanh
-} // namespace route_host
+} // namespace strata::scalar
 
 namespace {
 
-using namespace route_host;
+using namespace strata::scalar;
 
 float fromBits(uint32_t b) {
   float f;
