@@ -176,7 +176,8 @@ bool GemmEmitter::gemvWide(const Gemm &g, int64_t rows) const {
                      [&](const Tensor &w) { return w.ggml == t; });
 }
 
-void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym) {
+void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym,
+                            bool gridBarrier) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
   e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", kGemvWarps * 32,
@@ -190,14 +191,16 @@ void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym) {
     e.line("  for (int i = tid_x(); i < 512; i += {}) iq3s_lds[i] = "
            "strata_iq3s_grid[i];",
            kGemvWarps * 32);
-    e.line("  sync_block();");
+    if (gridBarrier)
+      e.line("  sync_block();");
   }
   e.line("  const int wave = tid_x() >> 5, lane = lane_id();");
 }
 
 void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
-                           int64_t stageBytes, int64_t aq8Words, bool wide) {
-  gemvEntry(iq3s, sym);
+                           int64_t stageBytes, int64_t aq8Words, bool wide,
+                           bool gridBarrier) {
+  gemvEntry(iq3s, sym, gridBarrier);
   e.line("  STRATA_SHARED float red[2][{}][32];", kGemvWarps);
   if (stageBytes > 0)
     e.line("  STRATA_SHARED __attribute__((aligned(16))) uint8_t "

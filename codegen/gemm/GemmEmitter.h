@@ -321,9 +321,11 @@ private:
   /// area; with \p iq3s (IQ3_S weights) the grid's copy in LDS, else
   /// IQ3_S would decode from the table itself until gemvClose().
   /// \p aq8Words: words of shared memory for the int8 rows of A
-  /// (gemvInt8Words), 0 for none.
+  /// (gemvInt8Words), 0 for none. \p gridBarrier false: the caller's
+  /// first barrier (before any read of iq3s_lds) is the grid copy's.
   void gemvOpen(bool iq3s, const std::string &sym, int64_t stageBytes = 0,
-                int64_t aq8Words = 0, bool wide = false);
+                int64_t aq8Words = 0, bool wide = false,
+                bool gridBarrier = true);
   /// Whether \p g's decode form over \p rows accumulator rows multiplies
   /// int8 activations: option gemm-decode-int8, every matrix of a block
   /// type with an integer form (runtime/format/BlockDecodeInt8.h), A's
@@ -373,8 +375,9 @@ private:
   /// 8 (strata_qa8: two words of int8, the scale, the scaled sum).
   void gemvQuantA(const Gemm &g, int64_t rows);
   /// A decode-form kernel's entry: the signature (two blocks an SM), the
-  /// prologue, IQ3_S's grid staged in LDS where \p iq3s, `wave` and `lane`.
-  void gemvEntry(bool iq3s, const std::string &sym);
+  /// prologue, IQ3_S's grid staged in LDS where \p iq3s (its barrier
+  /// left to the caller where \p gridBarrier is false), `wave` and `lane`.
+  void gemvEntry(bool iq3s, const std::string &sym, bool gridBarrier = true);
   /// Closes the decode-form kernel opened by gemvOpen.
   void gemvClose();
   /// Whether the matrix-unit decode form (GemmDecodeMma.cpp) can run every

@@ -40,11 +40,18 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   }
   colLoop_ =
       perSlot < colBlocks ? ColumnLoop{colBlocks, perSlot} : ColumnLoop{};
+  // grouped-decode-search: the expert's search under IQ3_S's grid copy,
+  // one barrier for both (the copy's loads and the offsets' in flight
+  // together), `found` not initialised: the offsets are a scan of the
+  // experts' counts ending at T k, so exactly one expert holds a slot
+  // s < T k.
+  const bool oneBarrier = option(e.plan, Opt::GroupedDecodeSearch) != 0;
   gemvOpen(std::any_of(g.w.begin(), g.w.end(),
                        [](const Tensor &w) {
                          return w.ggml == format::GgmlType::IQ3_S;
                        }),
-           sym, gemvStage(g, shape), gemvInt8Words(g, rows));
+           sym, gemvStage(g, shape), gemvInt8Words(g, rows), false,
+           !oneBarrier);
   e.line("  const long s = bid_x() / {}L;", perSlot);
   e.line("  const long base = s * {}L;", perSlot);
   e.line("  if (s >= T * {}L) return;", slotsPerToken);
@@ -52,8 +59,10 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   // looked for by all the block's threads at once (one round of loads; a
   // binary search waited on nine in a row).
   e.line("  STRATA_SHARED int found;");
-  e.line("  if (tid_x() == 0) found = 0;");
-  e.line("  sync_block();");
+  if (!oneBarrier) {
+    e.line("  if (tid_x() == 0) found = 0;");
+    e.line("  sync_block();");
+  }
   e.line("  for (int x = tid_x(); x < {}; x += {})", experts, kGemvWarps * 32);
   e.line("    if ({}[x] <= s && s < {}[x + 1]) found = x;", off.ptr, off.ptr);
   e.line("  sync_block();");

@@ -42,6 +42,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-decode-mma",
                                       "gemm-decode-wide",
                                       "grouped-decode-grid",
+                                      "grouped-decode-search",
                                       "grouped-decode-rows",
                                       "row-loads",
                                       "gemm-decode-grid",
