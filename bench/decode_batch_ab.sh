@@ -10,6 +10,9 @@
 #     decode_ab_prepare.sh; synthetic weights on the GPU) at --max-tokens 16 --max-context 128
 #     --max-batch 16, bf16 policy, for strata-run --check.
 #     PRESET=full12: the 12-layer full-width model (an H100's 80 GB).
+#     MODEL=moe: the llama.cpp peer's Qwen3-MoE of Qwen3-30B-A3B's shape
+#     and Q4_K_M-like mix (bench/llamacpp_models.sh) instead of the
+#     Qwen4-Exp (a separate directory, D=build-decode-batch-moe).
 #   bash bench/decode_batch_ab.sh run [RESULTS_DIR]     (GPU machine)
 #     Per variant: each tiny model's 16 sequences (-n 6 --batch 16) with
 #     --check (every kernel of every prefill chunk and decode step against
@@ -26,19 +29,33 @@
 #     decode-batch-STAMP.txt (machine, date, commit, every number).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-D=build-decode-batch
+MODEL=${MODEL:-q4x}
+case $MODEL in
+q4x) D=build-decode-batch ;;
+moe) D=build-decode-batch-moe ;;
+*) echo "error: MODEL=$MODEL: q4x or moe"; exit 2 ;;
+esac
 mode=${1:?prepare or run}
 shift
 if [ "$mode" = prepare ]; then
   set -e
   . bench/variant_args.sh
   B=${BUILD:-build}/bin
-  TYPES=$(sed -n "s/^TYPES='\(.*\)'\$/\1/p" bench/decode_prepare.sh)
   mkdir -p "$D"
-  [ -f "$D/full.gguf" ] ||
-    "$B/strata-gguf" synth --arch qwen4exp --preset "${PRESET:-full}" --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
+  if [ "$MODEL" = moe ]; then
+    . bench/llamacpp_models.sh
+    ARCH=qwen3moe VOCAB=$(peer_vocab moe)
+    # shellcheck disable=SC2046
+    [ -f "$D/full.gguf" ] || "$B/strata-gguf" synth $(peer_synth_args moe) --shapes-only -o "$D/full.gguf" \
+      2> >(grep -v 'selects no tensor' >&2)
+  else
+    ARCH=qwen4exp VOCAB=248320
+    TYPES=$(sed -n "s/^TYPES='\(.*\)'\$/\1/p" bench/decode_prepare.sh)
+    [ -f "$D/full.gguf" ] ||
+      "$B/strata-gguf" synth --arch qwen4exp --preset "${PRESET:-full}" --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
+  fi
   [ -f "$D/tokens-256.txt" ] ||
-    python3 bench/strata_bench.py tokens --T 256 --vocab 248320 -o "$D/tokens-256.txt"
+    python3 bench/strata_bench.py tokens --T 256 --vocab "$VOCAB" -o "$D/tokens-256.txt"
   (git describe --always --dirty 2> /dev/null || echo unknown) > "$D/COMMIT"
   strip() { find "$1" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete; }
   for v in "$@"; do
@@ -46,13 +63,16 @@ if [ "$mode" = prepare ]; then
     [ "$opts" = "$v" ] && opts=
     variant_args "$opts"
     rm -rf "${D:?}/$name"
-    "$B/strata-compile" models/qwen4exp.strata --gguf "$D/full.gguf" --max-tokens 64 --max-context 1344 \
+    "$B/strata-compile" "models/$ARCH.strata" --gguf "$D/full.gguf" --max-tokens 64 --max-context 1344 \
       --max-batch 16 --logits all --target sm_90 ${args[@]+"${args[@]}"} -o "$D/$name" > /dev/null
     strip "$D/$name"
     for m in qwen4exp:'q6_k,*ffn_gate_exps*=iq3_s,*ffn_up_exps*=iq3_s,*ffn_down_exps*=iq4_nl' \
-             qwen3moe:'q4_k,*attn_v*=q6_k,*_exps*=iq4_nl' qwen3next:'q5_k,*_exps*=iq4_xs' qwen3:q8_0; do
-      arch=${m%%:*} types=${m#*:}
-      t=$D/tiny/$arch
+             qwen3moe:'q4_k,*attn_v*=q6_k,*_exps*=iq4_nl' qwen3next:'q5_k,*_exps*=iq4_xs' qwen3:q8_0 \
+             qwen3moe+q4k:'q4_k,*attn_v*=q6_k,*ffn_down_exps*=q6_k'; do
+      # LABEL[+TAG]:TYPES; +q4k: Q4_K and Q6_K experts (the peer's mix).
+      label=${m%%:*} types=${m#*:}
+      arch=${label%%+*}
+      t=$D/tiny/$label
       mkdir -p "$t"
       [ -f "$t/model.gguf" ] ||
         "$B/strata-gguf" synth --arch "$arch" --preset tiny --seed 1 --shapes-only --types "$types" \
@@ -80,6 +100,7 @@ B=build-rt/bin
 variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$p"; done)
 {
   echo "# batched decode A/B: $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), plans of $(cat $D/COMMIT)"
+  echo "# model: MODEL=$MODEL ($D/full.gguf, shapes only, synthetic weights)"
   for v in $variants; do
     echo "# $v: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('options'))" $D/$v/plan.json)"
   done

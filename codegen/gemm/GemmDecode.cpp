@@ -451,7 +451,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("      }}");
     e.line("    }}");
   };
-  const bool wide = i8 && rowBase_ == "0L" && gemvWide(g, rows);
+  const bool wide =
+      i8 && (rowBase_ == "0L" || groupedWide_) && gemvWide(g, rows);
   // Staged (gemm-decode-stage=1) or decoded where the bytes lie: measured
   // on the H200 (bench/results/gemv-stage-20261203.txt) the copy's wide
   // loads did not pay: the decode forms are bound by the decode's

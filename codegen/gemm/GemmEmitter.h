@@ -333,8 +333,8 @@ private:
   bool gemvInt8(const Gemm &g, int64_t rows) const;
   /// Whether \p g's int8 decode form over \p rows rows takes the wide
   /// pieces (option gemm-decode-wide): every matrix Q4_K (or, at 2, every
-  /// matrix Q6_K), K whole super-blocks, a chain's own rows (not the
-  /// grouped experts').
+  /// matrix Q6_K), K whole super-blocks; the grouped experts' rows only
+  /// under grouped-decode-wide (groupedWide_).
   bool gemvWide(const Gemm &g, int64_t rows) const;
   /// Words of shared memory of \p g's int8 rows of A (0: not int8).
   int64_t gemvInt8Words(const Gemm &g, int64_t rows) const;
@@ -435,6 +435,10 @@ private:
   void gemvReduce(const Gemm &g, int64_t rows, GemvForm shape);
   /// W's first row in gemvBody (a C expression).
   std::string rowBase_ = "0L";
+  /// Whether gemvBody's grouped experts (rowBase_ an expert's) take the
+  /// wide pieces: set by emitGroupedGemv (grouped-decode-wide), whose
+  /// gemvOpen then declares A's aligned wide arrays.
+  bool groupedWide_ = false;
   /// A chain's loop over column groups in gemvBody (gemm-decode-grid):
   /// its \p groups groups of kGemvWarps / slices warps run on \p stride
   /// blocks, block b taking groups b, b + stride, ...; groups 0: a block

@@ -46,11 +46,15 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   // experts' counts ending at T k, so exactly one expert holds a slot
   // s < T k.
   const bool oneBarrier = option(e.plan, Opt::GroupedDecodeSearch) != 0;
+  // grouped-decode-wide: the chains' wide pieces (Q4_K, Q6_K experts), the
+  // expert's rows as aligned as a chain's (whole super-blocks a row).
+  groupedWide_ =
+      option(e.plan, Opt::GroupedDecodeWide) != 0 && gemvWide(g, rows);
   gemvOpen(std::any_of(g.w.begin(), g.w.end(),
                        [](const Tensor &w) {
                          return w.ggml == format::GgmlType::IQ3_S;
                        }),
-           sym, gemvStage(g, shape), gemvInt8Words(g, rows), false,
+           sym, gemvStage(g, shape), gemvInt8Words(g, rows), groupedWide_,
            !oneBarrier);
   e.line("  const long s = bid_x() / {}L;", perSlot);
   e.line("  const long base = s * {}L;", perSlot);
@@ -73,6 +77,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   rowBase_ = fmt::format("(long)ex * {}L", g.n);
   gemvBody(g, rows, shape, "s", fmt::format("{}[ex + 1]", off.ptr));
   colLoop_ = ColumnLoop{};
+  groupedWide_ = false;
   gemvClose();
   // (slot, block of its column groups) pairs of T * slotsPerToken slots:
   // grid x, which holds them at any T.
