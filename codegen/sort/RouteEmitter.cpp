@@ -90,33 +90,15 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
     e.line("  for (int i = 0; i < {}; ++i)", pl);
     e.line("    p[i] = sm_sigmoid(p[i]);");
   }
-  // The wave's top K: round s's winner left in lane s; keys are unique, so
-  // the lane whose best won is the one that holds it.
+  // The wave's top K of its experts (wave_top_keys, MoeRoute.h): round s's
+  // winner in lane s.
   e.line("  uint64_t key[{}];", pl);
-  e.line("  uint64_t lk = 0;");
   e.line("#pragma unroll");
   e.line("  for (int i = 0; i < {}; ++i) {{", pl);
   e.line("    const int x = tid_x() + {} * i;", kRouteThreads);
   e.line("    key[i] = route_key(p[i], x < {} ? x : -1);", ne);
-  e.line("    lk = key[i] > lk ? key[i] : lk;");
   e.line("  }}");
-  e.line("  uint64_t mk = 0;");
-  e.line("#pragma unroll 1");
-  e.line("  for (int s = 0; s < {}; ++s) {{", k);
-  e.line("    uint64_t bk = lk;");
-  e.line("#pragma unroll");
-  e.line("    for (int d = 16; d >= 1; d >>= 1)");
-  e.line("      bk = route_key_max_xor(bk, d);");
-  e.line("    if (lane == s) mk = bk;");
-  e.line("    if (bk != 0 && lk == bk) {{");
-  e.line("      lk = 0;");
-  e.line("#pragma unroll");
-  e.line("      for (int i = 0; i < {}; ++i) {{", pl);
-  e.line("        key[i] = key[i] == bk ? 0 : key[i];");
-  e.line("        lk = key[i] > lk ? key[i] : lk;");
-  e.line("      }}");
-  e.line("    }}");
-  e.line("  }}");
+  e.line("  const uint64_t mk = wave_top_keys<{}>(key, {});", pl, k);
   e.line("  if (lane < {}) cand[wave * {} + lane] = mk;", k, k);
   e.line("  if (tid_x() < {}) pick[tid_x()] = 0;", k);
   e.line("  sync_block();");

@@ -9,6 +9,46 @@
 // there without this banner, so the emitted text is the library's.
 //
 //===----------------------------------------------------------------------===//
+/// A wave's top \p K of its lanes' candidates, round s's winner returned
+/// to lane s (0 past the candidates): K rounds of a wave max of
+/// route_keys over each lane's best untaken key, only the winning lane
+/// rescanning its \p PL keys for its next best (keys are unique, so the
+/// lane whose best won is the one that holds it). \p key: the lane's
+/// candidates, 0 for none, cleared as they are taken. The rounds stay a
+/// loop: unrolled, the kernel's code (K rounds of the rescan) took longer
+/// to fetch than to run at one token (18.8 us a layer on the H200). Both
+/// moe_route forms take it (wave_moe_route; the block form of one token,
+/// codegen/sort/RouteEmitter.cpp, a wave's share of the experts).
+template <int PL>
+STRATA_FN uint64_t wave_top_keys(uint64_t (&key)[PL], int K) {
+  const int lane = lane_id();
+  auto best = [&]() {
+    uint64_t b = 0;
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      b = key[i] > b ? key[i] : b;
+    return b;
+  };
+  uint64_t lk = best();
+  uint64_t mk = 0;
+#pragma unroll 1
+  for (int s = 0; s < K; ++s) {
+    uint64_t bk = lk;
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1)
+      bk = route_key_max_xor(bk, d);
+    if (lane == s)
+      mk = bk;
+    if (bk != 0 && lk == bk) {
+#pragma unroll
+      for (int i = 0; i < PL; ++i)
+        key[i] = key[i] == bk ? 0 : key[i];
+      lk = best();
+    }
+  }
+  return mk;
+}
+
 /// moe_route of one token by one wave (kernels of several tokens per block,
 /// no block barrier): lane l holds probabilities l, l + 32, ... in
 /// registers (softmax by wave reductions, or sigmoid), then the top K
@@ -64,34 +104,8 @@ STRATA_FN void wave_moe_route(const X *x, W *w, int32_t *ids) {
 #pragma unroll
   for (int i = 0; i < PL; ++i)
     key[i] = taken >> i & 1u ? 0 : route_key(p[i], lane + 32 * i);
-  auto best = [&]() {
-    uint64_t b = 0;
-#pragma unroll
-    for (int i = 0; i < PL; ++i)
-      b = key[i] > b ? key[i] : b;
-    return b;
-  };
-  uint64_t lk = best();
-  // Round s's winner is kept by lane s. The rounds stay a loop: unrolled,
-  // the kernel's code (K rounds of the rescan) took longer to fetch than
-  // to run at one token (18.8 us a layer on the H200). Keys are unique, so
-  // the lane whose best won is the one that holds it.
-  uint64_t mk = 0;
-#pragma unroll 1
-  for (int s = 0; s < K; ++s) {
-    uint64_t bk = lk;
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1)
-      bk = route_key_max_xor(bk, d);
-    if (lane == s)
-      mk = bk;
-    if (bk != 0 && lk == bk) {
-#pragma unroll
-      for (int i = 0; i < PL; ++i)
-        key[i] = key[i] == bk ? 0 : key[i];
-      lk = best();
-    }
-  }
+  // Round s's winner in lane s.
+  const uint64_t mk = wave_top_keys<PL>(key, K);
   const float mv = route_key_value(mk);
   const int mi = route_key_id(mk);
   // The rounds' values summed in order (as row_moe_route does).

@@ -43,6 +43,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-decode-wide",
                                       "grouped-decode-grid",
                                       "grouped-decode-search",
+                                      "grouped-decode-wide",
                                       "grouped-decode-rows",
                                       "row-loads",
                                       "gemm-decode-grid",
