@@ -181,7 +181,8 @@ void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym,
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
   // of gate and up took 182, one block an SM).
   e.line("STRATA_KERNEL_MIN({}, {}) void {}({}) {{", kGemvWarps * 32,
-         option(e.plan, Opt::GemmDecodeBlocks), sym, e.params());
+         minBlocks_ > 0 ? minBlocks_ : option(e.plan, Opt::GemmDecodeBlocks),
+         sym, e.params());
   e.prologue();
   // IQ3_S's grid in LDS: a warp's 32 random lookups in the global table
   // touch up to 16 L1 lines each (the grouped gate/up ran at 250 GB/s so).

@@ -439,6 +439,10 @@ private:
   /// wide pieces: set by emitGroupedGemv (grouped-decode-wide), whose
   /// gemvOpen then declares A's aligned wide arrays.
   bool groupedWide_ = false;
+  /// Blocks an SM gemvEntry caps the registers for; 0: option
+  /// gemm-decode-blocks (emitGroupedGemv sets grouped-decode-blocks for
+  /// its one-row form).
+  int64_t minBlocks_ = 0;
   /// A chain's loop over column groups in gemvBody (gemm-decode-grid):
   /// its \p groups groups of kGemvWarps / slices warps run on \p stride
   /// blocks, block b taking groups b, b + stride, ...; groups 0: a block

@@ -50,6 +50,9 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   // expert's rows as aligned as a chain's (whole super-blocks a row).
   groupedWide_ =
       option(e.plan, Opt::GroupedDecodeWide) != 0 && gemvWide(g, rows);
+  // grouped-decode-blocks: the one-row form's register cap (the forms of
+  // several rows keep gemm-decode-blocks: capped at 64 they spill).
+  minBlocks_ = rows == 1 ? option(e.plan, Opt::GroupedDecodeBlocks) : 0;
   gemvOpen(std::any_of(g.w.begin(), g.w.end(),
                        [](const Tensor &w) {
                          return w.ggml == format::GgmlType::IQ3_S;
@@ -78,6 +81,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   gemvBody(g, rows, shape, "s", fmt::format("{}[ex + 1]", off.ptr));
   colLoop_ = ColumnLoop{};
   groupedWide_ = false;
+  minBlocks_ = 0;
   gemvClose();
   // (slot, block of its column groups) pairs of T * slotsPerToken slots:
   // grid x, which holds them at any T.

@@ -44,6 +44,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "grouped-decode-grid",
                                       "grouped-decode-search",
                                       "grouped-decode-wide",
+                                      "grouped-decode-blocks",
                                       "grouped-decode-rows",
                                       "row-loads",
                                       "gemm-decode-grid",
