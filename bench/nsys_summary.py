@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Summarises Nsight Systems' cuda_gpu_trace CSV of a strata-run decode run
+(bench/nsys_decode.sh): the kernels of the last STEPS decode steps (a step
+is the plan's kernel count of consecutive kernels; memory copies and the
+prefill before them left out), per kernel name (the plan's symbol less its
+hash): calls a step, microseconds a call, share; then a step's time from
+its first kernel's start to its last one's end, the kernels' sum, and the
+idle time between them (gaps: the launch cost the step pays beyond its
+kernels' own time).
+  python3 bench/nsys_summary.py TRACE.csv --plan PLAN.json [--steps N]"""
+import argparse
+import collections
+import csv
+import json
+import re
+
+ap = argparse.ArgumentParser()
+ap.add_argument("trace")
+ap.add_argument("--plan", required=True)
+ap.add_argument("--steps", type=int, default=16)
+a = ap.parse_args()
+with open(a.plan) as f:
+    per_step = len(json.load(f)["kernels"])
+rows = []
+with open(a.trace) as f:
+    for r in csv.DictReader(f):
+        name = r.get("Name", "")
+        # Kernels only: copies and memsets are named [CUDA memcpy ...].
+        if not name or name.startswith("[CUDA"):
+            continue
+        start = int(r["Start (ns)"])
+        rows.append((start, start + int(r["Duration (ns)"]), name))
+rows.sort()
+# A decode step launches each plan kernel once (its pre-launches add rows,
+# so steps are cut by the plan's count of kernels plus those): the last
+# steps are the tail of the trace, found by the first kernel's name.
+if not rows:
+    raise SystemExit("error: no kernels in the trace")
+# The step's first kernel: the name that repeats with the step's period.
+names = [n for _, _, n in rows]
+period = None
+for p in range(per_step, min(len(names) // 2, 4 * per_step) + 1):
+    if names[-p:] == names[-2 * p:-p]:
+        period = p
+        break
+if period is None:
+    raise SystemExit(f"error: no repeating step of {per_step}+ kernels at the trace's end")
+steps = min(a.steps, len(rows) // period - 1)
+tail = rows[-steps * period:]
+short = lambda n: re.sub(r"_[0-9a-f]{12}", "", n)
+by = collections.defaultdict(lambda: [0, 0])
+busy = 0
+for s, e, n in tail:
+    by[short(n)][0] += 1
+    by[short(n)][1] += e - s
+    busy += e - s
+span = 0
+gaps = 0
+for i in range(steps):
+    step = tail[i * period:(i + 1) * period]
+    span += step[-1][1] - step[0][0]
+    for (s0, e0, _), (s1, _, _) in zip(step, step[1:]):
+        gaps += max(0, s1 - e0)
+print(f"# {steps} decode steps of {period} kernels (plan: {per_step}); per step:")
+print(f"#   span {span / steps / 1e3:.1f} us, kernels {busy / steps / 1e3:.1f} us,"
+      f" gaps {gaps / steps / 1e3:.1f} us ({100 * gaps / span:.1f} % of the span),"
+      f" mean gap {gaps / max(1, steps * (period - 1)) / 1e3:.2f} us")
+print(f"# {'kernel':40s} {'calls':>6s} {'us/call':>9s} {'us/step':>9s} {'share':>6s}")
+for n, (c, t) in sorted(by.items(), key=lambda x: -x[1][1]):
+    print(f"  {n:40s} {c / steps:6.0f} {t / c / 1e3:9.2f} {t / steps / 1e3:9.1f}"
+          f" {100 * t / busy:5.1f} %")
