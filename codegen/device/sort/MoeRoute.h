@@ -19,8 +19,7 @@
 /// to fetch than to run at one token (18.8 us a layer on the H200). Both
 /// moe_route forms take it (wave_moe_route; the block form of one token,
 /// codegen/sort/RouteEmitter.cpp, a wave's share of the experts).
-template <int PL>
-STRATA_FN uint64_t wave_top_keys(uint64_t (&key)[PL], int K) {
+template <int PL> STRATA_FN uint64_t wave_top_keys(uint64_t (&key)[PL], int K) {
   const int lane = lane_id();
   auto best = [&]() {
     uint64_t b = 0;
