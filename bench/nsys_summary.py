@@ -31,12 +31,11 @@ with open(a.trace) as f:
         start = int(r["Start (ns)"])
         rows.append((start, start + int(r["Duration (ns)"]), name))
 rows.sort()
-# A decode step launches each plan kernel once (its pre-launches add rows,
-# so steps are cut by the plan's count of kernels plus those): the last
-# steps are the tail of the trace, found by the first kernel's name.
 if not rows:
     raise SystemExit("error: no kernels in the trace")
-# The step's first kernel: the name that repeats with the step's period.
+# A decode step launches each plan kernel once, plus their pre-launches: its
+# period is the shortest run of at least the plan's kernel count that the
+# trace's end repeats; the last steps are the tail cut at that period.
 names = [n for _, _, n in rows]
 period = None
 for p in range(per_step, min(len(names) // 2, 4 * per_step) + 1):
