@@ -1,6 +1,8 @@
 //===- Target.cpp - target descriptions and kernel variants ---------------===//
 #include "ir/Target.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -168,6 +170,35 @@ const KernelVariant *lookupVariant(const Target &target,
     if (name == v->name)
       return v;
   return nullptr;
+}
+
+std::pair<double, double> predictGemm(const KernelVariant &v,
+                                      const GemmCost &g) {
+  double padded = std::ceil(g.rows / v.tileM) * v.tileM;
+  double flops = 2 * padded * g.n * g.k * g.stacks;
+  double compute = flops / (v.peakTflops() * 1e12 * v.efficiency);
+  double act = g.rows * g.stacks * (g.k + g.n) * 2; // bf16 in and out
+  double bytes = g.weightBytes + act;
+  if (v.path == MatrixPath::I8)
+    bytes += g.rows * g.stacks * g.k * (2 + 1); // quantise activations
+  return {std::max(compute, bytes / (v.target->memGBs * 1e9)), compute};
+}
+
+const KernelVariant *cheapestVariant(const Target &target, const GemmCost &g,
+                                     const MatrixPath *only) {
+  const KernelVariant *best = nullptr;
+  std::pair<double, double> bestTime;
+  for (const KernelVariant *v : variantsOf(target)) {
+    if (!v->decodes(g.type) || (only && v->path != *only))
+      continue;
+    std::pair<double, double> t = predictGemm(*v, g);
+    bool better =
+        !best || t.first < bestTime.first * (1 - 1e-9) ||
+        (t.first <= bestTime.first * (1 + 1e-9) && t.second < bestTime.second);
+    if (better)
+      best = v, bestTime = t;
+  }
+  return best;
 }
 
 } // namespace strata::ir

@@ -83,4 +83,30 @@ std::vector<const KernelVariant *> variantsOf(const Target &target);
 /// The variant named \p name of \p target, or nullptr.
 const KernelVariant *lookupVariant(const Target &target, std::string_view name);
 
+/// One GEMM as the variants' cost model sees it (select-expert-kernels at a
+/// plan's largest run; the grouped GEMMs' tiles at each run's rows).
+struct GemmCost {
+  format::GgmlType type = format::GgmlType::F32; ///< the weight's
+  double rows = 0;        ///< M of each stack (an expert's rows)
+  double n = 0, k = 0;    ///< of each stack
+  double stacks = 1;      ///< experts, each a GEMM of `rows` rows
+  double weightBytes = 0; ///< of every stack
+};
+
+/// Predicted seconds of \p g by \p v: (time, compute time), where
+///   compute = 2 Mpad N K stacks / (path peak x efficiency), Mpad = M
+///             rounded up to the variant's row tile (small M wastes tiles)
+///   memory  = (weight bytes + bf16 activations in and out) / bandwidth,
+///             plus the int8 path's pass that quantises the activations
+///   time    = max(compute, memory).
+std::pair<double, double> predictGemm(const KernelVariant &v,
+                                      const GemmCost &g);
+
+/// The variant of \p target that decodes g.type with the least predicted
+/// time (between equal times, memory-bound GEMMs, the least compute time,
+/// which leaves the units free for others), of path \p only where given;
+/// nullptr where none decodes it.
+const KernelVariant *cheapestVariant(const Target &target, const GemmCost &g,
+                                     const MatrixPath *only = nullptr);
+
 } // namespace strata::ir

@@ -3,7 +3,8 @@
 // For every matmul and expert stack (inside fused kernels too), picks the
 // target's kernel variant (KernelVariants.def) with the least predicted
 // time and records it as the op's `variant` attribute, which the plan and
-// --report carry. The cost model reads the target description only:
+// --report carry. The cost model (ir/Target.h's predictGemm, which the
+// grouped GEMMs' tiles by rows share) reads the target description only:
 //   rows M    = the tokens the GEMM sees: T for a dense matmul, the
 //               expected rows per expert T*k/E for an expert stack
 //   compute   = 2*Mpad*N*K*(stacks) / (path peak * efficiency), Mpad = M
@@ -21,23 +22,11 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 namespace strata::passes {
 
 using namespace ir;
 
 namespace {
-
-/// Facts of one GEMM at T = maxTokens.
-struct Gemm {
-  format::GgmlType type = format::GgmlType::F32;
-  double rows = 0; ///< M per stack
-  double n = 0, k = 0;
-  double stacks = 1; ///< experts (each a GEMM of `rows` rows)
-  double weightBytes = 0;
-  std::string weightName;
-};
 
 format::GgmlType weightType(const Operand &w) {
   Type t = w.type();
@@ -70,19 +59,6 @@ double weightBytes(const Operand &w, format::GgmlType type) {
     elems *= constOr(d, 1);
   format::GgmlTypeInfo info = format::ggmlTypeInfo(type);
   return elems / info.blockSize * info.typeSize;
-}
-
-/// Predicted seconds of \p g with variant \p v: (time, compute time).
-std::pair<double, double> predict(const KernelVariant &v, const Gemm &g,
-                                  const Target &t) {
-  double padded = std::ceil(g.rows / v.tileM) * v.tileM;
-  double flops = 2 * padded * g.n * g.k * g.stacks;
-  double compute = flops / (v.peakTflops() * 1e12 * v.efficiency);
-  double act = g.rows * g.stacks * (g.k + g.n) * 2; // bf16 in and out
-  double bytes = g.weightBytes + act;
-  if (v.path == MatrixPath::I8)
-    bytes += g.rows * g.stacks * g.k * (2 + 1); // quantise activations
-  return {std::max(compute, bytes / (t.memGBs * 1e9)), compute};
 }
 
 class SelectExpertKernelsPass : public Pass {
@@ -119,16 +95,17 @@ private:
       const bool grouped = r == "moe_grouped_swiglu" || r == "moe_grouped_down";
       if (r != "matmul" && r != "moe_experts" && !grouped)
         continue;
-      Gemm g;
+      GemmCost g;
       const size_t wi = r == "matmul" ? 1 : r == "moe_grouped_swiglu" ? 3 : 2;
       const Operand &w = op.operands[wi];
       Type wt = w.type(), xt = op.operands[0].type();
       if (!wt.isTensor() || !xt.isTensor())
         continue; // the verifier reports unknown types
       g.type = weightType(w);
-      g.weightName = w.isWeight() && w.weight->name->kind == ExprKind::Str
-                         ? w.weight->name->s
-                         : std::string();
+      const std::string weightName =
+          w.isWeight() && w.weight->name->kind == ExprKind::Str
+              ? w.weight->name->s
+              : std::string();
       g.weightBytes = weightBytes(w, g.type);
       g.k = constOr(wt.dims.back(), 1);
       g.n = constOr(wt.dims[wt.rank() - 2], 1);
@@ -155,35 +132,24 @@ private:
       } else {
         g.rows = rows;
       }
-      // Least time; between equal times (memory-bound GEMMs) the least
-      // compute time, which leaves the units free for others.
-      const KernelVariant *best = nullptr;
-      std::pair<double, double> bestTime;
-      std::string known;
       // The f32 policy keeps GEMM arithmetic in f32 (the matrix paths round
       // operands to f16/bf16): only F32-path variants then.
-      bool f32Only = target.gpu && ctx.precision == "f32";
-      for (const KernelVariant *v : variantsOf(target)) {
-        known += (known.empty() ? "" : ", ") + std::string(v->name);
-        if (!v->decodes(g.type) || (f32Only && v->path != MatrixPath::F32))
-          continue;
-        std::pair<double, double> t = predict(*v, g, target);
-        bool better = !best || t.first < bestTime.first * (1 - 1e-9) ||
-                      (t.first <= bestTime.first * (1 + 1e-9) &&
-                       t.second < bestTime.second);
-        if (better)
-          best = v, bestTime = t;
-      }
+      const MatrixPath f32 = MatrixPath::F32;
+      const bool f32Only = target.gpu && ctx.precision == "f32";
+      const KernelVariant *best =
+          cheapestVariant(target, g, f32Only ? &f32 : nullptr);
       if (!best) {
-        ctx.diag.error(op.loc,
-                       fmt::format("target '{}' has no {} kernel variant for "
-                                   "{} weights{} (its variants: {})",
-                                   target.name, r,
-                                   format::ggmlTypeInfo(g.type).irName,
-                                   g.weightName.empty()
-                                       ? ""
-                                       : fmt::format(" ('{}')", g.weightName),
-                                   known));
+        std::string known;
+        for (const KernelVariant *v : variantsOf(target))
+          known += (known.empty() ? "" : ", ") + std::string(v->name);
+        ctx.diag.error(
+            op.loc,
+            fmt::format("target '{}' has no {} kernel variant for "
+                        "{} weights{} (its variants: {})",
+                        target.name, r, format::ggmlTypeInfo(g.type).irName,
+                        weightName.empty() ? ""
+                                           : fmt::format(" ('{}')", weightName),
+                        known));
         ok = false;
         continue;
       }

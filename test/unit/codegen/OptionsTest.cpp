@@ -46,6 +46,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "grouped-decode-wide",
                                       "grouped-decode-blocks",
                                       "grouped-decode-rows",
+                                      "grouped-tile-rows",
                                       "row-loads",
                                       "gemm-decode-grid",
                                       "moe-sort-one",
