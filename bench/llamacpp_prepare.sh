@@ -18,6 +18,8 @@
 #   bash bench/llamacpp_prepare.sh [BUILD_DIR]     (default build)
 # PEER_TINY=1: tiny presets and host plans into build-peer/tiny/ for the
 # CPU dry run (bench/llamacpp_run.sh --dry-run); nothing is packed.
+# PEER_OPTS="NAME=VALUE ...": codegen options of both plans (an option's
+# A/B against the peer before it is the default); COMMIT records them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}/bin
@@ -63,16 +65,18 @@ for m in moe q4x; do
   "$B/strata-gguf" synth $args --shapes-only -o "$W/$m.shapes.gguf" 2> >(grep -v 'selects no tensor' >&2)
   echo "$args" > "$W/$m/SYNTH"
   model=$(peer_model_file $m)
+  opts=()
+  for o in ${PEER_OPTS:-}; do opts+=(--codegen-opt "$o"); done
   "$B/strata-compile" "$model" --gguf "$W/$m.shapes.gguf" --max-tokens $maxpp \
-    --logits last --target $target -o "$W/$m/plan-prefill" > /dev/null
+    --logits last --target $target ${opts[@]+"${opts[@]}"} -o "$W/$m/plan-prefill" > /dev/null
   "$B/strata-compile" "$model" --gguf "$W/$m.shapes.gguf" --max-tokens 64 --max-context 512 \
-    --max-batch 1 --logits last --target $target -o "$W/$m/plan-decode" > /dev/null
+    --max-batch 1 --logits last --target $target ${opts[@]+"${opts[@]}"} -o "$W/$m/plan-decode" > /dev/null
   find "$W/$m" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete
   for t in $PEER_PP $PEER_TG_PROMPT; do
     [ "$t" -le $maxpp ] || continue
     python3 bench/strata_bench.py tokens --T "$t" --vocab "$(peer_vocab $m)" -o "$W/$m/tokens-$t.txt"
   done
-  (git describe --always --dirty 2>/dev/null || echo unknown) > "$W/$m/COMMIT"
+  echo "$(git describe --always --dirty 2>/dev/null || echo unknown)${PEER_OPTS:+ $PEER_OPTS}" > "$W/$m/COMMIT"
 done
 if [ "$TINY" = 1 ]; then
   du -sh "$W"/*
