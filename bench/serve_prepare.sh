@@ -23,9 +23,7 @@
 #                   at every row count (gemm-decode-mma=1) and the grouped
 #                   experts' tiles from one row (grouped-decode-rows=0):
 #                   each family one form at every row count, so a row's
-#                   sums still do not depend on the others (and
-#                   grouped-tile-rows=0: one tile variant at every run;
-#                   SERVE_FORMS;
+#                   sums still do not depend on the others (SERVE_FORMS;
 #                   H100, 12-layer model, 16-row step 14.2 ms against 18.3
 #                   with the warp dot products, tiny plans --check PASS at
 #                   B = 16: decode-batch-full12-ind-20261206T031111Z-h100.txt).
@@ -65,7 +63,7 @@ for p in 256 1024; do
 done
 
 OPTS="--max-tokens ${SERVE_CHUNK:-512} --max-context 1344 --max-batch 16 --logits all --target sm_90 --codegen-opt gemm-decode-rows=${SERVE_DECODE_ROWS:-16}"
-for o in ${SERVE_FORMS-gemm-decode-mma=1 grouped-decode-rows=0 grouped-tile-rows=0}; do OPTS="$OPTS --codegen-opt $o"; done
+for o in ${SERVE_FORMS-gemm-decode-mma=1 grouped-decode-rows=0}; do OPTS="$OPTS --codegen-opt $o"; done
 for o in ${SERVE_OPTS:+${SERVE_OPTS//,/ }}; do OPTS="$OPTS --codegen-opt $o"; done
 P=$OUT/${SERVE_PLAN:-plan-serve16}
 rm -rf "$P"

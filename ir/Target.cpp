@@ -172,11 +172,33 @@ const KernelVariant *lookupVariant(const Target &target,
   return nullptr;
 }
 
+/// Vector f32 FLOPs a tile spends decoding one quantised weight value to
+/// the matrix type and staging it (a Q4_K value to bf16, its store to and
+/// read from shared memory), calibrated on the H100 from the grouped
+/// experts of the 30B-A3B Qwen3-MoE at 32 rows an expert
+/// (bench/results/pp-rows-ab-20261207T024106Z-h100.txt): the 128-row tile
+/// decoded 403 M values a layer in 233 us, the 16-row tile each twice in
+/// 654 us, i.e. 67 TFLOP/s x efficiency / rate = 35 and 33. Other block
+/// types and gfx1151 (scaled by its vector peak) are unmeasured.
+constexpr double kDecodeFlopsPerValue = 34;
+
 std::pair<double, double> predictGemm(const KernelVariant &v,
                                       const GemmCost &g) {
   double padded = std::ceil(g.rows / v.tileM) * v.tileM;
   double flops = 2 * padded * g.n * g.k * g.stacks;
   double compute = flops / (v.peakTflops() * 1e12 * v.efficiency);
+  // A tile decodes its weights once per row tile: quantised expert stacks
+  // of a few dozen rows an expert are bound by that decode, not by the
+  // matrix units, so a taller tile that pads more rows can take less time.
+  // Stacks only: there experts x column tiles fill the GPU whatever the
+  // tile, while a dense GEMM of few rows has N / tileN blocks, and which
+  // tile wins there turns on how many blocks fill the units (a term this
+  // model lacks; unmeasured).
+  if (g.stacks > 1 && format::ggmlTypeInfo(g.type).blockSize > 1) {
+    double decoded = std::ceil(g.rows / v.tileM) * g.n * g.k * g.stacks;
+    double rate = v.target->vecF32Tflops * 1e12 / kDecodeFlopsPerValue;
+    compute = std::max(compute, decoded / (rate * v.efficiency));
+  }
   double act = g.rows * g.stacks * (g.k + g.n) * 2; // bf16 in and out
   double bytes = g.weightBytes + act;
   if (v.path == MatrixPath::I8)

@@ -95,7 +95,10 @@ struct GemmCost {
 
 /// Predicted seconds of \p g by \p v: (time, compute time), where
 ///   compute = 2 Mpad N K stacks / (path peak x efficiency), Mpad = M
-///             rounded up to the variant's row tile (small M wastes tiles)
+///             rounded up to the variant's row tile (small M wastes tiles);
+///             for quantised expert stacks at least their decode, N K
+///             stacks values once per row tile at the vector units' rate
+///             (kDecodeFlopsPerValue) x efficiency
 ///   memory  = (weight bytes + bf16 activations in and out) / bandwidth,
 ///             plus the int8 path's pass that quantises the activations
 ///   time    = max(compute, memory).

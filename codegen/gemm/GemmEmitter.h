@@ -251,14 +251,6 @@ public:
   /// block scan of the offsets finds each block's expert and row tile).
   void groupedTile(const Gemm &g, const Tensor &y, const Tensor &off,
                    int64_t experts, const std::string &sym);
-  /// The grouped tiles' variants by a run's rows (grouped-tile-rows):
-  /// (first rows, variant) ranges over runs of \p from to \p to rows, the
-  /// cost model's pick (ir::cheapestVariant) at \p from and at each power
-  /// of two past it, among the kernel variant's path; one range of the
-  /// kernel's variant where the option is off.
-  std::vector<std::pair<int64_t, std::string>>
-  groupedTileRanges(const Gemm &g, int64_t experts, int64_t slotsPerToken,
-                    int64_t from, int64_t to);
   /// The grouped GEMM's dequantise-once alternate (GroupedForm
   /// Kind::Dequant): a pre-launch decodes every expert of each quantised
   /// matrix of \p g once into the workspace as the matrix units' 16-bit

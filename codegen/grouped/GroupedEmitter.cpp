@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/gemm/GemmEmitter.h"
 
-#include "ir/Target.h"
 #include "runtime/format/GgmlType.h"
 
 #include <algorithm>
@@ -226,37 +225,17 @@ void GemmEmitter::runGrouped() {
     e.out = EmittedKernel{};
     sym = "@SYMBOL@_tile";
   }
-  // The tiles' variants by rows (grouped-tile-rows): the first range's
-  // is the kernel's own code (or, after the decode forms, `_tile`), each
-  // later one an alternate from its first rows.
-  int64_t tileTo = e.plan.maxTokens;
-  for (int64_t next : {form.dequantFrom, form.tmaFrom})
-    if (next > 0)
-      tileTo = std::min(tileTo, next - 1);
-  const std::vector<std::pair<int64_t, std::string>> ranges = groupedTileRanges(
-      g, experts, slotsPerToken, gemv ? decodeRows + 1 : 1, tileTo);
-  Gemm first = g;
-  if (ranges[0].second != e.kernel.variant)
-    pickTile(first, ranges[0].second);
   if (!gemv) {
-    groupedTile(first, y, off, experts, sym); // the kernel's own code
+    groupedTile(g, y, off, experts, sym); // the kernel's own code
   } else {
     std::vector<EmittedKernel::GemmTile> tileRows =
-        e.withOwnTiles([&] { groupedTile(first, y, off, experts, sym); });
+        e.withOwnTiles([&] { groupedTile(g, y, off, experts, sym); });
     EmittedKernel tile = std::move(e.out);
     tile.codeTiles = std::move(tileRows);
     tile.minTokens = decodeRows + 1;
     tile.suffix = "_tile";
     e.out = std::move(gemvOwn);
     e.out.alternates.push_back(std::move(tile));
-  }
-  for (size_t r = 1; r < ranges.size(); ++r) {
-    Gemm later = g;
-    pickTile(later, ranges[r].second);
-    const std::string suffix = fmt::format("_tile{}", later.bm);
-    addAlternate(ranges[r].first, suffix.c_str(), [&] {
-      groupedTile(later, y, off, experts, "@SYMBOL@" + suffix);
-    });
   }
   // The TMA form (its pre-launch dequantises every expert's weights
   // whatever T is, so it starts where that pays: selectGrouped).
@@ -267,45 +246,6 @@ void GemmEmitter::runGrouped() {
     addAlternate(form.tmaFrom, "_big", [&] {
       groupedTma(g, swiglu, y, off, perm, slotsPerToken, experts, form);
     });
-}
-
-std::vector<std::pair<int64_t, std::string>>
-GemmEmitter::groupedTileRanges(const Gemm &g, int64_t experts,
-                               int64_t slotsPerToken, int64_t from,
-                               int64_t to) {
-  std::vector<std::pair<int64_t, std::string>> ranges{{from, e.kernel.variant}};
-  const ir::Target *target = ir::lookupTarget(e.target);
-  const ir::KernelVariant *own =
-      target ? ir::lookupVariant(*target, e.kernel.variant) : nullptr;
-  // Only among the matrix units' tiles (the f32 policy's FMA tile stays).
-  if (option(e.plan, Opt::GroupedTileRows) == 0 || !own ||
-      own->path != ir::MatrixPath::F16 || from > to)
-    return ranges;
-  const Tensor &w = g.w[0];
-  const double perValue = w.quant() ? double(w.blockBytes) / w.blockSize
-                          : w.ctype == "float" ? 4.0
-                                               : 2.0;
-  ir::GemmCost cost;
-  cost.type = w.ggml;
-  cost.n = double(g.n) * g.w.size(); // SwiGLU: gate and up
-  cost.k = double(g.k);
-  cost.stacks = double(experts);
-  cost.weightBytes = cost.stacks * cost.n * cost.k * perValue;
-  const ir::MatrixPath path = own->path;
-  ranges.clear();
-  // Runs of `from` rows, then each power of two past it.
-  for (int64_t t = from; t <= to;) {
-    cost.rows = double(t) * slotsPerToken / experts;
-    const ir::KernelVariant *v = ir::cheapestVariant(*target, cost, &path);
-    const std::string name = v ? v->name : e.kernel.variant;
-    if (ranges.empty() || ranges.back().second != name)
-      ranges.emplace_back(t, name);
-    int64_t next = 1;
-    while (next <= t)
-      next <<= 1;
-    t = next;
-  }
-  return ranges;
 }
 
 void GemmEmitter::groupedDequantOnce(Gemm g, const Tensor &y, const Tensor &off,

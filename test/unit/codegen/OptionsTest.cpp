@@ -46,7 +46,6 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "grouped-decode-wide",
                                       "grouped-decode-blocks",
                                       "grouped-decode-rows",
-                                      "grouped-tile-rows",
                                       "row-loads",
                                       "gemm-decode-grid",
                                       "moe-sort-one",
