@@ -83,8 +83,8 @@ std::vector<const KernelVariant *> variantsOf(const Target &target);
 /// The variant named \p name of \p target, or nullptr.
 const KernelVariant *lookupVariant(const Target &target, std::string_view name);
 
-/// One GEMM as the variants' cost model sees it (select-expert-kernels at a
-/// plan's largest run; the grouped GEMMs' tiles at each run's rows).
+/// One GEMM as the variants' cost model sees it (select-expert-kernels, at
+/// a plan's largest run).
 struct GemmCost {
   format::GgmlType type = format::GgmlType::F32; ///< the weight's
   double rows = 0;        ///< M of each stack (an expert's rows)

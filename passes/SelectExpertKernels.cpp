@@ -3,8 +3,8 @@
 // For every matmul and expert stack (inside fused kernels too), picks the
 // target's kernel variant (KernelVariants.def) with the least predicted
 // time and records it as the op's `variant` attribute, which the plan and
-// --report carry. The cost model (ir/Target.h's predictGemm, which the
-// grouped GEMMs' tiles by rows share) reads the target description only:
+// --report carry. The cost model (ir/Target.h's predictGemm) reads the
+// target description only:
 //   rows M    = the tokens the GEMM sees: T for a dense matmul, the
 //               expected rows per expert T*k/E for an expert stack
 //   compute   = 2*Mpad*N*K*(stacks) / (path peak * efficiency), Mpad = M
