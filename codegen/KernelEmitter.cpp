@@ -439,11 +439,21 @@ void emitCachedKernel(Emitter &e) {
 
 namespace {
 
+/// Whether \p line opens a kernel (`STRATA_KERNEL... {`).
+bool isKernelEntry(std::string_view line) {
+  return line.rfind("STRATA_KERNEL", 0) == 0 &&
+         line.find(") {") != std::string_view::npos;
+}
+
 /// \p code with grid_dependency_wait() first in every kernel it defines
 /// (each entry line `STRATA_KERNEL... {`), whichever family printed it: a
 /// kernel launched to overlap the one before it must wait before its first
-/// access to memory.
+/// access to memory. A kernel whose text already waits (a line
+/// `  grid_dependency_wait();` before the next entry: the dense decode
+/// GEMVs under gemm-decode-prefetch-early, which prefetch their weights
+/// first) is left as printed.
 std::string withGridWait(const std::string &code) {
+  static constexpr std::string_view kWait = "  grid_dependency_wait();\n";
   std::string out;
   out.reserve(code.size() + 256);
   size_t at = 0;
@@ -452,9 +462,23 @@ std::string withGridWait(const std::string &code) {
     end = end == std::string::npos ? code.size() : end + 1;
     std::string_view line(code.data() + at, end - at);
     out.append(line);
-    if (line.rfind("STRATA_KERNEL", 0) == 0 &&
-        line.find(") {") != std::string_view::npos)
-      out += "  grid_dependency_wait();\n";
+    if (isKernelEntry(line)) {
+      // This kernel's text: up to the next entry line (or the end).
+      size_t next = end;
+      bool waits = false;
+      while (next < code.size()) {
+        size_t e2 = code.find('\n', next);
+        e2 = e2 == std::string::npos ? code.size() : e2 + 1;
+        std::string_view l2(code.data() + next, e2 - next);
+        if (isKernelEntry(l2))
+          break;
+        if (l2 == kWait)
+          waits = true;
+        next = e2;
+      }
+      if (!waits)
+        out += kWait;
+    }
     at = end;
   }
   return out;

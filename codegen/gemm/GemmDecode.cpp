@@ -287,6 +287,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
       prefetchRows("wrow", "    ");
       e.line("  }}");
     }
+    if (earlyWait_)
+      e.line("  grid_dependency_wait();");
   } else if (prefetch) {
     // The block's first column group before A's quantisation, as above.
     e.line("  {{");
@@ -297,6 +299,8 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     prefetchRows("prow", "    ");
     e.line("  }}");
     e.line("  }}");
+    if (earlyWait_)
+      e.line("  grid_dependency_wait();");
   }
   e.line("  const long M = {};", end);
   // Rows in passes of `rows` (one pass for a decode run); the block agrees
@@ -666,6 +670,8 @@ void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
   // of A, copied once into shared memory where they fit (the loads of A
   // from L2, one row at a time a warp, stalled hc_up_mix's 16-row form:
   // ncu, 7.3 cycles an instruction on them).
+  if (earlyWait_)
+    e.line("  grid_dependency_wait();");
   const int64_t aSize = g.a.ctype == "float" ? 4 : 2;
   const bool staged =
       rows > 1 && g.k % 8 == 0 && rows * g.k * aSize <= kGemvStageA;
@@ -864,6 +870,13 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
     }
   }
   gemvOpen(false, sym, stage, aq8, wide);
+  // gemm-decode-prefetch-early: every chain's branch waits itself, after
+  // the prefetch of its weight rows (gemvBody) or first (gemvStreamBody);
+  // what comes before reads no kernel's output (bid, the weights'
+  // addresses, the IQ3_S table).
+  earlyWait_ = e.target == "sm_90" &&
+               option(e.plan, Opt::GemmDecodePrefetch) != 0 &&
+               option(e.plan, Opt::GemmDecodePrefetchEarly) != 0;
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];
@@ -906,6 +919,7 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
     base += blocks;
   }
   gemvClose();
+  earlyWait_ = false;
   e.out.grid = {{0, base, 1},
                 rowBlock > 0 ? tilesOf(rowDim, 1, rowBlock)
                              : format::PlanDim{0, 1, 1},

@@ -451,6 +451,12 @@ private:
     int64_t groups = 0, stride = 0;
   };
   ColumnLoop colLoop_;
+  /// gemm-decode-prefetch-early: the kernel's chains wait for the kernel
+  /// before them themselves (grid_dependency_wait after gemvBody's prefetch
+  /// of the weight rows, first in gemvStreamBody), so withGridWait adds no
+  /// wait at the entry. Set by emitGemv (dense chains only: a grouped
+  /// chain's rows follow the routing, which the kernels before write).
+  bool earlyWait_ = false;
   /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
   /// the tiles stage once per block; the decode forms read the table
   /// itself (L1-resident: a block's few pieces do not repay the copy and

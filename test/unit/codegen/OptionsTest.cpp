@@ -39,6 +39,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-dequant-once",
                                       "portable-forms",
                                       "gemm-decode-prefetch",
+                                      "gemm-decode-prefetch-early",
                                       "gemm-decode-mma",
                                       "gemm-decode-wide",
                                       "grouped-decode-grid",
