@@ -238,6 +238,71 @@ TEST_F(BlockDecode, ActivationQuantisationRoundsToNearest) {
   }
 }
 
+// The decode GEMVs' int8 dot of a Q4_K row (codegen/gemm/GemmDecode.cpp's
+// pieces): per piece of 8, (d s) dp4a(q, a8) - dm (s t), t the sum of the
+// piece's int8 activations. That is the float dot of the decoded row with
+// the quantised activations (up to f32 rounding: the min term is the
+// quantised sum's, not the float one's), and against the unquantised
+// activations it errs by the quantisation's share alone: Gaussian rows,
+// NMSE about (amax / 127)^2 / 12 / sigma^2 = 1.6e-5 (a piece's amax
+// ~1.8 sigma). The GPU's Q4_K experts exceeding the bf16 bar (1e-4) is
+// not this arithmetic.
+TEST_F(BlockDecode, Q4KInt8DotIsTheDotWithQuantisedActivations) {
+  const BlockCase *c = nullptr;
+  for (const BlockCase &bc : blockCases())
+    if (bc.type == GgmlType::Q4_K)
+      c = &bc;
+  ASSERT_NE(c, nullptr);
+  constexpr int64_t kRows = 256, kK = 2048, kPer = kK / 256;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(2e-5f, 6e-5f);
+  double err = 0, sig = 0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    // Small finite scales (d, dmin) as trained weights have; the rest
+    // random (sub-block scales and mins, quants).
+    std::vector<uint8_t> bytes = randomBlocks(*c, kPer, gen_);
+    uint8_t *row = bytes.data() + 1;
+    for (int64_t b = 0; b < kPer; ++b)
+      for (int at : {0, 2}) {
+        uint16_t h = strata_f32_to_f16(scale(gen_));
+        row[b * 144 + at] = static_cast<uint8_t>(h);
+        row[b * 144 + at + 1] = static_cast<uint8_t>(h >> 8);
+      }
+    std::vector<float> w(kK), a(kK);
+    ASSERT_TRUE(dequantizeRow(GgmlType::Q4_K, row, w.data(), kK));
+    for (float &x : a)
+      x = nd(gen_);
+    float acc = 0;
+    double withQuant = 0, exact = 0, mag = 0;
+    for (int64_t i0 = 0; i0 < kK; i0 += 8) {
+      uint32_t qa[2], qw[2];
+      float s, d, dm;
+      int t;
+      strata_qa8(a.data() + i0, qa, &s, &t);
+      strata_di8_q4_k(row + i0 / 256 * 144, static_cast<int>(i0 % 256), qw, &d,
+                      &dm);
+      acc += (d * s) * static_cast<float>(strata_dp4a(
+                           qw[1], qa[1], strata_dp4a(qw[0], qa[0], 0)));
+      acc -= dm * (s * static_cast<float>(t));
+      for (int k = 0; k < 8; ++k) {
+        const double v = static_cast<double>(s) *
+                         static_cast<int8_t>(qa[k / 4] >> (8 * (k % 4)));
+        withQuant += static_cast<double>(w[i0 + k]) * v;
+        exact += static_cast<double>(w[i0 + k]) * a[i0 + k];
+        mag += std::fabs(static_cast<double>(w[i0 + k]) * v);
+      }
+    }
+    ASSERT_LE(std::fabs(acc - withQuant), 1e-5 * mag)
+        << "row " << r << " seed " << seed_;
+    err += (acc - exact) * (acc - exact);
+    sig += exact * exact;
+  }
+  std::printf("Q4_K int8 dot against float activations: NMSE %.3g\n",
+              err / sig);
+  EXPECT_LT(err / sig, 4e-5) << "seed " << seed_;
+  EXPECT_GT(err / sig, 4e-6) << "seed " << seed_;
+}
+
 // A thread decoding 8 elements must not need the rest of the block: count the
 // bytes whose change changes the decode and hold it to the layout's bound.
 TEST_F(BlockDecode, GroupDependsOnlyOnItsScalesAndQuants) {
