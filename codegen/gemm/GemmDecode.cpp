@@ -176,6 +176,11 @@ bool GemmEmitter::gemvWide(const Gemm &g, int64_t rows) const {
                      [&](const Tensor &w) { return w.ggml == t; });
 }
 
+bool GemmEmitter::prefetchEarly() const {
+  return e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0 &&
+         option(e.plan, Opt::GemmDecodePrefetchEarly) != 0;
+}
+
 void GemmEmitter::gemvEntry(bool iq3s, const std::string &sym,
                             bool gridBarrier) {
   // At least two blocks an SM: registers capped at 128 (the unrolled pieces
@@ -874,9 +879,7 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
   // the prefetch of its weight rows (gemvBody) or first (gemvStreamBody);
   // what comes before reads no kernel's output (bid, the weights'
   // addresses, the IQ3_S table).
-  earlyWait_ = e.target == "sm_90" &&
-               option(e.plan, Opt::GemmDecodePrefetch) != 0 &&
-               option(e.plan, Opt::GemmDecodePrefetchEarly) != 0;
+  earlyWait_ = prefetchEarly();
   int64_t base = 0;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
     const Gemm &g = gemms[ci];

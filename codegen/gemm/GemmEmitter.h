@@ -457,6 +457,9 @@ private:
   /// wait at the entry. Set by emitGemv (dense chains only: a grouped
   /// chain's rows follow the routing, which the kernels before write).
   bool earlyWait_ = false;
+  /// Whether gemm-decode-prefetch-early applies: sm_90 with both
+  /// gemm-decode-prefetch and gemm-decode-prefetch-early on.
+  bool prefetchEarly() const;
   /// IQ3_S weights decode with the grid's copy in LDS (iq3s_lds), which
   /// the tiles stage once per block; the decode forms read the table
   /// itself (L1-resident: a block's few pieces do not repay the copy and

@@ -62,8 +62,7 @@ void GemmEmitter::emitGroupedGemv(const Gemm &g, const Tensor &off,
   // gemm-decode-prefetch-early: the IQ3_S table's copy (gemvOpen; no
   // kernel's output) before the grid dependency wait, the expert's search
   // (the offsets the kernels before write) after it.
-  if (e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0 &&
-      option(e.plan, Opt::GemmDecodePrefetchEarly) != 0)
+  if (prefetchEarly())
     e.line("  grid_dependency_wait();");
   e.line("  const long s = bid_x() / {}L;", perSlot);
   e.line("  const long base = s * {}L;", perSlot);
