@@ -27,6 +27,8 @@ std::vector<std::string> defaultPipeline() {
       "fuse-elementwise",
       // In plans that decode: GEMMs reading the same rows as one launch.
       "fuse-siblings",
+      // In plans that decode: row kernels over the same rows as one launch.
+      "fuse-rows",
       // Pick the target's kernel variant for every GEMM.
       "select-expert-kernels",
       // Pick a catalog recipe for every op.

@@ -1069,7 +1069,7 @@ static int compileMain(int argc, char **argv) {
       return usageError(fmt::format(
           "--skip-pass {}: not an optimising pass of the pipeline (those "
           "are fold-delta-inputs, cse, fuse-hyper-connection, "
-          "fuse-elementwise and fuse-siblings)",
+          "fuse-elementwise, fuse-siblings and fuse-rows)",
           p));
   }
 
