@@ -10,8 +10,12 @@
 # run: --check of both plans on the GGUF's data and on --synthetic-weights 1
 # (prompt 1..11, one chunk), then dumps of layer 1's MoE input (a.3), its
 # routing (y.1.perm, y.1.off) and output (y.1.h) of both plans with the
-# synthetic weights into DIR/q4k-STAMP/ (tarred: q4k-STAMP.tar). Then here:
-#   python3 bench/q4k_int8_emulate.py q4k-STAMP
+# synthetic weights into DIR/q4k-STAMP/ (tarred: q4k-STAMP.tar). The same
+# for two plans of --max-tokens 1 (i8r, offr: every prompt row runs the
+# decode forms, one row a model run), checked on prompt 1..11,570 (570: the
+# cpu backend's first greedy token after 1..11) and dumped at its last row
+# into q4k-STAMP/row/. Then here:
+#   python3 bench/q4k_int8_emulate.py q4k-STAMP      (and q4k-STAMP/row)
 # compares the GPU's h with the int8 forms' exact emulation per expert and
 # column.
 set -uo pipefail
@@ -24,11 +28,12 @@ if [ "$mode" = prepare ]; then
   mkdir -p "$D"
   "$B/strata-gguf" synth --arch qwen3moe --preset tiny --seed 1 \
     --types 'q4_k,*attn_v*=q6_k,*ffn_down_exps*=q6_k' -o "$D/q4k.gguf" > /dev/null
-  for v in i8: off:--codegen-opt=gemm-decode-int8=off; do
-    name=${v%%:*} opt=${v#*:}
+  for v in i8:16: off:16:--codegen-opt=gemm-decode-int8=off i8r:1: offr:1:--codegen-opt=gemm-decode-int8=off; do
+    name=${v%%:*} rest=${v#*:}
+    tokens=${rest%%:*} opt=${rest#*:}
     rm -rf "${D:?}/$name"
     "$B/strata-compile" models/qwen3moe.strata --gguf "$D/q4k.gguf" --max-context 128 --max-batch 16 \
-      --max-tokens 16 --logits all --target sm_90 --precision bf16 ${opt:+"${opt%%=*}" "${opt#*=}"} \
+      --max-tokens "$tokens" --logits all --target sm_90 --precision bf16 ${opt:+"${opt%%=*}" "${opt#*=}"} \
       -o "$D/$name" > /dev/null
     find "$D/$name" \( -name '*.ptx' -o -name '*.cu' -o -name '*.ptxas.txt' \) -delete
   done
@@ -50,11 +55,12 @@ mkdir -p "$Q"
 T=1,2,3,4,5,6,7,8,9,10,11
 {
   echo "# q4k int8 debug: $(date -u), $(nvidia-smi --query-gpu=name --format=csv,noheader), plans of $(cat $D/COMMIT)"
-  for v in i8 off; do
+  for v in i8 off i8r offr; do
     for w in data syn; do
-      S=
+      S= P=$T
       [ $w = syn ] && S="--synthetic-weights 1"
-      line=$($R $D/$v --gguf $D/q4k.gguf $S --tokens $T --check 2>&1 | grep -E "check|error|time" | tr '\n' ' ')
+      [ "${v%r}" = "$v" ] || P="$T,570 -n 1"
+      line=$($R $D/$v --gguf $D/q4k.gguf $S --tokens $P --check 2>&1 | grep -E "check|error|time" | tr '\n' ' ')
       echo "check $v $w: $line"
     done
   done
@@ -63,5 +69,9 @@ S="--synthetic-weights 1"
 $R $D/i8 --gguf $D/q4k.gguf $S --tokens $T --dump-buffer a.3="$Q/a3.f32" --dump-buffer y.1.perm="$Q/perm.f32" \
   --dump-buffer y.1.off="$Q/off.f32" --dump-buffer y.1.h="$Q/i8.h.f32" > /dev/null 2>&1
 $R $D/off --gguf $D/q4k.gguf $S --tokens $T --dump-buffer y.1.h="$Q/off.h.f32" > /dev/null 2>&1
+mkdir -p "$Q/row"
+$R $D/i8r --gguf $D/q4k.gguf $S --tokens $T,570 -n 1 --dump-buffer a.3="$Q/row/a3.f32" --dump-buffer y.1.perm="$Q/row/perm.f32" \
+  --dump-buffer y.1.off="$Q/row/off.f32" --dump-buffer y.1.h="$Q/row/i8.h.f32" > /dev/null 2>&1
+$R $D/offr --gguf $D/q4k.gguf $S --tokens $T,570 -n 1 --dump-buffer y.1.h="$Q/row/off.h.f32" > /dev/null 2>&1
 (cd "$RES" && tar cf "q4k-$stamp.tar" "q4k-$stamp" && rm -rf "q4k-$stamp")
 ls -la "$RES/q4k-$stamp.tar"
