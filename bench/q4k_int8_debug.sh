@@ -64,6 +64,15 @@ T=1,2,3,4,5,6,7,8,9,10,11
       echo "check $v $w: $line"
     done
   done
+  # Generation (the failing form until 2026-12-07): the prompt's chunk,
+  # then decode steps of one row and of three.
+  for v in i8 off; do
+    for b in 1 3; do
+      line=$($R $D/$v --gguf $D/q4k.gguf --synthetic-weights 1 --tokens $T -n 6 --batch $b --check 2>&1 |
+        grep -E "check|error|timings" | tr '\n' ' ')
+      echo "generate $v syn B=$b: rc ${PIPESTATUS[0]}: $line"
+    done
+  done
 } | tee "$Q/checks.txt"
 S="--synthetic-weights 1"
 $R $D/i8 --gguf $D/q4k.gguf $S --tokens $T --dump-buffer a.3="$Q/a3.f32" --dump-buffer y.1.perm="$Q/perm.f32" \

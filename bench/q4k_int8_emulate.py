@@ -53,8 +53,19 @@ def q4k_block(seed, index, block):
     for i in range(0, 144, 8):
         n = min(8, 144 - i)
         out[i:i + n] = splitmix(s).to_bytes(8, "little")[:n]
-    out[0:2] = np.float16(uniform(s, 2e-5, 6e-5)).tobytes()
-    out[2:4] = np.float16(uniform(s, 2e-5, 6e-5)).tobytes()
+    d = uniform(s, 2e-5, 6e-5)
+    out[0:2] = np.float16(d).tobytes()
+    out[2:4] = np.float16(d * np.float32(7.5)).tobytes()
+    # Zero-mean sub-blocks (since 2026-12-07): every 6-bit min equals its
+    # scale in get_scale_min_k4's packing (bytes 4..15).
+    q = out[4:16]
+    for j in range(4, 8):
+        q[j] = (q[j] & 63) | (q[j - 4] & 0xC0)
+    for j in range(4):
+        q[j + 4] = (q[j + 4] & 0xC0) | (q[j] & 63)
+    for j in range(8, 12):
+        q[j] = (q[j] & 0x0F) | ((q[j] << 4) & 0xF0)
+    out[4:16] = q
     return bytes(out)
 
 

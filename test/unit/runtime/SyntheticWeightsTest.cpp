@@ -1,9 +1,11 @@
 //===- SyntheticWeightsTest.cpp - --synthetic-weights blocks --------------===//
 #include "runtime/SyntheticWeights.h"
+#include "runtime/format/BlockDecodeHost.h"
 #include "runtime/format/Quants.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -86,5 +88,46 @@ TEST(SyntheticWeights, ValidTrainedLikeValues) {
     std::memcpy(&x, norm.data() + 4 * i, 4);
     EXPECT_GE(x, -1.05f);
     EXPECT_LE(x, -0.95f);
+  }
+}
+
+// Q4_K and Q5_K sub-blocks are zero-mean, as a quantiser makes of zero-mean
+// weights: each sub-block's (sc, m) pair has m == sc and dmin is d times
+// the mean quant, so a sub-block's values average out (random quants: the
+// mean of 32 values is small against their rms, the mean over all far
+// smaller). With independent mins each sub-block sat ~0.65 rms off zero.
+TEST(SyntheticWeights, KQuantSubBlocksAreZeroMean) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    const std::vector<uint64_t> dims{256, 64};
+    std::vector<uint8_t> w = whole(t, dims, 5, 2, 1);
+    const size_t typeSize = format::ggmlTypeInfo(t).typeSize;
+    std::vector<float> v(256);
+    double sum = 0, sumSq = 0, worstSubMean = 0, subRms = 0;
+    for (uint64_t r = 0; r < 64; ++r) {
+      const uint8_t *block = w.data() + r * typeSize;
+      for (int j = 0; j < 8; ++j) {
+        int sc = 0, m = 0;
+        strata_scale_min_k4(j, block + 4, &sc, &m);
+        EXPECT_EQ(sc, m) << format::ggmlTypeInfo(t).name << " sub-block " << j;
+      }
+      ASSERT_TRUE(format::dequantizeRow(t, block, v.data(), 256));
+      for (int j = 0; j < 8; ++j) {
+        double s = 0, q = 0;
+        for (int i = 0; i < 32; ++i) {
+          s += v[j * 32 + i];
+          q += double(v[j * 32 + i]) * v[j * 32 + i];
+        }
+        worstSubMean = std::max(worstSubMean, std::fabs(s / 32));
+        subRms = std::max(subRms, std::sqrt(q / 32));
+        sum += s;
+        sumSq += q;
+      }
+    }
+    const double n = 256.0 * 64, rms = std::sqrt(sumSq / n);
+    EXPECT_GT(rms, 0) << format::ggmlTypeInfo(t).name;
+    // Over 16,384 values the mean is ~rms / 128 for zero-mean sub-blocks.
+    EXPECT_LT(std::fabs(sum / n), 0.05 * rms) << format::ggmlTypeInfo(t).name;
+    // A sub-block's mean of 32 values: within ~3.5 standard errors.
+    EXPECT_LT(worstSubMean, 0.7 * subRms) << format::ggmlTypeInfo(t).name;
   }
 }
