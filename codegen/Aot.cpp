@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -364,6 +365,13 @@ bool compileKernels(format::Plan &plan, const std::string &planDir,
     code.workspace = e.workspace;
     code.tensorMaps = e.tensorMaps;
     code.minTokens = e.minTokens;
+    for (uint32_t i : e.int8Inputs)
+      if (std::find(e.floatGemvInputs.begin(), e.floatGemvInputs.end(), i) ==
+              e.floatGemvInputs.end() &&
+          std::find(code.int8Inputs.begin(), code.int8Inputs.end(), i) ==
+              code.int8Inputs.end())
+        code.int8Inputs.push_back(i);
+    std::sort(code.int8Inputs.begin(), code.int8Inputs.end());
     return code;
   };
   for (size_t k = 0; k < plan.kernels.size(); ++k) {

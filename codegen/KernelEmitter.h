@@ -47,6 +47,12 @@ struct EmittedKernel {
   /// A decode form multiplies int8 activations (gemm-decode-int8): its
   /// source embeds runtime/format/BlockDecodeInt8.h.
   bool int8Decode = false;
+  /// The kernel inputs (PlanKernel::inputs indices) a GEMV of this code
+  /// reads as int8 activations, and those a GEMV reads as floats: the
+  /// plan's PlanCode::int8Inputs are the first less the second (an input
+  /// both ways, as siblings of an f32 and a quantised chain could read it,
+  /// is checked as floats).
+  std::vector<uint32_t> int8Inputs, floatGemvInputs;
   std::vector<format::PlanDim> grid; ///< x, y, z as functions of T
   std::vector<int64_t> block;        ///< x, y, z
   /// Dynamic LDS/shared bytes of a launch (static use is read back from

@@ -3,6 +3,7 @@
 
 #include "runtime/Elements.h"
 #include "runtime/SyntheticWeights.h"
+#include "runtime/format/BlockDecodeHost.h"
 #include "runtime/format/Gguf.h"
 
 #include <fmt/format.h>
@@ -1158,12 +1159,42 @@ bool Executor::setCheck(const CheckBars &bars, std::string &error) {
   return loadWeights(check_, error);
 }
 
+namespace {
+
+/// Rounds the \p n elements of \p type at \p data as the int8 decode
+/// forms read them (PlanCode::int8Inputs): each 8 consecutive values (a
+/// row's K is a multiple of 8) become their int8 bytes times the piece's
+/// scale (strata_qa8), stored back in \p type.
+void roundAsInt8(format::PlanDType type, uint8_t *data, int64_t n) {
+  for (int64_t i0 = 0; i0 + 8 <= n; i0 += 8) {
+    float a[8];
+    for (int j = 0; j < 8; ++j)
+      a[j] = static_cast<float>(loadElement(type, data, i0 + j));
+    uint32_t q[2];
+    float s;
+    int sum;
+    strata_qa8(a, q, &s, &sum);
+    for (int j = 0; j < 8; ++j) {
+      const auto v = static_cast<int8_t>(q[j / 4] >> (8 * (j % 4)));
+      storeElement(type, data, i0 + j, static_cast<float>(v) * s);
+    }
+  }
+}
+
+} // namespace
+
 bool Executor::checkKernel(size_t k, int64_t tokens, std::string &error) {
   const format::PlanKernel &pk = plan_.kernels[k];
   if (!device_->synchronize(error))
     return false;
+  // The inputs this launch reads as int8 activations: the cpu backend
+  // reruns the kernel on them rounded alike.
+  const std::vector<uint32_t> none;
+  const std::vector<uint32_t> &int8Inputs =
+      pk.code ? pk.code->at(tokens).int8Inputs : none;
   std::vector<uint8_t> bytes;
-  for (const PlanOperand &o : pk.inputs) {
+  for (size_t i = 0; i < pk.inputs.size(); ++i) {
+    const PlanOperand &o = pk.inputs[i];
     if (o.isState) {
       uint64_t n = plan_.states[o.index].bytes;
       bytes.resize(n);
@@ -1177,8 +1208,15 @@ bool Executor::checkKernel(size_t k, int64_t tokens, std::string &error) {
     TensorArg g = bufferArg(main_, o.index, tokens);
     TensorArg c = bufferArg(check_, o.index, tokens);
     bytes.resize(g.bytes);
-    if (!device_->download(bytes.data(), g.data, g.bytes, error) ||
-        !checkDevice_->upload(c.data, bytes.data(), c.bytes, error))
+    if (!device_->download(bytes.data(), g.data, g.bytes, error))
+      return false;
+    if (std::find(int8Inputs.begin(), int8Inputs.end(), i) !=
+        int8Inputs.end()) {
+      const format::PlanDType type = plan_.buffers[o.index].dtype;
+      roundAsInt8(type, bytes.data(),
+                  static_cast<int64_t>(g.bytes / format::planDTypeSize(type)));
+    }
+    if (!checkDevice_->upload(c.data, bytes.data(), c.bytes, error))
       return false;
   }
   std::string what;

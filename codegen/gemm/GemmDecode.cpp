@@ -312,6 +312,7 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   // on every bound, so its barriers are uniform.
   e.line("  for (long m0 = {}; m0 < M; m0 += {}) {{", first, rows);
   const bool i8 = gemvInt8(g, rows);
+  noteGemvInput(g, i8);
   if (i8)
     gemvQuantA(g, rows);
   if (loop) {
@@ -492,6 +493,19 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("  }}"); // the passes of rows (gemvReduce closed the groups')
 }
 
+void GemmEmitter::noteGemvInput(const Gemm &g, bool int8) {
+  // A kernel input is printed as `inN` (Emitter::params); an operand
+  // reached otherwise (a temporary, a view) is not a buffer --check can
+  // round, and is left out.
+  const std::string &p = g.a.ptr;
+  if (p.size() < 3 || p.compare(0, 2, "in") != 0 ||
+      !std::all_of(p.begin() + 2, p.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return;
+  const uint32_t i = static_cast<uint32_t>(std::stoul(p.substr(2)));
+  (int8 ? e.out.int8Inputs : e.out.floatGemvInputs).push_back(i);
+}
+
 void GemmEmitter::gemvQuantA(const Gemm &g, int64_t rows) {
   e.int8Decode = true;
   // The pass's rows of A, quantised once by the whole block into aq8 (a
@@ -667,6 +681,7 @@ void GemmEmitter::gemvReduce(const Gemm &g, int64_t rows, GemvForm shape) {
 }
 
 void GemmEmitter::gemvStreamBody(const Gemm &g, const Chain &c, int64_t rows) {
+  noteGemvInput(g, false);
   Tensor xn = e.tensor(c.streamMean->inputs[0]);
   Tensor y = e.tensor(c.streamMean->outputs[0]);
   const int64_t ns = xn.shape[1].constant, d = xn.shape[2].constant;

@@ -374,6 +374,9 @@ private:
   /// rows m0 .. m0 + \p rows - 1 (< M) of A into aq8, 16 bytes a piece of
   /// 8 (strata_qa8: two words of int8, the scale, the scaled sum).
   void gemvQuantA(const Gemm &g, int64_t rows);
+  /// Records \p g's A, where it is a kernel input, as read by a GEMV as
+  /// int8 activations or as floats (EmittedKernel::int8Inputs).
+  void noteGemvInput(const Gemm &g, bool int8);
   /// A decode-form kernel's entry: the signature (two blocks an SM), the
   /// prologue, IQ3_S's grid staged in LDS where \p iq3s (its barrier
   /// left to the caller where \p gridBarrier is false), `wave` and `lane`.

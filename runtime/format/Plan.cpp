@@ -358,6 +358,8 @@ json codeToJson(const PlanCode &c) {
                 {"shared_bytes", c.pre->sharedBytes}};
   if (!(c.workspace == PlanDim{}))
     j["workspace_bytes"] = dimToJson(c.workspace);
+  if (!c.int8Inputs.empty())
+    j["int8_inputs"] = c.int8Inputs;
   if (!c.alternates.empty()) {
     json alts = json::array();
     for (const PlanCode &a : c.alternates) {
@@ -831,6 +833,17 @@ bool readCode(Reader &r, const json &c, const std::string &cpath,
                  cpath + ".workspace_bytes", ws))
       return false;
     code.workspace = ws[0];
+  }
+  if (c.contains("int8_inputs")) {
+    const json *ins = r.array(c, cpath, "int8_inputs");
+    if (!ins)
+      return false;
+    for (const json &e : *ins) {
+      if (!e.is_number_unsigned() || e.get<uint64_t>() > 0xffffffffu)
+        return r.fail(cpath + ".int8_inputs",
+                      "expected input indices (non-negative integers)");
+      code.int8Inputs.push_back(static_cast<uint32_t>(e.get<uint64_t>()));
+    }
   }
   if (c.contains("alternates")) {
     const json *alts = r.array(c, cpath, "alternates");
@@ -1909,6 +1922,17 @@ private:
     for (size_t m = 0; m < c.tensorMaps.size(); ++m)
       if (std::string why = tensorMapProblem(c.tensorMaps[m], k); !why.empty())
         return fail(fmt::format("{}: tensor map {}: {}", what, m, why));
+    // int8 activations are read from buffers of floats, 8 a scale.
+    for (uint32_t i : c.int8Inputs) {
+      const PlanOperand *o = i < k.inputs.size() ? &k.inputs[i] : nullptr;
+      if (!o || !o->isBuffer() ||
+          (p_.buffers[o->index].dtype != PlanDType::F32 &&
+           p_.buffers[o->index].dtype != PlanDType::BF16 &&
+           p_.buffers[o->index].dtype != PlanDType::F16))
+        return fail(fmt::format("{}: int8 input {} is not a float buffer "
+                                "input of the kernel",
+                                what, i));
+    }
     if (c.args.size() > kMaxArgs)
       return fail(fmt::format("{}: {} arguments, at most {}", what,
                               c.args.size(), kMaxArgs));

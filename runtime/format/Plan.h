@@ -221,6 +221,12 @@ struct PlanCode {
   /// tile: worth it only over enough rows). Alternates have none.
   std::vector<PlanCode> alternates;
   int64_t minTokens = 0; ///< an alternate's first T
+  /// The kernel inputs (indices into PlanKernel::inputs, buffers) this
+  /// code reads as int8 activations, eight values a scale
+  /// (BlockDecodeInt8.h's strata_qa8: the decode GEMVs of
+  /// gemm-decode-int8); --check rounds them alike before the cpu backend
+  /// reruns the kernel, so the comparison is of the same arithmetic.
+  std::vector<uint32_t> int8Inputs;
   /// The code a run of \p t tokens launches: this or an alternate.
   const PlanCode &at(int64_t t) const;
 };

@@ -1,6 +1,7 @@
 //===- PlanTest.cpp - plan.json round trip and validation -----------------===//
 #include "runtime/format/Plan.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -158,6 +159,51 @@ TEST(Plan, PreLaunchAndCodeWorkspaceRoundTrip) {
   p.kernels[0].code->pre = PlanPreLaunch{"", c.pre->grid, c.pre->block, 0};
   EXPECT_NE(errorOf(planToJson(p)).find("its pre-launch needs a symbol"),
             std::string::npos);
+}
+
+// A code's int8 inputs (the decode GEMVs' activations read as int8, eight
+// a scale) round-trip per form: --check rounds them alike for the form a
+// run launches. Only float buffer inputs of the kernel may be named.
+TEST(Plan, Int8InputsRoundTripAndValidation) {
+  Plan p = fusedPlan();
+  p.target = "sm_90";
+  auto codeOf = [](const char *symbol, std::vector<std::string> args) {
+    PlanCode c;
+    c.module = "kernels/k.cubin";
+    c.symbol = symbol;
+    c.grid = {{1, 0, 1}, {0, 1, 1}, {0, 1, 1}};
+    c.block = {256, 1, 1};
+    c.args = std::move(args);
+    return c;
+  };
+  p.kernels[0].code = codeOf("g", {"weight:0", "buffer:0", "buffer:1", "T"});
+  PlanCode c = codeOf("k", {"buffer:1", "buffer:2", "T"});
+  c.int8Inputs = {0};
+  PlanCode tile = codeOf("k_tile", {"buffer:1", "buffer:2", "T"});
+  tile.minTokens = 4;
+  c.alternates = {tile};
+  p.kernels[1].code = c;
+  std::string text = planToJson(p), err;
+  EXPECT_NE(text.find("\"int8_inputs\": [\n"), std::string::npos) << text;
+  Plan q;
+  ASSERT_TRUE(planFromJson(text, "plan.json", q, err)) << err;
+  EXPECT_EQ(planToJson(q), text);
+  EXPECT_EQ(q.kernels[1].code->at(1).int8Inputs, std::vector<uint32_t>{0});
+  EXPECT_TRUE(q.kernels[1].code->at(4).int8Inputs.empty());
+  EXPECT_TRUE(q.kernels[0].code->int8Inputs.empty());
+  // Not a float buffer input: an i32 buffer, a weight, past the inputs.
+  for (auto [kernel, input] :
+       {std::pair<size_t, uint32_t>{0, 1}, {0, 0}, {1, 1}}) {
+    Plan bad = p;
+    bad.kernels[kernel].code->int8Inputs = {input};
+    EXPECT_NE(validationError(bad).find(fmt::format(
+                  "int8 input {} is not a float buffer input", input)),
+              std::string::npos)
+        << kernel << " " << input;
+  }
+  // A code without int8 inputs writes no field.
+  p.kernels[1].code->int8Inputs.clear();
+  EXPECT_EQ(planToJson(p).find("int8_inputs"), std::string::npos);
 }
 
 TEST(Plan, FusedKernelRoundTripAndValidation) {
