@@ -267,6 +267,22 @@ Rewriter::fuse(const std::vector<Operation *> &groupIn, const std::string &name,
   return result;
 }
 
+Operation *Rewriter::fuseKernels(const std::vector<Operation *> &members,
+                                 const std::string &name) {
+  std::vector<Operation *> ops;
+  for (Operation *m : members) {
+    if (m->kind != OpKind::Fused) {
+      ops.push_back(m);
+      continue;
+    }
+    std::vector<Operation *> inner = unfuse(m);
+    if (inner.empty())
+      return nullptr;
+    ops.insert(ops.end(), inner.begin(), inner.end());
+  }
+  return fuse(ops, name);
+}
+
 std::vector<Operation *> Rewriter::unfuse(Operation *op) {
   const size_t at = position(op);
   if (at == SIZE_MAX || op->kind != OpKind::Fused || op->regions.size() != 1 ||

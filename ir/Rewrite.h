@@ -49,6 +49,15 @@ public:
   /// inputs. With fuse(), regroups kernels (fuse-siblings).
   std::vector<Operation *> unfuse(Operation *op);
 
+  /// Fuses \p members (top-level ops and fused kernels, in any order) into
+  /// one kernel named \p name: a fused member's body joins the others'
+  /// ops (unfuse, then fuse). Returns the kernel, or nullptr where a member
+  /// cannot give its body back or the ops cannot be placed (the callers
+  /// check canFuse(members) first: then only unfuse can refuse, a member
+  /// that ties results to inputs).
+  Operation *fuseKernels(const std::vector<Operation *> &members,
+                         const std::string &name);
+
   /// True if fuse(\p group, ...) would succeed.
   bool canFuse(const std::vector<Operation *> &group) const;
 

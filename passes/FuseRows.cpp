@@ -239,19 +239,7 @@ bool merge(Rewriter &rw, Operation *a, Operation *b) {
       mergedTempBytes(rw.defUse(), *a, *b) > rowTempBudget() ||
       !rw.canFuse({a, b}))
     return false;
-  const std::string name = mergedName(*a, *b, reads(*a, *b));
-  std::vector<Operation *> ops;
-  for (Operation *m : {a, b}) {
-    if (m->kind != OpKind::Fused) {
-      ops.push_back(m);
-      continue;
-    }
-    std::vector<Operation *> inner = rw.unfuse(m);
-    if (inner.empty())
-      return false; // only before the first unfuse: IR unchanged
-    ops.insert(ops.end(), inner.begin(), inner.end());
-  }
-  return rw.fuse(ops, name) != nullptr;
+  return rw.fuseKernels({a, b}, mergedName(*a, *b, reads(*a, *b))) != nullptr;
 }
 
 class FuseRowsPass : public Pass {

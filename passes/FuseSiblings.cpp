@@ -117,26 +117,6 @@ std::string siblingName(const std::vector<Operation *> &members) {
   return name;
 }
 
-/// Fuses \p members (top-level, in body order) into one kernel: fused
-/// members give their bodies back first. Returns false (IR unchanged but
-/// for those bodies, which fuse-elementwise's grouping then lacks) where
-/// the group cannot be placed; the caller checks canFuse first.
-bool fuseMembers(Rewriter &rw, const std::vector<Operation *> &members) {
-  const std::string name = siblingName(members);
-  std::vector<Operation *> ops;
-  for (Operation *m : members) {
-    if (m->kind != OpKind::Fused) {
-      ops.push_back(m);
-      continue;
-    }
-    std::vector<Operation *> inner = rw.unfuse(m);
-    if (inner.empty())
-      return false;
-    ops.insert(ops.end(), inner.begin(), inner.end());
-  }
-  return rw.fuse(ops, name) != nullptr;
-}
-
 class FuseSiblingsPass : public Pass {
 public:
   const char *name() const override { return "fuse-siblings"; }
@@ -166,7 +146,7 @@ public:
       // unless a state write or its reader is among them (Rewriter refuses).
       for (const std::vector<Operation *> &g : groups)
         if (g.size() >= 2 && rw.canFuse(g))
-          fuseMembers(rw, g);
+          rw.fuseKernels(g, siblingName(g));
     }
     return true;
   }

@@ -85,3 +85,26 @@ TEST(Rewrite, UnfuseRefusesWhatIsNoPlainFusedKernel) {
   fused->attrs.pop_back();
   EXPECT_EQ(printModule(*m), before);
 }
+
+// fuseKernels: a fused kernel and a top-level op become one kernel whose
+// body holds the fused kernel's ops and the op, in body order.
+TEST(Rewrite, FuseKernelsJoinsBodiesAndOps) {
+  auto m = parse(kFused);
+  Func &f = *m->funcs[0];
+  Rewriter rw(f);
+  Operation *fused = f.body.ops[0].get(), *neg = f.body.ops[1].get();
+  ASSERT_TRUE(rw.canFuse({fused, neg}));
+  Operation *k = rw.fuseKernels({fused, neg}, "matmul+sigmoid+neg");
+  ASSERT_NE(k, nullptr);
+  ASSERT_TRUE(verifies(*m));
+  EXPECT_EQ(k->callee, "matmul+sigmoid+neg");
+  ASSERT_EQ(k->regions.size(), 1u);
+  std::vector<OpKind> kinds;
+  for (const auto &op : k->regions[0]->ops)
+    kinds.push_back(op->kind);
+  EXPECT_EQ(kinds, (std::vector<OpKind>{OpKind::Matmul, OpKind::Sigmoid,
+                                        OpKind::Neg, OpKind::Yield}));
+  // Only %c leaves the kernel (the sigmoid's value became a temporary).
+  EXPECT_EQ(k->results.size(), 1u);
+  EXPECT_EQ(f.body.ops.size(), 3u); // the kernel, %d's matmul, return
+}
