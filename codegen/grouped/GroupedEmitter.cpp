@@ -221,8 +221,13 @@ void GemmEmitter::runGrouped() {
   EmittedKernel gemvOwn;
   std::string sym = "@SYMBOL@";
   if (gemv) {
+    // grouped-decode-pass: the forms of several rows in passes of fewer
+    // rows (the form's T range stays; a pass loop takes the rest).
+    const int64_t pass = option(e.plan, Opt::GroupedDecodePass);
     e.out = gemvForms(decodeRows, [&](int64_t rows, const std::string &sym) {
-      emitGroupedGemv(g, off, experts, slotsPerToken, rows, sym);
+      const int64_t perPass =
+          rows > 1 && pass > 0 ? std::min(rows, pass) : rows;
+      emitGroupedGemv(g, off, experts, slotsPerToken, perPass, sym);
     });
     if (e.plan.maxTokens < form.tileFrom)
       return;

@@ -45,13 +45,13 @@ TEST(GroupedForm, FormsByTokensOnEachTarget) {
   format::Plan plan;
   for (bool swiglu : {true, false}) {
     SCOPED_TRACE(swiglu ? "gate/up" : "down");
-    // sm_90, a plan with state: the decode forms up to 8 rows, the tiles,
+    // sm_90, a plan with state: the decode forms up to 16 rows, the tiles,
     // then the TMA form from the rows where each expert gets 192 slots
     // (512 x 192 / 10).
     GroupedForm f =
         codegen::selectGrouped(experts("sm_90", swiglu, true), plan);
-    EXPECT_EQ(f.decodeRows, 8);
-    EXPECT_EQ(f.tileFrom, 9);
+    EXPECT_EQ(f.decodeRows, 16);
+    EXPECT_EQ(f.tileFrom, 17);
     EXPECT_EQ(f.tmaFrom, 9831);
     EXPECT_EQ(f.at(1), Kind::Decode);
     EXPECT_EQ(f.at(64), Kind::Tile);
@@ -101,15 +101,21 @@ TEST(GroupedForm, FormsByTokensOnEachTarget) {
 
 TEST(GroupedForm, OptionsAndShapesChangeTheForms) {
   std::string error;
-  // The defaults: the experts' decode form to 8 rows, their tiles from 9,
-  // while the trunk decodes 16 (grouped-decode-rows apart from the GEMM
-  // chains' rows; H100, 12-layer Qwen4-Exp: see the option's help).
+  // The defaults: the experts' decode form to 16 rows (in passes of two
+  // rows, grouped-decode-pass), their tiles from 17 (grouped-decode-rows
+  // apart from the GEMM chains' rows; H100, 12-layer Qwen4-Exp: see the
+  // option's help); 8 as before.
   format::Plan defaults;
   GroupedForm g =
       codegen::selectGrouped(experts("sm_90", true, true), defaults);
-  EXPECT_EQ(g.decodeRows, 8);
-  EXPECT_EQ(g.at(8), Kind::Decode);
-  EXPECT_EQ(g.at(9), Kind::Tile);
+  EXPECT_EQ(g.decodeRows, 16);
+  EXPECT_EQ(g.at(16), Kind::Decode);
+  EXPECT_EQ(g.at(17), Kind::Tile);
+  format::Plan eight;
+  ASSERT_TRUE(codegen::setOption(eight, "grouped-decode-rows=8", error));
+  GroupedForm e8 = codegen::selectGrouped(experts("sm_90", true, true), eight);
+  EXPECT_EQ(e8.at(8), Kind::Decode);
+  EXPECT_EQ(e8.at(9), Kind::Tile);
   // -1: follow gemm-decode-rows; 0: tiles from 1 row.
   format::Plan decode16;
   ASSERT_TRUE(codegen::setOption(decode16, "grouped-decode-rows=-1", error));

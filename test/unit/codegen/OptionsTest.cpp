@@ -44,6 +44,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-decode-wide",
                                       "grouped-decode-grid",
                                       "grouped-decode-search",
+                                      "grouped-decode-pass",
                                       "grouped-decode-wide",
                                       "grouped-decode-blocks",
                                       "grouped-decode-rows",
