@@ -36,6 +36,9 @@ struct Tensor {
   Shape shape;       ///< IR order
   bool isWeight = false;
   bool isTemp = false; ///< a body temporary: one row in LDS/shared
+  /// The kernel input it is (a BodyRef of kind In, views included), or -1:
+  /// an output, a temporary, or a pointer an emitter made (a workspace).
+  int64_t input = -1;
   format::GgmlType ggml = format::GgmlType::F32;
   uint32_t blockSize = 1, blockBytes = 4; ///< quantised weights
   bool quant() const { return ctype == "uint8_t"; }

@@ -43,6 +43,7 @@ Tensor Emitter::tensor(const BodyRef &r) const {
   case BodyRef::Kind::In: {
     const format::PlanOperand &o = kernel.inputs.at(r.index);
     t.ptr = fmt::format("in{}", r.index);
+    t.input = r.index;
     if (o.isState) {
       // Storage outside the arena, written in place by state kernels: f32,
       // bf16 or i8 (rows of int8 values and an f32 scale; the state family

@@ -494,16 +494,12 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
 }
 
 void GemmEmitter::noteGemvInput(const Gemm &g, bool int8) {
-  // A kernel input is printed as `inN` (Emitter::params); an operand
-  // reached otherwise (a temporary, a view) is not a buffer --check can
-  // round, and is left out.
-  const std::string &p = g.a.ptr;
-  if (p.size() < 3 || p.compare(0, 2, "in") != 0 ||
-      !std::all_of(p.begin() + 2, p.end(),
-                   [](char c) { return c >= '0' && c <= '9'; }))
+  // Only a kernel input is a buffer --check can round; an operand reached
+  // otherwise (a temporary) is left out.
+  if (g.a.input < 0)
     return;
-  const uint32_t i = static_cast<uint32_t>(std::stoul(p.substr(2)));
-  (int8 ? e.out.int8Inputs : e.out.floatGemvInputs).push_back(i);
+  (int8 ? e.out.int8Inputs : e.out.floatGemvInputs)
+      .push_back(static_cast<uint32_t>(g.a.input));
 }
 
 void GemmEmitter::gemvQuantA(const Gemm &g, int64_t rows) {

@@ -57,6 +57,7 @@ void GemmEmitter::emitDequantOnce(const std::vector<Chain> &chains,
     w.ctype = f16 ? "f16" : "bf16";
     w.ggml = f16 ? format::GgmlType::F16 : format::GgmlType::BF16;
     w.ptr = fmt::format("((const {} *)(ws + {}L))", w.ctype, g.wsOff);
+    w.input = -1;
     w.blockSize = 1;
     w.blockBytes = 2;
     g.wsOff = -1;

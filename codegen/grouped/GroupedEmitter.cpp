@@ -305,6 +305,7 @@ void GemmEmitter::groupedDequantOnce(Gemm g, const Tensor &y, const Tensor &off,
     w.ctype = f16 ? "f16" : "bf16";
     w.ggml = f16 ? format::GgmlType::F16 : format::GgmlType::BF16;
     w.ptr = fmt::format("((const {} *)(ws + {}L))", w.ctype, offs[j]);
+    w.input = -1;
     w.blockSize = 1;
     w.blockBytes = 2;
   }
