@@ -23,7 +23,10 @@
 #     checks; CHECK_BATCHES="2 4 9 16" checks at those row counts (default
 #     16: 2 to 8 rows run the 8-row forms, 9 the 16-row forms part full).
 #     PROFILE_BATCHES="1 16" adds each variant's --profile of a step of
-#     those rows, grouped by bench/profile_groups.py (15 slowest groups).
+#     those rows, grouped by bench/profile_groups.py (15 slowest groups);
+#     TRACE_BATCHES="1 16" each variant's CUPTI trace of the steps through
+#     CUDA graphs (bench/trace_decode.sh: the kernels' own times, no events
+#     between them; a summary and the trace files beside the results).
 #     A variant named check* is checked, not timed (options that
 #     only the tiny models' shapes exercise, such as gemm-decode-grid=4). One results file
 #     decode-batch-STAMP.txt (machine, date, commit, every number).
@@ -138,6 +141,14 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
       python3 bench/profile_groups.py "$prof" > "$prof.txt" 2>&1
       head -16 "$prof.txt"
       rm -f "$prof" "$prof.txt"
+    done
+  done
+  for b in ${TRACE_BATCHES:-}; do
+    for v in $variants; do
+      case $v in check*) continue ;; esac
+      echo "trace $v B=$b:"
+      bash bench/trace_decode.sh "$(basename "$out" .txt)-$v-b$b" "$D/$v" "$D/full.gguf" \
+        "$D/tokens-256.txt" "$RES" 33 -- --batch "$b"
     done
   done
 } 2>&1 | tee "$out"

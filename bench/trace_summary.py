@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Summarises Nsight Systems' cuda_gpu_trace CSV of a strata-run decode run
-(bench/nsys_decode.sh): the kernels of the last STEPS decode steps (a step
+"""Summarises a kernel trace of a strata-run decode run (bench/trace_decode.sh:
+bench/cupti_trace.c's CSV, in the columns of Nsight Systems' cuda_gpu_trace
+report, which it also reads): the kernels of the last STEPS decode steps (a step
 is the plan's kernel count of consecutive kernels; memory copies and the
 prefill before them left out), per kernel name (the plan's symbol less its
 hash): calls a step, microseconds a call, share; then a step's time from
 its first kernel's start to its last one's end, the kernels' sum, and the
 idle time between them (gaps: the launch cost the step pays beyond its
 kernels' own time).
-  python3 bench/nsys_summary.py TRACE.csv --plan PLAN.json [--steps N]"""
+  python3 bench/trace_summary.py TRACE.csv --plan PLAN.json [--steps N]"""
 import argparse
 import collections
 import csv
