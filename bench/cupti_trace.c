@@ -94,6 +94,8 @@ __attribute__((constructor)) static void start(void) {
   e = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (e != CUPTI_SUCCESS)
     fail("cuptiActivityEnable", e);
+  else if (getenv("STRATA_TRACE_VERBOSE"))
+    fprintf(stderr, "cupti_trace: recording kernels\n");
 }
 
 static int byStart(const void *a, const void *b) {
@@ -102,10 +104,12 @@ static int byStart(const void *a, const void *b) {
 }
 
 __attribute__((destructor)) static void finish(void) {
-  cuptiActivityFlushAll(1);
+  CUptiResult e = cuptiActivityFlushAll(1);
+  if (e != CUPTI_SUCCESS)
+    fail("cuptiActivityFlushAll", e);
   const char *path = getenv("STRATA_TRACE_CSV");
-  if (!rows || !path)
-    return;
+  if (!rows || !path || !count)
+    return; /* a process that ran no kernel leaves the file alone */
   qsort(rows, count, sizeof(Row), byStart);
   FILE *f = fopen(path, "w");
   if (!f) {

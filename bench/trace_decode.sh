@@ -9,7 +9,7 @@
 # kernels). One summary file and the trace (CSV, xz) under OUT_DIR, named
 # NAME.
 #   bash bench/trace_decode.sh NAME PLAN_DIR GGUF TOKENS OUT_DIR [N] [-- ARGS]
-# N: tokens generated (default 33); ARGS: more strata-run flags (such as
+# TRACE_CSV=0 keeps the summary alone. N: tokens generated (default 33); ARGS: more strata-run flags (such as
 # --batch 16); STEPS (default 16): decode steps summarised (the last ones:
 # the prompt's prefill and the first step's capture are left out). Needs
 # build-rt/bin/strata-run (test/device/build_runtime.sh).
@@ -30,15 +30,18 @@ if [ ! -f "$LIB" ]; then
 fi
 mkdir -p "$DEST"
 T=$(mktemp -d)
-STRATA_TRACE_CSV=$T/trace.csv LD_PRELOAD=$PWD/$LIB timeout 300 \
+# The tracer preloaded into strata-run alone (not into timeout, whose exit
+# would write an empty trace over it).
+timeout 300 env STRATA_TRACE_CSV="$T/trace.csv" LD_PRELOAD="$PWD/$LIB" \
   build-rt/bin/strata-run "$PLAN" --gguf "$GGUF" --synthetic-weights 1 --tokens-file "$TOKENS" \
   -n "$N" --ignore-eos "$@" > "$T/log" 2>&1 || { echo "error: the traced run failed:"; tail -5 "$T/log"; exit 1; }
+grep cupti_trace "$T/log"
 [ -s "$T/trace.csv" ] || { echo "error: the tracer wrote no kernels:"; tail -5 "$T/log"; exit 1; }
 {
   echo "# $NAME: $(date -u), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), plan $PLAN, -n $N $*"
   grep -E 'timings|decode steps' "$T/log" | head -2
   python3 bench/trace_summary.py "$T/trace.csv" --plan "$PLAN/plan.json" --steps "${STEPS:-16}"
 } > "$DEST/$NAME-trace.txt"
-xz -T0 -c "$T/trace.csv" > "$DEST/$NAME-trace.csv.xz"
+[ "${TRACE_CSV:-1}" = 0 ] || xz -T0 -c "$T/trace.csv" > "$DEST/$NAME-trace.csv.xz"
 head -40 "$DEST/$NAME-trace.txt"
 rm -rf "$T"

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/CachedKernel.h"
 #include "codegen/Limits.h"
+#include "codegen/Options.h"
 #include "codegen/attention/AttentionForm.h"
 #include "ir/Target.h"
 
@@ -125,6 +126,10 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   const std::string idx = fmt::format("in{}", indexIn);
   e.workspace = true;
   const std::string params = e.params();
+  const bool prefetch =
+      e.target == "sm_90" && option(e.plan, Opt::AttnDecodePrefetch) != 0;
+  const int64_t keys = int64_t(4) << option(e.plan, Opt::AttnDecodeKeys);
+  static_assert(kCachedKeyTile % 16 == 0, "attn-decode-keys pads to a tile");
   auto emitForm = [&](const CachedAttentionForm &f, const std::string &sym) {
     const int64_t nc = f.chunks;
     // Pre-launch: block (row r, kv head, chunk c) takes the chunk's slots in
@@ -134,6 +139,11 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     // read once for the whole group.
     e.line("STRATA_KERNEL({}) void {}_prep({}) {{", kCachedThreads, sym,
            params);
+    // attn-decode-prefetch: the wait follows the L2 prefetch of the
+    // chunk's rows (dense: the chunk depends on the row's slot and position
+    // alone, plan inputs the host writes); otherwise it comes first
+    // (withGridWait).
+    const bool early = prefetch && block == 0;
     e.prologue();
     e.line("  const long r = bid_x(), kvh = bid_y(), c = bid_z();");
     e.line("  const int tid = tid_x(), lane = lane_id(), w = tid >> 5;");
@@ -169,6 +179,23 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     e.line("  if (len < {}L) len = {}L;", kCachedMinChunk, kCachedMinChunk);
     e.line("  const long first = c * len, end = n < first + len ? n : first + "
            "len;");
+    if (early) {
+      // 128-byte lines of each K and V row of the chunk, a thread a line.
+      const int64_t kLines = (kcs.stride() * kcs.bytes() + 127) / 128;
+      const int64_t vLines = (vcs.stride() * vcs.bytes() + 127) / 128;
+      e.line("  for (long i = tid; i < (end - first) * {}L; i += {}) {{",
+             kLines + vLines, kCachedThreads);
+      e.line("    const long key = first + i / {}L, l = i % {}L;",
+             kLines + vLines, kLines + vLines);
+      e.line("    const uint8_t *a = l < {}L ? (const uint8_t *)(in1 + ((s * "
+             "{}L + key) * {}L + kvh) * {}L) + l * 128L : (const uint8_t "
+             "*)(in2 + ((s * {}L + key) * {}L + kvh) * {}L) + (l - {}L) * "
+             "128L;",
+             kLines, ctx, hkv, kcs.stride(), ctx, hkv, vcs.stride(), kLines);
+      e.line("    asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(a));");
+      e.line("  }}");
+      e.line("  grid_dependency_wait();");
+    }
     // No slot: l < 0 tells the kernel that this chunk wrote nothing else.
     e.line("  if (first >= end) {{");
     e.line("    if (tid < {}) ml_out[2 * tid] = -__builtin_inff(), ml_out[2 * "
@@ -305,10 +332,12 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     e.line("#pragma unroll");
     e.line("      for (int u = 0; u < {}; ++u) acc[j][u] *= a;", f.cols);
     e.line("    }}");
-    e.line("    for (int k = 0; k < nt; k += 4) {{");
-    e.line("      float v[{}][4];", f.cols);
+    // attn-decode-keys: the V rows of `keys` keys loaded before their
+    // products (the tile's scores are padded to kCachedKeyTile, a multiple).
+    e.line("    for (int k = 0; k < nt; k += {}) {{", keys);
+    e.line("      float v[{}][{}];", f.cols, keys);
     e.line("#pragma unroll");
-    e.line("      for (int i = 0; i < 4; ++i) {{");
+    e.line("      for (int i = 0; i < {}; ++i) {{", keys);
     e.line("        const long key = key_s[k + i];");
     e.line("#pragma unroll");
     e.line("        for (int u = 0; u < {}; ++u) {{", f.cols);
@@ -332,13 +361,15 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     e.line("        }}");
     e.line("      }}");
     e.line("#pragma unroll");
+    e.line("      for (int q = 0; q < {}; q += 4)", keys);
+    e.line("#pragma unroll");
     e.line("      for (int j = 0; j < {}; ++j) {{", g);
     e.line("        float pv[4];");
-    e.line("        ld4(ps + j * {}L, k, pv);", kCachedKeyTile);
+    e.line("        ld4(ps + j * {}L, k + q, pv);", kCachedKeyTile);
     e.line("#pragma unroll");
     e.line("        for (int u = 0; u < {}; ++u)", f.cols);
-    e.line("          acc[j][u] += pv[0] * v[u][0] + pv[1] * v[u][1] + pv[2] * "
-           "v[u][2] + pv[3] * v[u][3];");
+    e.line("          acc[j][u] += pv[0] * v[u][q] + pv[1] * v[u][q + 1] + "
+           "pv[2] * v[u][q + 2] + pv[3] * v[u][q + 3];");
     e.line("      }}");
     e.line("    }}");
     e.line("  }}");

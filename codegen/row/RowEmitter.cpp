@@ -110,9 +110,69 @@ private:
   /// gate of the delta rule's output norm went through the workspace).
   std::map<uint32_t, const BodyOp *> inlined;
   void findInlined();
+  /// The body's ops in independent chains (body order within each): ops
+  /// that share no temporary and touch none of each other's written
+  /// arena bytes are in different chains.
+  std::vector<std::vector<size_t>> bodyChains() const;
   /// \p fn and \p extra of an elementwise op (sm_ function, attribute args).
   void elementFn(const BodyOp &op, std::string &fn, std::string &extra);
 };
+
+std::vector<std::vector<size_t>> RowEmitter::bodyChains() const {
+  // The arena bytes an operand touches (weights and states: none; row
+  // kernels write neither), so that a buffer and its view are one.
+  auto bytes = [&](const BodyRef &r) -> std::pair<uint64_t, uint64_t> {
+    if (r.kind == BodyRef::Kind::Tmp)
+      return {0, 0};
+    const format::PlanOperand o =
+        r.kind == BodyRef::Kind::Out
+            ? format::PlanOperand{false, e.kernel.outputs.at(r.index), false}
+            : e.kernel.inputs.at(r.index);
+    if (!o.isBuffer())
+      return {0, 0};
+    const format::PlanBuffer &b = e.plan.buffers.at(o.index);
+    return {b.offset, b.offset + b.bytes};
+  };
+  auto touches = [&](const BodyRef &w, const BodyRef &r) {
+    if (w.kind == BodyRef::Kind::Tmp || r.kind == BodyRef::Kind::Tmp)
+      return w.kind == r.kind && w.index == r.index;
+    auto [a0, a1] = bytes(w);
+    auto [b0, b1] = bytes(r);
+    return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+  };
+  // Union-find over ops: an op joins every op that reads or writes what it
+  // writes.
+  const size_t n = e.body.size();
+  std::vector<size_t> root(n);
+  for (size_t i = 0; i < n; ++i)
+    root[i] = i;
+  std::function<size_t(size_t)> find = [&](size_t i) {
+    return root[i] == i ? i : root[i] = find(root[i]);
+  };
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      if (i == j)
+        continue;
+      bool joined = false;
+      for (const BodyRef &w : e.body[i].outputs) {
+        for (const BodyRef &r : e.body[j].inputs)
+          joined = joined || touches(w, r);
+        for (const BodyRef &r : e.body[j].outputs)
+          joined = joined || touches(w, r);
+      }
+      if (joined)
+        root[find(i)] = find(j);
+    }
+  std::vector<std::vector<size_t>> chains;
+  std::map<size_t, size_t> index;
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, fresh] = index.emplace(find(i), chains.size());
+    if (fresh)
+      chains.emplace_back();
+    chains[it->second].push_back(i);
+  }
+  return chains;
+}
 
 void RowEmitter::findInlined() {
   std::map<uint32_t, int> reads;
@@ -324,10 +384,19 @@ void RowEmitter::op(const BodyOp &op) {
     int64_t gs = op.recipe == Recipe::RmsNorm ? d / e.intAttr(op, "groups") : d;
     auto [wn, w] = normWeight(op);
     // The loads in flight only where the option asks (1: the template's
-    // default, the text of plans before the option).
+    // default, the text of plans before the option); row-norm-block adds
+    // the block form's flag where that form applies (row_rms_norm's test:
+    // fewer groups than waves, whole vectors of every thread, at most 8).
+    const bool block = option(e.plan, codegen::Opt::RowNormBlock) != 0 &&
+                       n / gs < kThreads / 32 && gs % (kThreads * 4) == 0 &&
+                       gs / (kThreads * 4) <= 8 && (wn == 0 || wn % 4 == 0);
+    std::string extra =
+        loads > 1 || block ? fmt::format(", {}", loads) : std::string();
+    if (block)
+      extra += ", true";
     e.line("  row_rms_norm<{}, {}, {}, {}{}>({}, {}, {}, {}, red);", n, gs,
-           kThreads, wn, loads > 1 ? fmt::format(", {}", loads) : "", rowPtr(x),
-           w, rowPtr(y), floatLit(e.floatAttr(op, "eps")));
+           kThreads, wn, extra, rowPtr(x), w, rowPtr(y),
+           floatLit(e.floatAttr(op, "eps")));
     break;
   }
   case Recipe::L2Norm: {
@@ -938,19 +1007,40 @@ void RowEmitter::run() {
     e.line("  STRATA_SHARED int qsa_id[{}];", qsa.ids);
     e.line("  STRATA_SHARED float qsa_q[{}];", qsa.query);
   }
-  for (size_t i = 0; i < e.body.size(); ++i) {
-    const BodyOp &b = e.body[i];
-    if (b.outputs.size() == 1 && b.outputs[0].kind == BodyRef::Kind::Tmp &&
-        inlined.count(b.outputs[0].index) && inlined[b.outputs[0].index] == &b)
-      continue;
-    if (i + 1 < e.body.size() && writeNorm(e.body[i], e.body[i + 1]))
-      ++i;
-    else
-      this->op(e.body[i]);
-    e.line("  sync_block();");
+  // row-chains: independent chains of the body (fuse-rows' side-by-side
+  // pairs) run in blocks of their own (grid y), not one after the other.
+  std::vector<std::vector<size_t>> chains =
+      option(e.plan, codegen::Opt::RowChains) != 0 && !qsa.blocks &&
+              !e.workspace
+          ? bodyChains()
+          : std::vector<std::vector<size_t>>{};
+  if (chains.size() < 2) {
+    chains.assign(1, {});
+    for (size_t i = 0; i < e.body.size(); ++i)
+      chains[0].push_back(i);
+  }
+  for (size_t c = 0; c < chains.size(); ++c) {
+    if (chains.size() > 1)
+      e.line("  if (bid_y() == {}) {{", c);
+    const std::vector<size_t> &ops = chains[c];
+    for (size_t n = 0; n < ops.size(); ++n) {
+      const BodyOp &b = e.body[ops[n]];
+      if (b.outputs.size() == 1 && b.outputs[0].kind == BodyRef::Kind::Tmp &&
+          inlined.count(b.outputs[0].index) &&
+          inlined[b.outputs[0].index] == &b)
+        continue;
+      if (n + 1 < ops.size() && writeNorm(b, e.body[ops[n + 1]]))
+        ++n;
+      else
+        this->op(b);
+      e.line("  sync_block();");
+    }
+    if (chains.size() > 1)
+      e.line("  }}");
   }
   e.line("}}");
-  e.out.grid = {rowShape[0], {0, 1, 1}, {0, 1, 1}};
+  e.out.grid = {
+      rowShape[0], {0, static_cast<int64_t>(chains.size()), 1}, {0, 1, 1}};
   e.out.block = {kThreads, 1, 1};
 }
 

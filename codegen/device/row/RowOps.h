@@ -100,12 +100,46 @@ STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
 /// hc_norm): y = x * 1/sqrt(mean(x^2) + eps) [* w[i % WN]]. Groups of at
 /// most 1024 elements go one per wave; larger ones take the whole block.
 /// CL: vector loads a lane issues at a time in the wave form (option
-/// row-loads).
-template <int N, int GS, int NT, int WN, int CL = 1, class X, class W, class Y>
+/// row-loads). BLK (option row-norm-block): where the groups are fewer than
+/// the block's waves and a group is whole vectors of every thread (at most
+/// 8), each group takes the whole block, its elements in registers: one
+/// round of loads, a block sum, the stores (the wave form left a row of
+/// 2,048 to one wave of eight: two rounds of loads, twice).
+template <int N, int GS, int NT, int WN, int CL = 1, bool BLK = false, class X,
+          class W, class Y>
 STRATA_FN void row_rms_norm(const X *x, const W *w, Y *y, float eps,
                             float *red) {
   constexpr int G = N / GS;
-  if constexpr (GS % 128 == 0 && (WN == 0 || WN % 4 == 0)) {
+  constexpr int BP = GS / (NT * 4);
+  if constexpr (BLK && G < NT / 32 && GS % (NT * 4) == 0 && BP <= 8 &&
+                (WN == 0 || WN % 4 == 0)) {
+    for (int g = 0; g < G; ++g) {
+      float v[BP][4], s = 0.0f;
+#pragma unroll
+      for (int p = 0; p < BP; ++p)
+        ld4(x, g * GS + (p * NT + tid_x()) * 4, v[p]);
+#pragma unroll
+      for (int p = 0; p < BP; ++p)
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          s += v[p][u] * v[p][u];
+      const float scale = 1.0f / strata_sqrt(block_sum<NT>(s, red) / GS + eps);
+#pragma unroll
+      for (int p = 0; p < BP; ++p) {
+        const int j = g * GS + (p * NT + tid_x()) * 4;
+        float wv[4];
+        if constexpr (WN > 0)
+          ld4(w, j % WN, wv);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          v[p][u] *= scale;
+          if constexpr (WN > 0)
+            v[p][u] *= wv[u];
+        }
+        st4(y, j, v[p]);
+      }
+    }
+  } else if constexpr (GS % 128 == 0 && (WN == 0 || WN % 4 == 0)) {
     // A wave per group, 4 adjacent elements per lane (vector accesses),
     // a lane's loads issued CL at a time before any of their sums: C of a
     // group's PER, and where a group has fewer than CL, the same loads of

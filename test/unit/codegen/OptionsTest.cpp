@@ -51,7 +51,11 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "row-loads",
                                       "gemm-decode-grid",
                                       "moe-sort-one",
-                                      "conv-by-slot"};
+                                      "conv-by-slot",
+                                      "attn-decode-prefetch",
+                                      "attn-decode-keys",
+                                      "row-chains",
+                                      "row-norm-block"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
