@@ -562,9 +562,12 @@ void RowEmitter::op(const BodyOp &op) {
     // theta_scale as the CPU computes it: powf(base, -2/n) in f32.
     float base = static_cast<float>(e.floatAttr(op, "base"));
     float scale = std::pow(base, -2.0f / static_cast<float>(nr));
-    e.line("  row_rope<{}, {}, {}, {}, {}>({}, {}, {}[row], {});", h, hd, nr,
-           mode == "neox", kThreads, rowPtr(x), rowPtr(y), pos.ptr,
-           floatLit(scale));
+    // row-rope-table: the pairs' sines and cosines once for all heads
+    // (flag printed only where it applies: the text of one head unchanged).
+    const bool table = option(e.plan, codegen::Opt::RowRopeTable) != 0 && h > 1;
+    e.line("  row_rope<{}, {}, {}, {}, {}{}>({}, {}, {}[row], {});", h, hd, nr,
+           mode == "neox", kThreads, table ? ", true" : "", rowPtr(x),
+           rowPtr(y), pos.ptr, floatLit(scale));
     break;
   }
   case Recipe::MoeRoute: {

@@ -427,16 +427,35 @@ STRATA_FN void row_sinkhorn(const X *x, Y *y, int iters) {
 
 /// rope of one token's H heads of HD dims (n rotated dims), angle
 /// theta_i = pos * base^(-2i/n) by repeated products, as the CPU does.
-template <int H, int HD, int NR, bool NEOX, int NT, class X, class Y>
+/// TBL (option row-rope-table): each pair's sine and cosine computed once
+/// for every head, in shared memory (the same values: H heads took H times
+/// the products and sincos, a thread's items one after another).
+template <int H, int HD, int NR, bool NEOX, int NT, bool TBL = false, class X,
+          class Y>
 STRATA_FN void row_rope(const X *x, Y *y, int pos, float theta_scale) {
-  for (int j = tid_x(); j < H * (HD - NR / 2); j += NT) {
-    int h = j / (HD - NR / 2), i = j % (HD - NR / 2);
-    if (i < NR / 2) {
+  STRATA_SHARED float rope_sc[TBL ? NR : 1];
+  if constexpr (TBL) {
+    for (int i = tid_x(); i < NR / 2; i += NT) {
       float theta = (float)pos;
       for (int r = 0; r < i; ++r)
         theta *= theta_scale;
+      strata_sincos(theta, &rope_sc[2 * i], &rope_sc[2 * i + 1]);
+    }
+    sync_block();
+  }
+  for (int j = tid_x(); j < H * (HD - NR / 2); j += NT) {
+    int h = j / (HD - NR / 2), i = j % (HD - NR / 2);
+    if (i < NR / 2) {
       float s, c;
-      strata_sincos(theta, &s, &c);
+      if constexpr (TBL) {
+        s = rope_sc[2 * i];
+        c = rope_sc[2 * i + 1];
+      } else {
+        float theta = (float)pos;
+        for (int r = 0; r < i; ++r)
+          theta *= theta_scale;
+        strata_sincos(theta, &s, &c);
+      }
       int ia = NEOX ? i : 2 * i, ib = NEOX ? i + NR / 2 : 2 * i + 1;
       float a = ld(x, h * HD + ia), b = ld(x, h * HD + ib);
       st(y, h * HD + ia, a * c - b * s);

@@ -55,7 +55,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-decode-prefetch",
                                       "attn-decode-keys",
                                       "row-chains",
-                                      "row-norm-block"};
+                                      "row-norm-block",
+                                      "row-rope-table"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
