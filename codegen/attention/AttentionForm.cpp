@@ -216,8 +216,7 @@ CachedAttentionForm selectCachedAttention(const CachedAttentionShape &s,
   const int64_t rows = std::max<int64_t>(1, s.maxTokens);
   const int64_t record = s.heads * (s.valueDim + 2) * 4;
   f.chunks = (2 * units + s.kvHeads - 1) / s.kvHeads;
-  f.chunks =
-      std::min(f.chunks, (s.maxSlots + kCachedMinChunk - 1) / kCachedMinChunk);
+  f.chunks = std::min(f.chunks, (s.maxSlots + s.minChunk - 1) / s.minChunk);
   f.chunks = std::min(f.chunks, kCachedAttentionWorkspace / (rows * record));
   f.chunks = std::max<int64_t>(f.chunks, 1);
   f.rowFloats = (s.heads * f.chunks * (s.valueDim + 2) + 3) / 4 * 4;

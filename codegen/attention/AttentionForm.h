@@ -71,6 +71,21 @@ struct AttentionForm {
   int64_t keyChunk = 0;              ///< KC (Gqa and Tile)
 };
 
+/// Slots a cached-attention block scores at once (shared memory; a
+/// multiple of 32).
+constexpr int64_t kCachedKeyTile = 64;
+/// Slots a chunk takes at least by default (attn-decode-chunk): below it
+/// the q staging and the partials (group x (dv + 2) floats) outweigh the
+/// keys read.
+constexpr int64_t kCachedMinChunk = 32;
+/// attention_cached's decode form: runs of at most this many rows split
+/// each row over the chunks that fill the GPU (its own code), longer runs
+/// take the split of max_tokens rows (an alternate).
+constexpr int64_t kCachedDecodeRows = 16;
+/// The partials at max_tokens rows stay below this: the chunk count is a
+/// compile-time constant and the workspace grows with it and T.
+constexpr int64_t kCachedAttentionWorkspace = int64_t(64) << 20;
+
 /// What selection needs of attention_cached (the decode step's attention
 /// over the KV cache, codegen/attention/CachedAttention.cpp).
 struct CachedAttentionShape {
@@ -80,6 +95,8 @@ struct CachedAttentionShape {
   int64_t maxSlots = 0;
   int64_t maxTokens = 1; ///< the plan's largest run (rows of partials)
   int64_t threads = 128; ///< the kernel's block
+  /// Slots a chunk takes at least (option attn-decode-chunk).
+  int64_t minChunk = kCachedMinChunk;
 };
 
 /// attention_cached's split over key slots (flash-decoding): the pre-launch
@@ -97,26 +114,12 @@ struct CachedAttentionForm {
   int64_t rowFloats = 0;
 };
 
-/// Slots a cached-attention block scores at once (shared memory; a
-/// multiple of 32).
-constexpr int64_t kCachedKeyTile = 64;
-/// Slots a chunk takes at least: below it the q staging and the partials
-/// (group x (dv + 2) floats) outweigh the keys read.
-constexpr int64_t kCachedMinChunk = 32;
-/// attention_cached's decode form: runs of at most this many rows split
-/// each row over the chunks that fill the GPU (its own code), longer runs
-/// take the split of max_tokens rows (an alternate).
-constexpr int64_t kCachedDecodeRows = 16;
-/// The partials at max_tokens rows stay below this: the chunk count is a
-/// compile-time constant and the workspace grows with it and T.
-constexpr int64_t kCachedAttentionWorkspace = int64_t(64) << 20;
-
 /// The split of attention_cached on \p target: two blocks a unit at one
 /// row and a full context (one block's loads leave the memory idle while
-/// it computes), no chunk shorter than kCachedMinChunk there, and the
+/// it computes), no chunk shorter than s.minChunk there, and the
 /// partials of max_tokens rows within kCachedAttentionWorkspace. At run
 /// time a row's n slots go to the chunks in equal runs of at least
-/// kCachedMinChunk, so a short row takes fewer blocks. Throws
+/// s.minChunk, so a short row takes fewer blocks. Throws
 /// std::runtime_error for a shape the form cannot hold (the diagnostic).
 CachedAttentionForm selectCachedAttention(const CachedAttentionShape &s,
                                           const std::string &target);

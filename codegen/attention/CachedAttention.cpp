@@ -104,6 +104,7 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   shape.maxSlots = block > 0 ? nb * block : ctx;
   shape.maxTokens = e.plan.maxTokens;
   shape.threads = kCachedThreads;
+  shape.minChunk = int64_t(8) << option(e.plan, Opt::AttnDecodeChunk);
   // Decode steps (up to kCachedDecodeRows rows) split a row over the
   // chunks that fill the GPU, their partials a constant workspace; runs
   // of more rows (prompt chunks) take the split whose partials of
@@ -176,7 +177,7 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
       e.line("  const long n = ok ? p + 1 : 0;");
     }
     e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
-    e.line("  if (len < {}L) len = {}L;", kCachedMinChunk, kCachedMinChunk);
+    e.line("  if (len < {}L) len = {}L;", shape.minChunk, shape.minChunk);
     e.line("  const long first = c * len, end = n < first + len ? n : first + "
            "len;");
     if (early) {

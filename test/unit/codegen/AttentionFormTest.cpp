@@ -206,6 +206,10 @@ TEST(CachedAttentionForm, ChunksByRowsOnEachTarget) {
       codegen::selectCachedAttention(cachedShape(2052, 1), "sm_90").chunks, 65);
   EXPECT_EQ(codegen::selectCachedAttention(cachedShape(100, 1), "sm_90").chunks,
             4);
+  // attn-decode-chunk: chunks of at least 8 slots split 100 slots 13 ways.
+  codegen::CachedAttentionShape s = cachedShape(100, 1);
+  s.minChunk = 8;
+  EXPECT_EQ(codegen::selectCachedAttention(s, "sm_90").chunks, 13);
 }
 
 TEST(CachedAttentionForm, ShapesTheFormCannotHoldAreRefused) {

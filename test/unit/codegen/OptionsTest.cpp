@@ -56,7 +56,8 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-decode-keys",
                                       "row-chains",
                                       "row-norm-block",
-                                      "row-rope-table"};
+                                      "row-rope-table",
+                                      "attn-decode-chunk"};
   std::set<std::string> have;
   for (const codegen::OptionInfo &o : codegen::allOptions()) {
     have.insert(o.name);
