@@ -39,6 +39,7 @@ grep cupti_trace "$T/log"
 [ -s "$T/trace.csv" ] || { echo "error: the tracer wrote no kernels:"; tail -5 "$T/log"; exit 1; }
 {
   echo "# $NAME: $(date -u), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), plan $PLAN, -n $N $*"
+  echo "# strata-run's own timings under the tracer (CUPTI adds host time between steps; the span below is the GPU's):"
   grep -E 'timings|decode steps' "$T/log" | head -2
   python3 bench/trace_summary.py "$T/trace.csv" --plan "$PLAN/plan.json" --steps "${STEPS:-16}"
 } > "$DEST/$NAME-trace.txt"

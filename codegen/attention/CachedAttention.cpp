@@ -129,6 +129,14 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   const std::string params = e.params();
   const bool prefetch =
       e.target == "sm_90" && option(e.plan, Opt::AttnDecodePrefetch) != 0;
+  // Whether kernel input i is a buffer the caller fills (Plan::inputs: the
+  // rows' positions and slots): no kernel writes it, so the pre-launch may
+  // read it before its grid dependency wait.
+  auto callerFills = [&](uint32_t i) {
+    const format::PlanOperand &o = e.kernel.inputs.at(i);
+    return o.isBuffer() && std::find(e.plan.inputs.begin(), e.plan.inputs.end(),
+                                     o.index) != e.plan.inputs.end();
+  };
   const int64_t keys = int64_t(4) << option(e.plan, Opt::AttnDecodeKeys);
   static_assert(kCachedKeyTile % 16 == 0, "attn-decode-keys pads to a tile");
   auto emitForm = [&](const CachedAttentionForm &f, const std::string &sym) {
@@ -142,9 +150,10 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
            params);
     // attn-decode-prefetch: the wait follows the L2 prefetch of the
     // chunk's rows (dense: the chunk depends on the row's slot and position
-    // alone, plan inputs the host writes); otherwise it comes first
-    // (withGridWait).
-    const bool early = prefetch && block == 0;
+    // alone, plan inputs the caller fills: read before the wait, they are
+    // the values after it); otherwise it comes first (withGridWait).
+    const bool early =
+        prefetch && block == 0 && callerFills(3) && callerFills(4);
     e.prologue();
     e.line("  const long r = bid_x(), kvh = bid_y(), c = bid_z();");
     e.line("  const int tid = tid_x(), lane = lane_id(), w = tid >> 5;");
