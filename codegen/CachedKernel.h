@@ -43,8 +43,6 @@ struct CacheStore {
   bool i8() const { return dtype == format::PlanDType::I8; }
   /// Elements (f32, bf16) or bytes (i8) from one row to the next.
   int64_t stride() const { return i8() ? len + 4 : len; }
-  /// Bytes of one element of stride().
-  int64_t bytes() const { return i8() ? 1 : ctype == "float" ? 4 : 2; }
 };
 
 /// The cache state operand \p i; an i8 one makes the source embed

@@ -20,6 +20,7 @@
 #include "codegen/Options.h"
 #include "codegen/attention/AttentionForm.h"
 #include "ir/Target.h"
+#include "runtime/format/OpTable.h"
 
 #include <algorithm>
 #include <cmath>
@@ -189,19 +190,27 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     e.line("  if (len < {}L) len = {}L;", shape.minChunk, shape.minChunk);
     e.line("  const long first = c * len, end = n < first + len ? n : first + "
            "len;");
+    // The row's K and V heads of this kv head (slot s).
+    e.line("  const {} *kb = in1 + (s * {}L + kvh) * {}L;", kcs.ctype,
+           ctx * hkv, kcs.stride());
+    e.line("  const {} *vb = in2 + (s * {}L + kvh) * {}L;", vcs.ctype,
+           ctx * hkv, vcs.stride());
     if (early) {
       // 128-byte lines of each K and V row of the chunk, a thread a line.
-      const int64_t kLines = (kcs.stride() * kcs.bytes() + 127) / 128;
-      const int64_t vLines = (vcs.stride() * vcs.bytes() + 127) / 128;
+      const int64_t kLines =
+          (kcs.stride() * int64_t(format::planDTypeSize(kcs.dtype)) + 127) /
+          128;
+      const int64_t vLines =
+          (vcs.stride() * int64_t(format::planDTypeSize(vcs.dtype)) + 127) /
+          128;
       e.line("  for (long i = tid; i < (end - first) * {}L; i += {}) {{",
              kLines + vLines, kCachedThreads);
       e.line("    const long key = first + i / {}L, l = i % {}L;",
              kLines + vLines, kLines + vLines);
-      e.line("    const uint8_t *a = l < {}L ? (const uint8_t *)(in1 + ((s * "
-             "{}L + key) * {}L + kvh) * {}L) + l * 128L : (const uint8_t "
-             "*)(in2 + ((s * {}L + key) * {}L + kvh) * {}L) + (l - {}L) * "
-             "128L;",
-             kLines, ctx, hkv, kcs.stride(), ctx, hkv, vcs.stride(), kLines);
+      e.line("    const uint8_t *a = l < {}L ? (const uint8_t *)(kb + key * "
+             "{}L) + l * 128L : (const uint8_t *)(vb + key * {}L) + (l - {}L) "
+             "* 128L;",
+             kLines, hkv * kcs.stride(), hkv * vcs.stride(), kLines);
       e.line("    asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(a));");
       e.line("  }}");
       e.line("  grid_dependency_wait();");
@@ -222,10 +231,6 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
            "kvh * {}L) * {}L + i);",
            g * d, kCachedThreads, h, g, d);
     e.line("  if (tid < {}) m_s[tid] = -__builtin_inff(), l_s[tid] = 0.0f;", g);
-    e.line("  const {} *kb = in1 + (s * {}L + kvh) * {}L;", kcs.ctype,
-           ctx * hkv, kcs.stride());
-    e.line("  const {} *vb = in2 + (s * {}L + kvh) * {}L;", vcs.ctype,
-           ctx * hkv, vcs.stride());
     e.line("  float acc[{}][{}];", g, f.cols);
     e.line("#pragma unroll");
     e.line("  for (int j = 0; j < {}; ++j)", g);

@@ -146,8 +146,10 @@ std::vector<std::vector<size_t>> RowEmitter::bodyChains() const {
   std::vector<size_t> root(n);
   for (size_t i = 0; i < n; ++i)
     root[i] = i;
-  std::function<size_t(size_t)> find = [&](size_t i) {
-    return root[i] == i ? i : root[i] = find(root[i]);
+  auto find = [&](size_t i) {
+    while (root[i] != i)
+      i = root[i] = root[root[i]];
+    return i;
   };
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {

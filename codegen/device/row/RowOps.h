@@ -100,19 +100,22 @@ STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
 /// hc_norm): y = x * 1/sqrt(mean(x^2) + eps) [* w[i % WN]]. Groups of at
 /// most 1024 elements go one per wave; larger ones take the whole block.
 /// CL: vector loads a lane issues at a time in the wave form (option
-/// row-loads). BLK (option row-norm-block): where the groups are fewer than
-/// the block's waves and a group is whole vectors of every thread (at most
-/// 8), each group takes the whole block, its elements in registers: one
-/// round of loads, a block sum, the stores (the wave form left a row of
-/// 2,048 to one wave of eight: two rounds of loads, twice).
+/// row-loads). BLK (option row-norm-block; the emitter sets it only where
+/// the groups are fewer than the block's waves and a group is whole vectors
+/// of every thread, at most 8): each group takes the whole block, its
+/// elements in registers: one round of loads, a block sum, the stores (the
+/// wave form left a row of 2,048 to one wave of eight: two rounds of
+/// loads, twice).
 template <int N, int GS, int NT, int WN, int CL = 1, bool BLK = false, class X,
           class W, class Y>
 STRATA_FN void row_rms_norm(const X *x, const W *w, Y *y, float eps,
                             float *red) {
   constexpr int G = N / GS;
   constexpr int BP = GS / (NT * 4);
-  if constexpr (BLK && G < NT / 32 && GS % (NT * 4) == 0 && BP <= 8 &&
-                (WN == 0 || WN % 4 == 0)) {
+  if constexpr (BLK) {
+    static_assert(G < NT / 32 && GS % (NT * 4) == 0 && BP >= 1 && BP <= 8 &&
+                      (WN == 0 || WN % 4 == 0),
+                  "row_rms_norm: the block form's shape");
     for (int g = 0; g < G; ++g) {
       float v[BP][4], s = 0.0f;
 #pragma unroll
