@@ -19,7 +19,10 @@
 #     the cpu backend); then the full model's batched decode (16 sequences
 #     after 256-token prompts, 32 steps through CUDA graphs), the variants
 #     interleaved over ROUNDS (default 2) rounds; BATCHES="1 4 16" times
-#     those row counts too (default 16). CHECKS=0 skips the
+#     those row counts too (default 16); PROMPTS="256:33 16:129" times
+#     prompts of P tokens with N generated each (default 256:33; 16:129
+#     is llama-bench's tg128 shape, the past 16 to 144 slots; prepare
+#     makes tokens-16.txt too). CHECKS=0 skips the
 #     checks; CHECK_BATCHES="2 4 9 16" checks at those row counts (default
 #     16: 2 to 8 rows run the 8-row forms, 9 the 16-row forms part full).
 #     PROFILE_BATCHES="1 16" adds each variant's --profile of a step of
@@ -57,8 +60,10 @@ if [ "$mode" = prepare ]; then
     [ -f "$D/full.gguf" ] ||
       "$B/strata-gguf" synth --arch qwen4exp --preset "${PRESET:-full}" --seed 0 --shapes-only --types "$TYPES" -o "$D/full.gguf"
   fi
-  [ -f "$D/tokens-256.txt" ] ||
-    python3 bench/strata_bench.py tokens --T 256 --vocab "$VOCAB" -o "$D/tokens-256.txt"
+  for p in 256 16; do
+    [ -f "$D/tokens-$p.txt" ] ||
+      python3 bench/strata_bench.py tokens --T $p --vocab "$VOCAB" -o "$D/tokens-$p.txt"
+  done
   (git describe --always --dirty 2> /dev/null || echo unknown) > "$D/COMMIT"
   strip() { find "$1" \( -name '*.ptx' -o -name '*.cu' -o -name '*.hip' -o -name '*.ptxas.txt' \) -delete; }
   for v in "$@"; do
@@ -122,12 +127,17 @@ variants=$(cd $D && for p in */plan.json; do [ "${p%%/*}" = tiny ] || dirname "$
   done
   echo "checks failed: $fails"
   for r in $(seq 1 "$ROUNDS"); do
-    for b in ${BATCHES:-16}; do
-      for v in $variants; do
-        case $v in check*) continue ;; esac
-        line=$(timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
-          --tokens-file "$D/tokens-256.txt" -n 33 --batch "$b" 2>&1 > /dev/null | grep -E "timings|error")
-        echo "round $r $v B=$b: $line"
+    for pn in ${PROMPTS:-256:33}; do
+      p=${pn%%:*} n=${pn#*:}
+      # The default prompt keeps the lines as before (no P= field).
+      tag=$([ "$pn" = 256:33 ] || echo " P=$p")
+      for b in ${BATCHES:-16}; do
+        for v in $variants; do
+          case $v in check*) continue ;; esac
+          line=$(timeout 120 $B/strata-run "$D/$v" --gguf "$D/full.gguf" --synthetic-weights 1 \
+            --tokens-file "$D/tokens-$p.txt" -n "$n" --batch "$b" 2>&1 > /dev/null | grep -E "timings|error")
+          echo "round $r $v B=$b$tag: $line"
+        done
       done
     done
   done

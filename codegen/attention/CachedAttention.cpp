@@ -403,7 +403,15 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     // The kernel: block (row, query head, 32 columns) merges the chunks
     // rescaled to their common max; warp w takes every fourth chunk, the four
     // sums added in order (deterministic). The chunks that wrote partials are
-    // a prefix (l >= 0); those with l = 0 saw no key.
+    // a prefix (l >= 0); those with l = 0 saw no key. A dense row's chunks
+    // past its keys wrote nothing: the pre-launch's split of the row's
+    // position bounds them (`live`). Each thread's partials load before the
+    // chunks' maxima are known (one round trip for both, where the products
+    // waited on the weights: 66 chunks of 8 slots took 4.6 us a layer);
+    // those of chunks that wrote nothing are never added.
+    // Registers for the first 64 chunks (16 a thread); more (few kv
+    // heads on many units) load in the sum's loop.
+    const int64_t nu = std::min<int64_t>((nc + 3) / 4, 16);
     e.line("STRATA_KERNEL({}) void {}({}) {{", kCachedThreads, sym, params);
     e.prologue();
     e.line("  const long r = bid_x(), hi = bid_y();");
@@ -415,16 +423,35 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
            nc * g * dv, dv);
     e.line("  const float *ml_in = part + {}L + kvh * {}L + j * 2;",
            h * nc * dv, nc * g * 2);
+    if (block > 0) {
+      e.line("  const long live = {}L;", nc);
+    } else {
+      // The pre-launch's split (its n, len and first < end).
+      e.line("  const long s = in3[r], p = in4[r];");
+      e.line("  const long n = s >= 0 && s < {}L && p >= 0 && p < {}L ? p + 1 "
+             ": 0;",
+             ks[0], ctx);
+      e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
+      e.line("  if (len < {}L) len = {}L;", shape.minChunk, shape.minChunk);
+      e.line("  const long live = (n + len - 1) / len;");
+    }
+    e.line("  float av[{}];", nu);
+    e.line("#pragma unroll");
+    e.line("  for (int i = 0; i < {}; ++i) {{", nu);
+    e.line("    const long c = w + 4L * i;");
+    e.line("    av[i] = col < {}L && c < live ? acc_in[c * {}L] : 0.0f;", dv,
+           g * dv);
+    e.line("  }}");
     e.line("  STRATA_SHARED float cm[{}], cl[{}], cw[{}], part_w[4][32];", nc,
            nc, nc);
-    e.line("  for (long c = tid; c < {}L; c += {}) {{", nc, kCachedThreads);
+    e.line("  for (long c = tid; c < live; c += {}) {{", kCachedThreads);
     e.line("    cm[c] = ml_in[c * {}L];", g * 2);
     e.line("    cl[c] = ml_in[c * {}L + 1];", g * 2);
     e.line("  }}");
     e.line("  sync_block();");
     e.line("  float mx = -__builtin_inff();");
     e.line("  long na = 0;");
-    e.line("  for (long c = 0; c < {}L; ++c) {{", nc);
+    e.line("  for (long c = 0; c < live; ++c) {{");
     e.line("    if (cl[c] > 0.0f && cm[c] > mx) mx = cm[c];");
     e.line("    if (cl[c] >= 0.0f) na = c + 1;");
     e.line("  }}");
@@ -432,10 +459,15 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     e.line("    cw[c] = cl[c] > 0.0f ? strata_exp(cm[c] - mx) : 0.0f;");
     e.line("  sync_block();");
     e.line("  float o = 0.0f;");
-    e.line("#pragma unroll 4");
-    e.line("  for (long c = w; col < {}L && c < na; c += 4) o += cw[c] * "
-           "acc_in[c * {}L];",
-           dv, g * dv);
+    e.line("#pragma unroll");
+    e.line("  for (int i = 0; i < {}; ++i) {{", nu);
+    e.line("    const long c = w + 4L * i;");
+    e.line("    if (c < na) o += cw[c] * av[i];");
+    e.line("  }}");
+    if (4 * nu < nc)
+      e.line("  for (long c = w + {}L; col < {}L && c < na; c += 4) o += cw[c] "
+             "* acc_in[c * {}L];",
+             4 * nu, dv, g * dv);
     e.line("  part_w[w][lane] = o;");
     e.line("  sync_block();");
     e.line("  if (w != 0 || col >= {}L) return;", dv);

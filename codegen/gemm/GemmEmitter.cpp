@@ -213,7 +213,10 @@ void GemmEmitter::runChains() {
     // The warp forms up to the rows the matrix-unit form takes over from.
     const int64_t warpRows = mma ? mmaFrom - 1 : form.decodeRows;
     forms = gemvForms(warpRows, [&](int64_t rows, const std::string &sym) {
+      // gemm-decode-one-blocks: the one-row form's own register cap.
+      minBlocks_ = rows == 1 ? option(e.plan, Opt::GemmDecodeOneBlocks) : 0;
       emitGemv(chains, gemms, rows, sym);
+      minBlocks_ = 0;
     });
     if (mma) {
       alternate(forms, mmaFrom, "_mma", [&](const std::string &sym) {

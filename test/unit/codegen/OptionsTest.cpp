@@ -35,6 +35,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "gemm-f32-rows",
                                       "gemm-decode-int8",
                                       "gemm-decode-blocks",
+                                      "gemm-decode-one-blocks",
                                       "moe-route-block",
                                       "gemm-dequant-once",
                                       "portable-forms",
