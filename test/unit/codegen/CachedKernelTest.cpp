@@ -275,10 +275,10 @@ TEST(CachedKernel, CachedAttentionSplitsKeysOverChunks) {
     EXPECT_EQ(att.pre->grid[1].constant, 2);
     EXPECT_EQ(att.pre->block[0], 128);
     // One row at the full context fills the GPU: two blocks a unit, no
-    // chunk shorter than 32 keys.
+    // chunk shorter than 16 keys (attn-decode-chunk's default).
     int64_t chunks = att.pre->grid[2].constant;
-    EXPECT_GE(chunks * 2, std::min<int64_t>(2 * unitsOf(target), 4096 / 32));
-    EXPECT_LE(chunks, 4096 / 32);
+    EXPECT_GE(chunks * 2, std::min<int64_t>(2 * unitsOf(target), 4096 / 16));
+    EXPECT_LE(chunks, 4096 / 16);
     // Partials per row: (m, l) and 16 unnormalised values per head and
     // chunk, f(T) with no constant part.
     EXPECT_EQ(att.workspace.coef, (4 * chunks * (16 + 2) + 3) / 4 * 4 * 4);
@@ -292,10 +292,10 @@ TEST(CachedKernel, CachedAttentionSplitsKeysOverChunks) {
 TEST(CachedKernel, CachedAttentionChunksFollowContextAndWorkspace) {
   codegen::EmittedKernel small, wide, many;
   std::string error;
-  // 32 positions: one chunk.
+  // 32 positions: two chunks of at least 16 (attn-decode-chunk's default).
   ASSERT_TRUE(codegen::emitKernel(cachePlan("sm_90"), 2, "sm_90", small, error))
       << error;
-  EXPECT_EQ(small.pre->grid[2].constant, 1);
+  EXPECT_EQ(small.pre->grid[2].constant, 2);
   // Many rows at once: decode steps (up to 16 rows, the own code) keep the
   // split of a full context, a constant workspace; longer runs (an
   // alternate) take fewer chunks, the partials of max_tokens rows within
@@ -329,9 +329,10 @@ TEST(CachedKernel, BlockSparseGatedAttention) {
               (std::vector<std::string>{
                   "buffer:3", "state:0", "state:1", "buffer:2", "buffer:1",
                   "buffer:7", "buffer:8", "buffer:6", "workspace", "T"}));
-    // The chunks split the slots of the 5 listed blocks of 4 keys (20): one
-    // chunk; the pre-launch reads the index, the merge applies the gate.
-    EXPECT_EQ(att.pre->grid[2].constant, 1);
+    // The chunks split the slots of the 5 listed blocks of 4 keys (20): two
+    // chunks of at least 16; the pre-launch reads the index, the merge
+    // applies the gate.
+    EXPECT_EQ(att.pre->grid[2].constant, 2);
     EXPECT_NE(att.body.find("in6[r * 5L"), std::string::npos) << att.body;
     EXPECT_NE(att.body.find("ld(in5, "), std::string::npos);
   }
