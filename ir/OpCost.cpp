@@ -470,6 +470,10 @@ KernelCost kernelCost(const Operation &op) {
   std::set<std::string> seenWeights;
   auto read = [&](const Operation &reader, size_t i) {
     const Operand &o = reader.operands[i];
+    // moe_route's expert stacks are prefetch hints: the grouped GEMMs
+    // that read the slabs count their bytes.
+    if (i > 0 && recipeOfOp(reader) == format::Recipe::MoeRoute)
+      return;
     if (o.isValue() && !seen.insert(o.value).second)
       return;
     if (o.isWeight()) {

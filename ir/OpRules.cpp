@@ -577,6 +577,17 @@ bool inferMoeRoute(RuleCtx &c) {
   auto k = c.intAttr("k");
   if (k && *k <= 0)
     return c.error(fmt::format("attribute 'k' must be positive, got {}", *k));
+  // Operands past the logits: expert stacks [E, N, K] the ids select
+  // (prefetch hints), one expert per index of the logits' last dim.
+  for (size_t i = 1; i < c.in.size(); ++i) {
+    if (!c.op.operands[i].isWeight())
+      return c.error("expects its operands past the logits to be expert "
+                     "weight stacks (prefetch hints)",
+                     int(i));
+    if (!checkRank(c, i, 3, "an expert stack [E, N, K]") ||
+        !checkDim(c, 0, 1, i, 0, "expert count"))
+      return false;
+  }
   if (!c.in[0].isTensor() || !k)
     return true;
   if (auto e = c.in[0].dims[1].constant(); e && *k > *e)

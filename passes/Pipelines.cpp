@@ -29,6 +29,9 @@ std::vector<std::string> defaultPipeline() {
       "fuse-siblings",
       // In plans that decode: row kernels over the same rows as one launch.
       "fuse-rows",
+      // In plans that decode on a GPU: the routed experts' stacks as
+      // moe_route's prefetch hints.
+      "prefetch-experts",
       // Pick the target's kernel variant for every GEMM.
       "select-expert-kernels",
       // Pick a catalog recipe for every op.

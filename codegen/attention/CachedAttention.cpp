@@ -140,6 +140,13 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
   };
   const int64_t keys = int64_t(4) << option(e.plan, Opt::AttnDecodeKeys);
   static_assert(kCachedKeyTile % 16 == 0, "attn-decode-keys pads to a tile");
+  // A row's split over nc chunks: `len` slots a chunk (at least the
+  // chunk minimum) of its `n`; the pre-launch takes chunk c's, the merge
+  // bounds a dense row's chunks by it (both print these lines).
+  auto splitLen = [&](int64_t nc) {
+    e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
+    e.line("  if (len < {}L) len = {}L;", shape.minChunk, shape.minChunk);
+  };
   auto emitForm = [&](const CachedAttentionForm &f, const std::string &sym) {
     const int64_t nc = f.chunks;
     // Pre-launch: block (row r, kv head, chunk c) takes the chunk's slots in
@@ -186,8 +193,7 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
     } else {
       e.line("  const long n = ok ? p + 1 : 0;");
     }
-    e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
-    e.line("  if (len < {}L) len = {}L;", shape.minChunk, shape.minChunk);
+    splitLen(nc);
     e.line("  const long first = c * len, end = n < first + len ? n : first + "
            "len;");
     // The row's K and V heads of this kv head (slot s).
@@ -431,8 +437,7 @@ void emitAttentionCached(Emitter &e, const BodyOp &op) {
       e.line("  const long n = s >= 0 && s < {}L && p >= 0 && p < {}L ? p + 1 "
              ": 0;",
              ks[0], ctx);
-      e.line("  long len = (n + {}L) / {}L;", nc - 1, nc);
-      e.line("  if (len < {}L) len = {}L;", shape.minChunk, shape.minChunk);
+      splitLen(nc);
       e.line("  const long live = (n + len - 1) / len;");
     }
     e.line("  float av[{}];", nu);

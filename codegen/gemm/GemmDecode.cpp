@@ -238,6 +238,38 @@ void GemmEmitter::gemvOpen(bool iq3s, const std::string &sym,
   }
 }
 
+void GemmEmitter::gemvColumnRows(const Gemm &g, int cols, const std::string &at,
+                                 const std::string &prefix,
+                                 const char *indent) {
+  // The first column of a group (C expression \p at), the rows of its
+  // columns (a column past N, the last group's, reads column 0 and stores
+  // nothing) as prefix{b}_{c}.
+  for (size_t b = 0; b < g.w.size(); ++b) {
+    const Tensor &w = g.w[b];
+    const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
+    for (int c = 0; c < cols; ++c)
+      e.line("{}const {} *{}{}_{} = {} + ({} + ({} + {} < {}L ? {} + {} : "
+             "0L)) * {}L;",
+             indent, w.quant() ? "uint8_t" : w.ctype, prefix, b, c, w.ptr,
+             rowBase_, at, c, g.n, at, c, rowBytes);
+  }
+}
+
+void GemmEmitter::gemvPrefetchRows(const Gemm &g, int slices, int cols,
+                                   const std::string &prefix,
+                                   const char *indent) {
+  for (size_t b = 0; b < g.w.size(); ++b) {
+    const Tensor &w = g.w[b];
+    const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes
+                                       : g.k * (w.ctype == "float" ? 4 : 2);
+    for (int c = 0; c < cols; ++c)
+      e.line("{}for (long o = (slice * 32L + lane) * 128L; o < {}L; o += "
+             "{}L) asm volatile(\"prefetch.global.L2 [%0];\" :: "
+             "\"l\"((const uint8_t *){}{}_{} + o));",
+             indent, rowBytes, int64_t(slices) * 32 * 128, prefix, b, c);
+  }
+}
+
 void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
                            const std::string &first, const std::string &end) {
   const size_t nb = g.w.size();
@@ -247,21 +279,9 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
   // A decode run's rows (from 0): their loads of A all issued at once.
   const bool hoist = first == "0L";
-  // The first column of a group (C expression \p at), the rows of its
-  // columns (a column past N, the last group's, reads column 0 and stores
-  // nothing) as prefix{b}_{c}.
   auto columnRows = [&](const std::string &at, const std::string &prefix,
                         const char *indent) {
-    for (size_t b = 0; b < nb; ++b) {
-      const Tensor &w = g.w[b];
-      const int64_t rowBytes =
-          w.quant() ? g.k / w.blockSize * w.blockBytes : g.k;
-      for (int c = 0; c < cols; ++c)
-        e.line("{}const {} *{}{}_{} = {} + ({} + ({} + {} < {}L ? {} + {} : "
-               "0L)) * {}L;",
-               indent, w.quant() ? "uint8_t" : w.ctype, prefix, b, c, w.ptr,
-               rowBase_, at, c, g.n, at, c, rowBytes);
-    }
+    gemvColumnRows(g, cols, at, prefix, indent);
   };
   // gemm-decode-prefetch (sm_90): the warps of a column group ask L2 for
   // its rows' lines (128 bytes a thread) before A's quantisation and its
@@ -269,16 +289,7 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   const bool prefetch =
       e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0;
   auto prefetchRows = [&](const std::string &prefix, const char *indent) {
-    for (size_t b = 0; b < nb; ++b) {
-      const Tensor &w = g.w[b];
-      const int64_t rowBytes = w.quant() ? g.k / w.blockSize * w.blockBytes
-                                         : g.k * (w.ctype == "float" ? 4 : 2);
-      for (int c = 0; c < cols; ++c)
-        e.line("{}for (long o = (slice * 32L + lane) * 128L; o < {}L; o += "
-               "{}L) asm volatile(\"prefetch.global.L2 [%0];\" :: "
-               "\"l\"((const uint8_t *){}{}_{} + o));",
-               indent, rowBytes, int64_t(slices) * 32 * 128, prefix, b, c);
-    }
+    gemvPrefetchRows(g, slices, cols, prefix, indent);
   };
   const int64_t groupCols = kGemvWarps / slices;
   const bool loop = colLoop_.groups > 0;
@@ -869,6 +880,52 @@ EmittedKernel GemmEmitter::gemvForms(
   return own;
 }
 
+void GemmEmitter::gemvPrefetchAhead(const std::vector<Gemm> &gemms,
+                                    const std::vector<GemvForm> &shapes,
+                                    const std::vector<int64_t> &groups) {
+  // The blocks resident at launch: the register cap's blocks an SM on
+  // every unit (gemvEntry's launch bounds).
+  const ir::Target *t = ir::lookupTarget(e.target);
+  const int64_t per =
+      minBlocks_ > 0 ? minBlocks_ : option(e.plan, Opt::GemmDecodeBlocks);
+  const int64_t resident = (t ? t->units : 0) * per;
+  int64_t total = 0;
+  for (int64_t g : groups)
+    total += g;
+  // Past a few rounds (the LM head: 36 of 528 blocks) the rows asked for
+  // first would leave L2 before their blocks start.
+  if (resident <= 0 || total <= resident || total > 4 * resident)
+    return;
+  // The chains' column groups in a row, u: block b < R takes u = b + R,
+  // b + 2R, ... The first R are the ones the resident blocks start with
+  // (a block a group, or a looping block's first), which they prefetch
+  // themselves (gemvBody).
+  e.line("  if (bid_x() < {}) {{", resident);
+  e.line("  for (long u = bid_x() + {}L; u < {}L; u += {}L) {{", resident,
+         total, resident);
+  int64_t base = 0;
+  const std::string rowBase = rowBase_;
+  rowBase_ = "0L";
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    const int slices = shapes[ci].slices, cols = shapes[ci].cols;
+    const int64_t groupCols = kGemvWarps / slices;
+    e.line("  if (u >= {}L && u < {}L) {{", base, base + groups[ci]);
+    e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
+    e.line("  const long n0 = ((u - {}L) * {} + group) * {};", base, groupCols,
+           cols);
+    gemvColumnRows(g, cols, "n0", "arow", "  ");
+    e.line("  if (n0 < {}L) {{", g.n);
+    gemvPrefetchRows(g, slices, cols, "arow", "    ");
+    e.line("  }}");
+    e.line("  }}");
+    base += groups[ci];
+  }
+  rowBase_ = rowBase;
+  e.line("  }}");
+  e.line("  }}");
+}
+
 void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
                            const std::vector<Gemm> &gemms, int64_t rows,
                            const std::string &sym, int64_t rowBlock,
@@ -891,26 +948,38 @@ void GemmEmitter::emitGemv(const std::vector<Chain> &chains,
   // what comes before reads no kernel's output (bid, the weights'
   // addresses, the IQ3_S table).
   earlyWait_ = prefetchEarly();
-  int64_t base = 0;
+  // Each chain's blocks: a block a column group, or with gemm-decode-grid
+  // fewer blocks looping over them.
+  std::vector<int64_t> chainBlocks, chainGroups;
   for (size_t ci = 0; ci < gemms.size(); ++ci) {
-    const Gemm &g = gemms[ci];
-    const GemvForm shape = shapes[ci];
     // A stream-mean chain's warp takes one hidden column over the whole K.
     const int64_t cols = chains[ci].streamMean
                              ? kGemvWarps
-                             : kGemvWarps / shape.slices * shape.cols;
+                             : kGemvWarps / shapes[ci].slices * shapes[ci].cols;
     // A stream-mean chain's columns are the hidden size's (a warp each).
     const int64_t outCols =
         chains[ci].streamMean
             ? e.tensor(chains[ci].streamMean->inputs[0]).shape[2].constant
-            : g.n;
+            : gemms[ci].n;
     const int64_t groups = (outCols + cols - 1) / cols;
-    // gemm-decode-grid: a chain of many column groups launches fewer
-    // blocks, each looping over groups (gemvBody).
-    const int64_t blocks =
+    chainGroups.push_back(groups);
+    chainBlocks.push_back(
         chains[ci].streamMean || rowBlock > 0
             ? groups
-            : gemvLaunchBlocks(groups, option(e.plan, Opt::GemmDecodeGrid));
+            : gemvLaunchBlocks(groups, option(e.plan, Opt::GemmDecodeGrid)));
+  }
+  const bool plain = rowBlock == 0 &&
+                     std::none_of(chains.begin(), chains.end(),
+                                  [](const Chain &c) { return c.streamMean; });
+  if (earlyWait_ && plain && option(e.plan, Opt::GemmDecodePrefetchAhead) != 0)
+    gemvPrefetchAhead(gemms, shapes, chainGroups);
+  int64_t base = 0;
+  for (size_t ci = 0; ci < gemms.size(); ++ci) {
+    const Gemm &g = gemms[ci];
+    const GemvForm shape = shapes[ci];
+    // gemm-decode-grid: a chain of many column groups launches fewer
+    // blocks, each looping over groups (gemvBody).
+    const int64_t groups = chainGroups[ci], blocks = chainBlocks[ci];
     colLoop_ = blocks < groups ? ColumnLoop{groups, blocks} : ColumnLoop{};
     e.line("  if (bid_x() >= {} && bid_x() < {}) {{", base, base + blocks);
     e.line("  const long base = {};", base);

@@ -405,6 +405,21 @@ private:
   /// column groups after A's quantisation.
   void gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
                 const std::string &first, const std::string &end);
+  /// The rows of the \p cols columns from C expression \p at (W's first
+  /// row rowBase_) as prefix{b}_{c}; a column past N reads column 0.
+  void gemvColumnRows(const Gemm &g, int cols, const std::string &at,
+                      const std::string &prefix, const char *indent);
+  /// L2 prefetches of the rows prefix{b}_{c}, 128 bytes a lane over the
+  /// group's \p slices warps (`slice`, `lane` defined).
+  void gemvPrefetchRows(const Gemm &g, int slices, int cols,
+                        const std::string &prefix, const char *indent);
+  /// gemm-decode-prefetch-ahead: the blocks resident at launch ask L2 for
+  /// the rows of the column groups that later blocks (or their own later
+  /// loops) take, before the grid dependency wait; \p groups and \p shapes
+  /// are the chains'.
+  void gemvPrefetchAhead(const std::vector<Gemm> &gemms,
+                         const std::vector<GemvForm> &shapes,
+                         const std::vector<int64_t> &groups);
   /// The decode form of a chain with a stream mean (hyper-connection K3):
   /// a warp per hidden column takes that column of every stream's gate
   /// (K whole: the gate's K is short), then lane m - m0 averages the

@@ -34,6 +34,31 @@ struct RowOf {
   }
 };
 
+/// Bytes of one expert's slab of the stack \p w [E, N, K].
+int64_t slabBytes(const Tensor &w) {
+  return constProduct(w.shape, 1) / w.blockSize * w.blockBytes;
+}
+
+/// The pieces the prefetching blocks ask L2 for, one bulk prefetch each.
+constexpr int64_t kPrefetchPiece = 16384;
+
+/// At most this many bytes of slabs a step asks for (two thirds of the
+/// H100's 50 MB L2: the Qwen3-MoE's eight experts are 24.5 MB a layer).
+constexpr int64_t kPrefetchMaxBytes = int64_t(32) << 20;
+
+/// moe-route-prefetch's blocks for the block form of \p op: 0 without
+/// hints (prefetch-experts), off the sm_90 target, or when k slabs of
+/// every stack exceed kPrefetchMaxBytes.
+int64_t prefetchBlocks(Emitter &e, const BodyOp &op) {
+  const int64_t blocks = option(e.plan, codegen::Opt::MoeRoutePrefetch);
+  if (blocks == 0 || op.inputs.size() < 2 || e.target != "sm_90")
+    return 0;
+  int64_t bytes = 0;
+  for (size_t m = 1; m < op.inputs.size(); ++m)
+    bytes += e.intAttr(op, "k") * slabBytes(e.tensor(op.inputs[m]));
+  return bytes <= kPrefetchMaxBytes ? blocks : 0;
+}
+
 /// moe_route of one token (a decode step) by the whole block: each
 /// wave's top K of its experts by K rounds of a wave argmax of route_keys
 /// (RouteOrder.h), then the block's top K of the waves' picks by rank (a
@@ -114,6 +139,40 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
   e.line("    if (c != 0 && rank < {}) pick[rank] = c;", k);
   e.line("  }}");
   e.line("  sync_block();");
+  // moe-route-prefetch: blocks 1..P pick the same experts (the logits
+  // are a few hundred floats), then ask L2 for a share of their slabs.
+  const int64_t blocks = prefetchBlocks(e, op);
+  if (blocks > 0) {
+    e.line("  if (bid_x() != 0) {{");
+    // Piece i to block 1 + i % P: a stack's pieces over every block (and
+    // SM) before any block takes a second.
+    e.line("    const long i0 = (long)tid_x() * {} + bid_x() - 1;", blocks);
+    for (size_t m = 1; m < op.inputs.size(); ++m) {
+      const Tensor w = e.tensor(op.inputs[m]);
+      const int64_t slab = slabBytes(w),
+                    pieces = (slab + kPrefetchPiece - 1) / kPrefetchPiece;
+      e.line("    for (long i = i0; i < {}L; i += {}L) {{", k * pieces,
+             blocks * kRouteThreads);
+      e.line("      const int x = route_key_id(pick[i / {}L]);", pieces);
+      e.line("      if (x < 0 || x >= {}) continue;", ne);
+      e.line("      const uint64_t s = (uint64_t)(const uint8_t *){} + "
+             "(uint64_t)x "
+             "* {}ULL;",
+             w.ptr, slab);
+      e.line("      const uint64_t a = (s + i % {}L * {}ULL) & ~15ULL;", pieces,
+             kPrefetchPiece);
+      e.line(
+          "      const uint64_t b = (s + {}ULL < a + {}ULL ? s + {}ULL : a + "
+          "{}ULL) & ~15ULL;",
+          slab, kPrefetchPiece, slab, kPrefetchPiece);
+      e.line(
+          "      if (b > a) prefetch_l2_bulk((const void *)a, (uint32_t)(b - "
+          "a));");
+      e.line("    }}");
+    }
+    e.line("    return;");
+    e.line("  }}");
+  }
   e.line("  if (wave != 0) return;");
   e.line("  const uint64_t ck = lane < {} ? pick[lane] : 0;", k);
   e.line("  const float mv = route_key_value(ck);");
@@ -130,7 +189,7 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
          e.boolAttr(op, "norm") ? "mv / total" : "mv");
   e.line("  }}");
   e.line("}}");
-  e.out.grid = {{0, 1, 1}, {0, 1, 1}, {0, 1, 1}};
+  e.out.grid = {{0, 1 + blocks, 1}, {0, 1, 1}, {0, 1, 1}};
   e.out.block = {kRouteThreads, 1, 1};
 }
 

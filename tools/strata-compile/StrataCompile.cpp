@@ -1061,7 +1061,8 @@ static int compileMain(int argc, char **argv) {
   // Only the passes that optimise may be left out: the others bind,
   // lower, type or place what the plan needs.
   auto optional = [](const std::string &p) {
-    return p == "fold-delta-inputs" || p == "cse" || p.rfind("fuse-", 0) == 0;
+    return p == "fold-delta-inputs" || p == "cse" || p == "prefetch-experts" ||
+           p.rfind("fuse-", 0) == 0;
   };
   for (const std::string &p : skipped) {
     const auto &pipe = passes::defaultPipeline();
@@ -1069,7 +1070,7 @@ static int compileMain(int argc, char **argv) {
       return usageError(fmt::format(
           "--skip-pass {}: not an optimising pass of the pipeline (those "
           "are fold-delta-inputs, cse, fuse-hyper-connection, "
-          "fuse-elementwise, fuse-siblings and fuse-rows)",
+          "fuse-elementwise, fuse-siblings, fuse-rows and prefetch-experts)",
           p));
   }
 

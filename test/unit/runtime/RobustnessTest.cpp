@@ -123,7 +123,7 @@ TEST(CpuRobustness, OperandCountsAreChecked) {
   EXPECT_FALSE(runKernel(Recipe::Add, {}, {&x}, {&y}, error));
   EXPECT_EQ(error, "takes 2..2 inputs and 1 outputs, got 1 and 1");
   EXPECT_FALSE(runKernel(Recipe::MoeRoute, {}, {&x}, {&y}, error));
-  EXPECT_EQ(error, "takes 1..1 inputs and 2 outputs, got 1 and 1");
+  EXPECT_EQ(error, "takes 1..4 inputs and 2 outputs, got 1 and 1");
   HostTensor short_ = x;
   short_.bytes.resize(4);
   EXPECT_FALSE(runKernel(Recipe::Neg, {}, {&short_}, {&y}, error));

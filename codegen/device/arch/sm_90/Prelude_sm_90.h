@@ -51,6 +51,13 @@ STRATA_FN void grid_dependency_wait() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
+/// Asks L2 for \p bytes at \p g (both multiples of 16) through the SM's
+/// bulk copy unit (cp.async.bulk.prefetch.L2): one instruction a piece, no
+/// registers, nothing to wait for; a hint, never a fault of the kernel's.
+STRATA_FN void prefetch_l2_bulk(const void *g, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes)
+               : "memory");
+}
 /// bar.warp.sync: orders the wave's shared memory accesses around it.
 STRATA_FN void sync_wave() { __nvvm_bar_warp_sync(0xffffffffu); }
 STRATA_FN int shfl_i(int v, int src) {
