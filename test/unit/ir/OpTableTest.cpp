@@ -161,3 +161,25 @@ TEST(OpTable, ExpertStacksReadTheExpectedDistinctExperts) {
   EXPECT_GT(rest1, 0);
   EXPECT_NEAR(restBig / 4096, rest1, 1e-6 * restBig);
 }
+
+// moe_route's expert stacks (prefetch-experts' hints) cost nothing: the
+// grouped GEMMs that read the slabs count their bytes, so a hinted route
+// costs what the plain one does.
+TEST(OpTable, RouteHintsAddNoBytes) {
+  auto found = findOp(kRoundTrips[0], "moe_route");
+  ASSERT_NE(found->op, nullptr) << found->error;
+  const ir::Operation *hinted = found->op, *plain = nullptr;
+  for (const auto &f : found->module->funcs)
+    for (const auto &op : f->body.ops)
+      if (op.get() != hinted && op->kind == hinted->kind &&
+          op->operands.size() == 1 &&
+          op->results[0]->type.str() == hinted->results[0]->type.str())
+        plain = op.get();
+  ASSERT_EQ(hinted->operands.size(), 4u) << "the round trip's last route";
+  ASSERT_NE(plain, nullptr);
+  ir::KernelCost h = ir::kernelCost(*hinted), p = ir::kernelCost(*plain);
+  for (int64_t t : {1, 16, 4096}) {
+    EXPECT_EQ(h.bytes.at(t), p.bytes.at(t)) << "T = " << t;
+    EXPECT_EQ(h.flops.at(t), p.flops.at(t)) << "T = " << t;
+  }
+}
