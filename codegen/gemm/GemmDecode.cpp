@@ -279,28 +279,21 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
   e.line("  const int slice = wave % {}, group = wave / {};", slices, slices);
   // A decode run's rows (from 0): their loads of A all issued at once.
   const bool hoist = first == "0L";
-  auto columnRows = [&](const std::string &at, const std::string &prefix,
-                        const char *indent) {
-    gemvColumnRows(g, cols, at, prefix, indent);
-  };
   // gemm-decode-prefetch (sm_90): the warps of a column group ask L2 for
   // its rows' lines (128 bytes a thread) before A's quantisation and its
   // barriers, so that the first pieces' loads find them on chip.
   const bool prefetch =
       e.target == "sm_90" && option(e.plan, Opt::GemmDecodePrefetch) != 0;
-  auto prefetchRows = [&](const std::string &prefix, const char *indent) {
-    gemvPrefetchRows(g, slices, cols, prefix, indent);
-  };
   const int64_t groupCols = kGemvWarps / slices;
   const bool loop = colLoop_.groups > 0;
   if (!loop) {
     e.line("  const long n0 = ((long)(bid_x() - base) * {} + group) * {};",
            groupCols, cols);
     e.line("  const bool live = n0 < {}L;", g.n);
-    columnRows("n0", "wrow", "  ");
+    gemvColumnRows(g, cols, "n0", "wrow", "  ");
     if (prefetch) {
       e.line("  if (live) {{");
-      prefetchRows("wrow", "    ");
+      gemvPrefetchRows(g, slices, cols, "wrow", "    ");
       e.line("  }}");
     }
     if (earlyWait_)
@@ -310,9 +303,9 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
     e.line("  {{");
     e.line("  const long p0 = ((long)(bid_x() - base) * {} + group) * {};",
            groupCols, cols);
-    columnRows("p0", "prow", "  ");
+    gemvColumnRows(g, cols, "p0", "prow", "  ");
     e.line("  if (p0 < {}L) {{", g.n);
-    prefetchRows("prow", "    ");
+    gemvPrefetchRows(g, slices, cols, "prow", "    ");
     e.line("  }}");
     e.line("  }}");
     if (earlyWait_)
@@ -334,14 +327,14 @@ void GemmEmitter::gemvBody(const Gemm &g, int64_t rows, GemvForm shape,
            colLoop_.groups, colLoop_.stride);
     e.line("  const long n0 = (cg * {} + group) * {};", groupCols, cols);
     e.line("  const bool live = n0 < {}L;", g.n);
-    columnRows("n0", "wrow", "  ");
+    gemvColumnRows(g, cols, "n0", "wrow", "  ");
     if (prefetch) {
       // The warp's next group asked of L2 while this one's pieces load.
       e.line("  {{");
       e.line("  const long p0 = n0 + {}L;", colLoop_.stride * groupCols * cols);
-      columnRows("p0", "prow", "  ");
+      gemvColumnRows(g, cols, "p0", "prow", "  ");
       e.line("  if (p0 < {}L) {{", g.n);
-      prefetchRows("prow", "    ");
+      gemvPrefetchRows(g, slices, cols, "prow", "    ");
       e.line("  }}");
       e.line("  }}");
     }
