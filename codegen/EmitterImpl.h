@@ -164,6 +164,9 @@ void emitDeltaKernel(Emitter &e);
 void emitSortKernel(Emitter &e);
 /// moe_route alone (sort/RouteEmitter.cpp; its Row form is a row kernel).
 void emitRouteKernel(Emitter &e);
+/// moe_route and the moe_sort of its ids fused (fuse-route-sort;
+/// sort/RouteEmitter.cpp).
+void emitRouteSortKernel(Emitter &e);
 
 /// The element of \p t that element (row, i) of an op output of shape
 /// \p outShape reads, with numpy broadcasting over trailing dims; `row` and

@@ -32,6 +32,9 @@ std::vector<std::string> defaultPipeline() {
       // In plans that decode on a GPU: the routed experts' stacks as
       // moe_route's prefetch hints.
       "prefetch-experts",
+      // In plans that decode on a GPU: the route and its sort as one launch
+      // (after the hints, which the route keeps).
+      "fuse-route-sort",
       // Pick the target's kernel variant for every GEMM.
       "select-expert-kernels",
       // Pick a catalog recipe for every op.

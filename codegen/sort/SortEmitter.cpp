@@ -23,6 +23,9 @@ using format::Recipe;
 void emitSortKernel(Emitter &e) {
   if (e.body.size() == 1 && e.body[0].recipe == Recipe::MoeRoute)
     return emitRouteKernel(e);
+  if (e.body.size() == 2 && e.body[0].recipe == Recipe::MoeRoute &&
+      e.body[1].recipe == Recipe::MoeSort)
+    return emitRouteSortKernel(e);
   if (e.body.size() != 1)
     throw Unsupported("moe_sort with a fused body");
   const BodyOp &op = e.body[0];

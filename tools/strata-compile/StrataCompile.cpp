@@ -1070,7 +1070,8 @@ static int compileMain(int argc, char **argv) {
       return usageError(fmt::format(
           "--skip-pass {}: not an optimising pass of the pipeline (those "
           "are fold-delta-inputs, cse, fuse-hyper-connection, "
-          "fuse-elementwise, fuse-siblings, fuse-rows and prefetch-experts)",
+          "fuse-elementwise, fuse-siblings, fuse-rows, prefetch-experts and "
+          "fuse-route-sort)",
           p));
   }
 
