@@ -45,6 +45,12 @@ public:
   /// as one register-resident pass (row_hc_write_norm); false where the
   /// shapes do not fit it (then each op is emitted on its own).
   bool writeNorm(const BodyOp &write, const BodyOp &norm);
+  /// moe_scatter, the residual add and rms_norm in one pass
+  /// (row_scatter_add_norm; option row-scatter-norm) where \p scatter,
+  /// \p add and \p norm are that chain of one row; false (nothing
+  /// printed) where they are not.
+  bool scatterAddNorm(const BodyOp &scatter, const BodyOp &add,
+                      const BodyOp &norm);
   /// A norm's optional weight: its element count (0: none) and pointer.
   std::pair<int64_t, std::string> normWeight(const BodyOp &norm) {
     if (norm.inputs.size() < 2)
@@ -878,6 +884,50 @@ bool RowEmitter::writeNorm(const BodyOp &write, const BodyOp &norm) {
   return true;
 }
 
+bool RowEmitter::scatterAddNorm(const BodyOp &scatter, const BodyOp &add,
+                                const BodyOp &norm) {
+  using K = BodyRef::Kind;
+  auto same = [](const BodyRef &a, const BodyRef &b) {
+    return a.kind == b.kind && a.index == b.index && a.view.empty() &&
+           b.view.empty();
+  };
+  if (option(e.plan, codegen::Opt::RowScatterNorm) == 0 ||
+      scatter.recipe != Recipe::MoeScatter || scatter.inputs.size() != 3 ||
+      add.recipe != Recipe::Add || norm.recipe != Recipe::RmsNorm ||
+      scatter.outputs[0].kind != K::Tmp || !scatter.outputs[0].view.empty() ||
+      add.outputs[0].kind != K::Out || !same(norm.inputs[0], add.outputs[0]) ||
+      !norm.outputs[0].view.empty() || e.intAttr(norm, "groups") != 1)
+    return false;
+  // The add reads the scatter's sum and the residual; nothing else reads
+  // the sum (it lives in registers only).
+  const BodyRef &f = scatter.outputs[0];
+  const int fi = same(add.inputs[0], f) ? 0 : same(add.inputs[1], f) ? 1 : -1;
+  if (fi < 0 || add.inputs[1 - fi].kind == K::Tmp)
+    return false;
+  int reads = 0;
+  for (const BodyOp &op : e.body)
+    for (const BodyRef &r : op.inputs)
+      reads += r.kind == K::Tmp && r.index == f.index ? 1 : 0;
+  if (reads != 1)
+    return false;
+  Tensor x = in(scatter, 0), slots = in(scatter, 1), wt = in(scatter, 2);
+  Tensor h = in(add, 1 - fi), ro = res(add), y = res(norm);
+  const int64_t n = constProduct(ro.shape, 1), k = wt.shape[1].constant;
+  if (ro.ctype != "float" || n % 4 != 0 ||
+      (n + kThreads * 4 - 1) / (kThreads * 4) > 8 ||
+      constProduct(x.shape, 1) != n || constProduct(h.shape, 1) != n ||
+      constProduct(y.shape, 1) != n || x.quant() || h.quant())
+    return false;
+  auto [wn, w] = normWeight(norm);
+  if (wn % 4 != 0)
+    return false;
+  e.line("  row_scatter_add_norm<{}, {}, {}, {}>({}, {} + row * {}, {} + row "
+         "* {}, {}, {}, {}, {}, {}, red);",
+         k, n, kThreads, wn, x.ptr, slots.ptr, k, wt.ptr, k, rowPtr(h), w,
+         rowPtr(ro), rowPtr(y), floatLit(e.floatAttr(norm, "eps")));
+  return true;
+}
+
 int64_t RowEmitter::convChannels() {
   const BodyOp &conv = e.body[0];
   if (conv.recipe != Recipe::Conv1dCausal || e.body.size() > 2)
@@ -1036,6 +1086,9 @@ void RowEmitter::run() {
         continue;
       if (n + 1 < ops.size() && writeNorm(b, e.body[ops[n + 1]]))
         ++n;
+      else if (n + 2 < ops.size() &&
+               scatterAddNorm(b, e.body[ops[n + 1]], e.body[ops[n + 2]]))
+        n += 2;
       else
         this->op(b);
       e.line("  sync_block();");

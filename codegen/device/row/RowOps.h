@@ -96,6 +96,90 @@ STRATA_FN void row_hc_write_norm(const R *r, const F *f, const L *lam,
   }
 }
 
+/// moe_scatter + add + rms_norm of one row in one pass (fuse-rows' kernel
+/// after the routed experts; option row-scatter-norm): the K slots' expert
+/// rows of \p x (rows \p slots[j], weights \p wt[j]) summed in slot order
+/// as moe_scatter sums them, plus the residual \p h, stored to \p ro (f32:
+/// the norm reads the values stored), then y = ro * 1/sqrt(mean(ro^2) +
+/// eps) [* w[i % WN]] as row_rms_norm's block form computes it, from
+/// registers. The residual and the slots load after one wait, the expert
+/// rows as soon as their indices arrive; no shared temporary, no re-read.
+/// Threads past N / 4 (rows shorter than NT x 4) hold zeros.
+template <int K, int N, int NT, int WN, class X, class WT, class H, class W,
+          class Y>
+STRATA_FN void row_scatter_add_norm(const X *x, const int32_t *slots,
+                                    const WT *wt, const H *h, const W *w,
+                                    float *ro, Y *y, float eps, float *red) {
+  constexpr int P = (N + NT * 4 - 1) / (NT * 4);
+  static_assert(N % 4 == 0 && P <= 8, "row_scatter_add_norm: row shape");
+  long r[K];
+  float wk[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    r[j] = slots[j];
+    wk[j] = ld(wt, j);
+  }
+  float a[P][4], hv[P][4];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = (p * NT + tid_x()) * 4;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      a[p][u] = hv[p][u] = 0.0f;
+    if (N % (NT * 4) == 0 || i0 < N)
+      ld4(h, i0, hv[p]);
+  }
+#pragma unroll
+  for (int j = 0; j < K; ++j)
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int i0 = (p * NT + tid_x()) * 4;
+      if (N % (NT * 4) == 0 || i0 < N) {
+        float v[4];
+        ld4(x, r[j] * N + i0, v);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          a[p][u] += wk[j] * v[u];
+      }
+    }
+  float s = 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = (p * NT + tid_x()) * 4;
+    if (N % (NT * 4) == 0 || i0 < N) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        a[p][u] = hv[p][u] + a[p][u]; // sm_add(h, f), as the add does
+        s += a[p][u] * a[p][u];
+      }
+      st4(ro, i0, a[p]);
+    }
+  }
+  // The norm weights' loads (hv's registers, free now) overlap the sum.
+  if constexpr (WN > 0) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int i0 = (p * NT + tid_x()) * 4;
+      if (N % (NT * 4) == 0 || i0 < N)
+        ld4(w, i0 % WN, hv[p]);
+    }
+  }
+  const float scale = 1.0f / strata_sqrt(block_sum<NT>(s, red) / N + eps);
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int i0 = (p * NT + tid_x()) * 4;
+    if (N % (NT * 4) == 0 || i0 < N) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        a[p][u] *= scale;
+        if constexpr (WN > 0)
+          a[p][u] *= hv[p][u];
+      }
+      st4(y, i0, a[p]);
+    }
+  }
+}
+
 /// RMS normalisation of one row of N elements in groups of GS (rms_norm,
 /// hc_norm): y = x * 1/sqrt(mean(x^2) + eps) [* w[i % WN]]. Groups of at
 /// most 1024 elements go one per wave; larger ones take the whole block.

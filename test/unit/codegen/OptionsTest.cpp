@@ -59,6 +59,7 @@ TEST(CodegenOptions, EveryFormerEnvironmentKnobIsAnOption) {
                                       "attn-decode-keys",
                                       "row-chains",
                                       "row-norm-block",
+                                      "row-scatter-norm",
                                       "row-rope-table",
                                       "attn-decode-chunk"};
   std::set<std::string> have;
