@@ -374,12 +374,32 @@ void emitRouteSortKernel(Emitter &e) {
       routeBlockBody(e, route, nt, routeWaves(ne, nt), rowPtr(x),
                      "(" + idsP + " + row * " + std::to_string(k) + "L)",
                      rowPtr(y), true);
-      e.line("  }} else {{");
+      // One token's k picks are k distinct experts (pick[], the block's
+      // top k in shared memory): the stable sort is their ranks by id,
+      // each expert's offset the picks of smaller ids; no counts, scan or
+      // barriers (moe_sort_one's ~10 for k slots).
+      e.line("  for (int x = tid_x(); x <= {}; x += {}) {{", experts, nt);
+      e.line("    int c = 0;");
+      e.line("#pragma unroll");
+      e.line("    for (int j = 0; j < {}; ++j)", k);
+      e.line("      c += route_key_id(pick[j]) < x ? 1 : 0;");
+      e.line("    {}[x] = c;", off.ptr);
+      e.line("  }}");
+      e.line("  if (tid_x() < {}) {{", k);
+      e.line("    const int id = route_key_id(pick[tid_x()]);");
+      e.line("    int at = 0;");
+      e.line("#pragma unroll");
+      e.line("    for (int j = 0; j < {}; ++j)", k);
+      e.line("      at += route_key_id(pick[j]) < id ? 1 : 0;");
+      e.line("    {}[at] = tid_x();", perm.ptr);
+      if (!rowsT.isTemp)
+        e.line("    {}[tid_x()] = at;", rowsT.ptr);
+      e.line("  }}");
+      e.line("  return;");
+      e.line("  }}");
     }
     e.line("  if (bid_x() != 0) return;");
     wavesRoute("0", "T");
-    if (block)
-      e.line("  }}");
     e.line("  sync_block();");
     e.line("  moe_sort_one<{}, {}, {}>({}, {}, {}, {}, T * {}L);", experts, nt,
            sl, idsP, off.ptr, perm.ptr, rowsP, k);
