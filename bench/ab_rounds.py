@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The median ms a decode step per variant, row count and prompt over the
-rounds of a bench/decode_batch_ab.sh results file, and each variant's ratio
-against the first variant listed (head).
+rounds of a bench/decode_batch_ab.sh results file, and each variant's speed
+against the reference's (a variant named base or head, else the first).
 
     python3 bench/ab_rounds.py RESULTS.txt
 """
@@ -10,9 +10,11 @@ import statistics
 import sys
 from collections import defaultdict
 
-LINE = re.compile(
-    r"^round (\d+) (\S+) B=(\d+)(?: P=(\d+))?: .*?\(([0-9.]+) ms a step, "
-    r"([0-9.]+) tokens/s in all\)")
+LINE = re.compile(r"^round (\d+) (\S+) B=(\d+)(?: P=(\d+))?: (.*)$")
+# Batched: "N decode steps of B rows in X ms (S ms a step, ...)"; one row:
+# "generated N tokens in X ms (...)", a step X / N.
+STEP = re.compile(r"\(([0-9.]+) ms a step")
+ONE = re.compile(r"generated (\d+) tokens in ([0-9.]+) ms")
 
 
 def main(path):
@@ -23,10 +25,23 @@ def main(path):
             m = LINE.match(line)
             if not m:
                 continue
-            _, v, b, p, step, _ = m.groups()
+            _, v, b, p, rest = m.groups()
+            st, one = STEP.search(rest), ONE.search(rest)
+            if st:
+                step = float(st.group(1))
+            elif one:
+                step = float(one.group(2)) / int(one.group(1))
+            else:
+                continue
             if v not in order:
                 order.append(v)
-            ms[(int(p or 256), int(b), v)].append(float(step))
+            ms[(int(p or 256), int(b), v)].append(step)
+    # The reference: a variant named base or head, else the first seen.
+    for ref in ("base", "head"):
+        if ref in order:
+            order.remove(ref)
+            order.insert(0, ref)
+            break
     shapes = sorted({(p, b) for p, b, _ in ms})
     print(f"{'P':>5} {'B':>3} {'variant':<12} {'ms/step':>8} {'tok/s':>8} "
           f"{'vs ' + order[0]:>9}  rounds")
