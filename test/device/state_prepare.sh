@@ -15,7 +15,8 @@
 # the bf16 policy (kv-bf16.sm90, kv-int8.sm90), 4-slot cache-consistency
 # plans (cc-gen-bf16.sm90, cc-gen-int8.sm90, f32 policy) and the CPU's
 # continuation of the same prompt with each (host f32 plans: cpu-kv-*.ids,
-# cpu-kv-*.f32).
+# cpu-kv-*.f32). long.sm90: a plan with state of --max-tokens 1024 (bf16
+# policy) that --checks a 600-token prompt chunk (tokens-600.txt).
 # ARCH ... (default all four) limits the models: the folder with all four
 # is about 55 MB, so a device call whose tree and carry must stay under
 # 64 MiB may take two halves (state_run.sh runs the models it finds).
@@ -30,6 +31,7 @@ OUT=build-device-state
 rm -rf "$OUT" && mkdir -p "$OUT"
 python3 -c "import random; random.seed(37); print(','.join(str(random.randrange(1, 250)) for _ in range(37)))" > "$OUT/tokens.txt"
 tokens=$(cat "$OUT/tokens.txt")
+python3 -c "import random; random.seed(600); print(','.join(str(random.randrange(1, 250)) for _ in range(600)))" > "$OUT/tokens-600.txt"
 common=(--max-context 128 --max-batch 1 --max-tokens 16 --logits last)
 for arch in $archs; do
   d=$OUT/$arch
@@ -70,7 +72,13 @@ for arch in $archs; do
       find "$d/$p.sm90/kernels" -name '*.cu' -o -name '*.ptx' -o -name '*.hip' | xargs rm -f
     done
   done
-  for p in cc-gen cc-ref; do
+  # A prompt chunk of 600 tokens in a plan that decodes (bf16 policy,
+  # --max-tokens 1024): the forms decode plans take only at long chunks
+  # (fuse-route-sort's `_slices` alternate from T x k >= ~2,040 slots).
+  "$B/strata-compile" "models/$arch.strata" --gguf "$d/model.gguf" \
+    --max-context 1280 --max-batch 1 --max-tokens 1024 --logits last \
+    --target sm_90 --precision bf16 -o "$d/long.sm90" >/dev/null
+  for p in cc-gen cc-ref long; do
     find "$d/$p.sm90/kernels" -name '*.cu' -o -name '*.ptx' -o -name '*.hip' | xargs rm -f
   done
   "$B/strata-run" "$d/host" --gguf "$d/model.gguf" \

@@ -8,6 +8,9 @@
 #     tiles and chunked delta rule sum in other orders than the state
 #     kernels; also for the steps against the same plan's own prefill rows,
 #     whose GEMMs take other forms than a decode row's) and 1e-8;
+#   - a 600-token prompt chunk in a plan that decodes (long.sm90, bf16
+#     policy, --max-tokens 1024) with --check: the forms decode plans take
+#     only at long chunks (fuse-route-sort's `_slices` alternate);
 #   - per policy, strata-run -n 24 with --check (every kernel of every
 #     prefill chunk and decode step, state writes included, against the cpu
 #     backend), then again through CUDA graphs: ids and step logits against
@@ -61,6 +64,17 @@ fail=0
         "$D/$arch/model.gguf" --backend cuda --decode-bar 1e-3 --self-bar 1e-4 \
         --batch-bar 1e-8 || fail=1
     done
+    if [ -d "$D/$arch/long.sm90" ]; then
+      echo "== $arch a 600-token prompt chunk, --check (cuda, bf16 policy)"
+      if ! "$B/strata-run" "$D/$arch/long.sm90" --gguf "$D/$arch/model.gguf" --backend cuda \
+          --tokens-file "$D/tokens-600.txt" -n 3 --ignore-eos --check >/dev/null \
+          2>"$D/$arch/long-check.log"; then
+        echo "FAIL $arch long chunk --check: $(tail -3 "$D/$arch/long-check.log")"
+        fail=1
+      else
+        echo "PASS $arch long chunk --check: $(grep -h timings "$D/$arch/long-check.log")"
+      fi
+    fi
     for policy in f32 bf16 kv-bf16 kv-int8; do
       p=$D/$arch/$policy.sm90
       w=$D/$arch/run-$policy
