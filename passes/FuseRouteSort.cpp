@@ -28,7 +28,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Rewrite.h"
-#include "ir/Target.h"
 #include "passes/Pass.h"
 
 namespace strata::passes {
@@ -44,8 +43,7 @@ public:
   bool run(std::unique_ptr<Module> &m, PassContext &ctx) override {
     if (!checkNotPlanned(*m, name(), ctx))
       return false;
-    const Target *target = lookupTarget(ctx.target);
-    if (ctx.maxContext <= 0 || !target || !target->gpu)
+    if (!decodesOnGpu(ctx))
       return true;
     for (auto &f : m->funcs)
       fuse(*f);

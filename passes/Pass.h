@@ -76,6 +76,10 @@ public:
 /// liveness and arena bound would no longer describe the ops).
 bool checkNotPlanned(const ir::Module &m, const char *pass, PassContext &ctx);
 
+/// True if the plan decodes (--max-context) on a GPU target: the passes
+/// that trade launches or L2 hints for decode steps act only there.
+bool decodesOnGpu(const PassContext &ctx);
+
 /// Creates the pass named \p name, or nullptr if there is none.
 std::unique_ptr<Pass> createPass(const std::string &name);
 

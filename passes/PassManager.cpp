@@ -1,6 +1,7 @@
 //===- PassManager.cpp - pass registry and manager ------------------------===//
 #include "passes/Pass.h"
 
+#include "ir/Target.h"
 #include "ir/Verifier.h"
 
 #include <fmt/format.h>
@@ -24,6 +25,11 @@ const std::vector<PassInfo> &allPasses() {
 #include "passes/Passes.def"
   };
   return kPasses;
+}
+
+bool decodesOnGpu(const PassContext &ctx) {
+  const ir::Target *target = ir::lookupTarget(ctx.target);
+  return ctx.maxContext > 0 && target && target->gpu;
 }
 
 bool checkNotPlanned(const ir::Module &m, const char *pass, PassContext &ctx) {

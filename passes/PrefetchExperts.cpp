@@ -27,7 +27,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/DefUse.h"
-#include "ir/Target.h"
 #include "passes/Pass.h"
 
 #include <algorithm>
@@ -45,8 +44,7 @@ public:
   bool run(std::unique_ptr<Module> &m, PassContext &ctx) override {
     if (!checkNotPlanned(*m, name(), ctx))
       return false;
-    const Target *target = lookupTarget(ctx.target);
-    if (ctx.maxContext <= 0 || !target || !target->gpu)
+    if (!decodesOnGpu(ctx))
       return true;
     for (auto &f : m->funcs)
       hint(*f);

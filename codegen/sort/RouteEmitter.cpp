@@ -236,6 +236,13 @@ void routeBlock(Emitter &e, const BodyOp &op, const RowOf &rowPtr) {
   e.out.block = {kRouteThreads, 1, 1};
 }
 
+/// The pointer of a routing output: the kernel's own, or, for the ids a
+/// fused route + sort keeps to itself, the workspace's first S = T x k
+/// slots.
+std::string slotsPtr(const Tensor &t) {
+  return t.isTemp ? std::string("((int32_t *)ws)") : t.ptr;
+}
+
 } // namespace
 
 void emitRouteKernel(Emitter &e) {
@@ -284,21 +291,6 @@ void emitRouteKernel(Emitter &e) {
   }
 }
 
-} // namespace strata::codegen::detail
-
-namespace strata::codegen::detail {
-
-namespace {
-
-/// The pointer of a routing output: the kernel's own, or, for the ids a
-/// fused route + sort keeps to itself, the workspace's first S = T x k
-/// slots.
-std::string slotsPtr(const Tensor &t) {
-  return t.isTemp ? std::string("((int32_t *)ws)") : t.ptr;
-}
-
-} // namespace
-
 void emitRouteSortKernel(Emitter &e) {
   const BodyOp &route = e.body.at(0), &sort = e.body.at(1);
   const format::BodyRef &idsRef = route.outputs.at(1);
@@ -340,8 +332,7 @@ void emitRouteSortKernel(Emitter &e) {
   if (perSlice < 1)
     throw Unsupported("k past a sort slice");
   const std::string idsP = slotsPtr(ids);
-  const char *rowsOut = rowsT.isTemp ? "(int32_t *)0" : nullptr;
-  const std::string rowsP = rowsOut ? rowsOut : rowsT.ptr;
+  const std::string rowsP = rowsT.isTemp ? "(int32_t *)0" : rowsT.ptr;
   // The workspace: the ids where the kernel keeps them (S ints), then the
   // slices' counts ((S / sl + 1) x E ints), bytes
   // (4 k sl + 4 E k) T / sl + 4 E >= 4 S + 4 E (S / sl + 1).
